@@ -1,0 +1,109 @@
+## The table of the n best candidates one work-item keeps for its reference patch
+## (Davy-Ehret 4.1.1). Every access uses an index fixed when the template is rendered,
+## so the table stays in registers: loops over the table are unrolled here, not by the
+## OpenCL compiler.
+##
+## The table is the arrays `bd` (distances) and `bp` (packed candidate offsets, see
+## pack_offset). The ordered kind keeps bd ascending (Algorithm 2); the unordered kind
+## keeps the current maximum in `bmax` (Algorithm 3) and is sorted once at the end.
+
+## Candidate offsets relative to the reference (frame, row, column), each in [-127, 127],
+## packed in one int: the table then holds one int per entry.
+<%def name="pack_defines()">
+#define PACK_OFFSET(dt, dy, dx) ((((dt) + 128) << 16) | (((dy) + 128) << 8) | ((dx) + 128))
+#define OFFSET_T(code) (((code) >> 16) - 128)
+#define OFFSET_Y(code) ((((code) >> 8) & 255) - 128)
+#define OFFSET_X(code) (((code) & 255) - 128)
+</%def>
+
+<%def name="declare(n, kind)">
+    float bd[${n}];
+    int bp[${n}];
+% for i in range(n):
+    bd[${i}] = INFINITY;
+    bp[${i}] = PACK_OFFSET(0, 0, 0);
+% endfor
+% if kind == "unordered":
+    float bmax = INFINITY;
+% endif
+</%def>
+
+## Offer candidate `pos` at distance `d` (both expressions without side effects).
+<%def name="insert(n, kind, d, pos)">
+% if kind == "ordered":
+    if (${d} < bd[${n - 1}]) {
+        ## Algorithm 2 without branches inside: entry i takes entry i-1 if that one is
+        ## larger than d, d itself if it is the first entry larger than d, else stays.
+        ## Going downwards, bd[i-1] and bd[i] still hold the old values when read.
+% for i in range(n - 1, 0, -1):
+        {
+            const bool shift = bd[${i - 1}] > ${d};
+            const bool here = !shift && bd[${i}] > ${d};
+            bp[${i}] = shift ? bp[${i - 1}] : (here ? ${pos} : bp[${i}]);
+            bd[${i}] = shift ? bd[${i - 1}] : (here ? ${d} : bd[${i}]);
+        }
+% endfor
+        if (bd[0] > ${d}) {
+            bp[0] = ${pos};
+            bd[0] = ${d};
+        }
+    }
+% else:
+    if (${d} < bmax) {
+        ## Algorithm 3: replace the first entry holding the maximum, then find the new maximum.
+        bool done = false;
+% for i in range(n):
+        {
+            const bool hit = !done & (bd[${i}] == bmax);
+            bp[${i}] = hit ? ${pos} : bp[${i}];
+            bd[${i}] = hit ? ${d} : bd[${i}];
+            done = done | hit;
+        }
+% endfor
+        bmax = bd[0];
+% for i in range(1, n):
+        bmax = bd[${i}] > bmax ? bd[${i}] : bmax;
+% endfor
+    }
+% endif
+</%def>
+
+## Leave the table ascending by distance (the unordered kind is sorted by an odd-even
+## transposition network: n rounds of fixed compare-exchanges).
+<%def name="finish(n, kind)">
+% if kind == "unordered":
+% for r in range(n):
+% for i in range(r % 2, n - 1, 2):
+    {
+        const bool swap = bd[${i}] > bd[${i + 1}];
+        const float d0 = swap ? bd[${i + 1}] : bd[${i}];
+        const float d1 = swap ? bd[${i}] : bd[${i + 1}];
+        const int p0 = swap ? bp[${i + 1}] : bp[${i}];
+        const int p1 = swap ? bp[${i}] : bp[${i + 1}];
+        bd[${i}] = d0; bd[${i + 1}] = d1; bp[${i}] = p0; bp[${i + 1}] = p1;
+    }
+% endfor
+% endfor
+% endif
+</%def>
+
+## Write the table of the reference at (frame t, row ry, column rx), buffer coordinates,
+## as absolute positions: (y, x), or (t, y, x) for video. `first` is the index of the
+## reference's first entry in out_dist.
+<%def name="write(n, video, first, t, ry, rx)">
+% for k in range(n):
+    {
+        const int code = bp[${k}];
+        const int e = ${first} + ${k};
+        out_dist[e] = bd[${k}];
+% if video:
+        out_pos[3 * e] = frame_base + ${t} + OFFSET_T(code);
+        out_pos[3 * e + 1] = band_y0 + ${ry} + OFFSET_Y(code);
+        out_pos[3 * e + 2] = ${rx} + OFFSET_X(code);
+% else:
+        out_pos[2 * e] = band_y0 + ${ry} + OFFSET_Y(code);
+        out_pos[2 * e + 1] = ${rx} + OFFSET_X(code);
+% endif
+    }
+% endfor
+</%def>

@@ -1,0 +1,37 @@
+"""clpatch: portable OpenCL patch search and patch-based image/video denoising.
+
+Nothing touches OpenCL at import time; the first call picks a device (see `Runtime`).
+"""
+
+from .errors import (
+    ClpatchError,
+    DeviceNotFoundError,
+    DeviceResourceError,
+    KernelBuildError,
+    NoOpenCLError,
+)
+from .profiles import DeviceProfile, family_profile
+from .runtime import Runtime, default_runtime, list_devices, select_device
+from .scheduler import SearchConfig
+from .search import SearchPlan, SearchResult, grid_positions, search_patches
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ClpatchError",
+    "DeviceNotFoundError",
+    "DeviceProfile",
+    "DeviceResourceError",
+    "KernelBuildError",
+    "NoOpenCLError",
+    "Runtime",
+    "SearchConfig",
+    "SearchPlan",
+    "SearchResult",
+    "default_runtime",
+    "family_profile",
+    "grid_positions",
+    "list_devices",
+    "search_patches",
+    "select_device",
+]

@@ -1,0 +1,117 @@
+"""Checking image and video arguments, and describing them for the engines.
+
+Engines see every input as frames × rows × columns × channels (`Volume`), whatever the
+caller passed: a NumPy array or a `pyopencl.array.Array`, any real dtype, `(H, W)`,
+`(H, W, C)`, `(T, H, W)` or `(T, H, W, C)`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyopencl.array as cla
+
+FLT_MAX = float(np.finfo(np.float32).max)
+
+# NumPy dtype -> OpenCL C type of the conversion kernel's source elements.
+CL_TYPES = {
+    np.dtype(np.uint8): "uchar", np.dtype(np.int8): "char",
+    np.dtype(np.uint16): "ushort", np.dtype(np.int16): "short",
+    np.dtype(np.uint32): "uint", np.dtype(np.int32): "int",
+    np.dtype(np.uint64): "ulong", np.dtype(np.int64): "long",
+    np.dtype(np.float16): "half", np.dtype(np.float32): "float",
+    np.dtype(np.float64): "double",
+}
+
+
+@dataclass(frozen=True)
+class Volume:
+    """An input seen as (frames, rows, cols, channels); `video` says whether the frame
+    axis was the caller's (else frames == 1 and results drop that axis)."""
+
+    array: Any
+    frames: int
+    rows: int
+    cols: int
+    channels: int
+    video: bool
+    on_device: bool
+
+    @property
+    def dtype(self) -> np.dtype:
+        return np.dtype(self.array.dtype)
+
+    def element_strides(self) -> tuple[int, int, int, int]:
+        """Strides in elements of (frame, row, column, channel) of the caller's array."""
+        item = self.dtype.itemsize
+        strides = [s // item for s in self.array.strides]
+        if any(s * item != b for s, b in zip(strides, self.array.strides, strict=True)):
+            raise ValueError("image strides must be multiples of its item size")
+        if not self.video:
+            strides = [0, *strides]
+        if len(strides) == 3:
+            strides.append(0)
+        return tuple(strides)  # type: ignore[return-value]
+
+    def element_offset(self) -> int:
+        return int(getattr(self.array, "offset", 0)) // self.dtype.itemsize
+
+
+def as_volume(image: Any, *, name: str = "image", video: bool | None = None,
+              temporal_window: int = 0) -> Volume:
+    """Check `image` and describe it as a Volume.
+
+    Layouts: 2-D is (H, W); 4-D is (T, H, W, C) video; 3-D is (H, W, C) colour, unless
+    `video` is True or `temporal_window` > 0, which make it (T, H, W) grayscale video.
+    """
+    on_device = isinstance(image, cla.Array)
+    if not on_device:
+        if isinstance(image, (list, tuple)):
+            image = np.asarray(image)
+        if not isinstance(image, np.ndarray):
+            raise TypeError(f"{name} must be a NumPy array or a pyopencl.array.Array, "
+                            f"got {type(image).__name__}")
+    dtype = np.dtype(image.dtype)
+    if dtype.kind not in "uif" or dtype not in CL_TYPES:
+        raise TypeError(f"{name} must have a real numeric dtype (unsigned/signed integers, "
+                        f"float16/32/64), got {dtype}")
+    ndim = len(image.shape)
+    if video is None:
+        video = ndim == 4 or (ndim == 3 and temporal_window > 0)
+    if video:
+        if ndim not in (3, 4):
+            raise ValueError(f"{name} as video must be (T, H, W) or (T, H, W, C), got shape {image.shape}")
+        frames, rows, cols = image.shape[:3]
+        channels = image.shape[3] if ndim == 4 else 1
+    else:
+        if ndim not in (2, 3):
+            raise ValueError(f"{name} must be (H, W) or (H, W, C) (or video (T, H, W[, C])), "
+                             f"got shape {image.shape}")
+        frames = 1
+        rows, cols = image.shape[:2]
+        channels = image.shape[2] if ndim == 3 else 1
+    if min(frames, rows, cols, channels) == 0:
+        raise ValueError(f"{name} is empty (shape {image.shape})")
+    return Volume(image, frames, rows, cols, channels, bool(video), on_device)
+
+
+def magnitude_limit(patch_size: int, channels: int) -> float:
+    """Largest |value| for which a float32 patch distance (a sum of patch_size² · channels
+    squared differences) cannot overflow."""
+    return math.sqrt(FLT_MAX / (8.0 * patch_size * patch_size * channels))
+
+
+def check_host_values(volume: Volume, patch_size: int, *, name: str = "image") -> None:
+    """NaN/inf and overflow checks for a NumPy input (device inputs are checked on the device)."""
+    array = volume.array
+    limit = magnitude_limit(patch_size, volume.channels)
+    if array.dtype.kind == "f" and not np.isfinite(array).all():
+        raise ValueError(f"{name} contains NaN or infinite values")
+    if array.dtype.kind == "f" or array.dtype.itemsize >= 4:
+        peak = float(max(abs(float(array.min())), abs(float(array.max()))))
+        if peak > limit:
+            raise ValueError(f"{name} values must satisfy |x| <= {limit:.3g} so that float32 "
+                             f"patch distances cannot overflow (largest |x| is {peak:.3g})")

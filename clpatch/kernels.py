@@ -1,0 +1,180 @@
+"""Render `cl_src/*.cl.mako` templates and build (and cache) the OpenCL programs.
+
+`render()` is a pure function of (template, device profile, static parameters): any
+kernel variant can be reproduced and read without a GPU (`clpatch render ...` would just
+call it). `ProgramCache` builds rendered sources for one runtime and keeps the programs
+in memory and their binaries on disk, keyed by the source hash, the build options and
+the device's platform, name and driver version, so a second process does not recompile.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import tempfile
+import threading
+from functools import cache
+from pathlib import Path
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any
+
+import pyopencl as cl
+from mako import exceptions as mako_exceptions
+from mako.lookup import TemplateLookup
+
+from ._resources import cl_src_dir
+from .errors import KernelBuildError
+from .profiles import DeviceProfile
+
+if TYPE_CHECKING:
+    from .runtime import Runtime
+
+log = logging.getLogger("clpatch")
+
+#: Options every program is built with. No fast-math: distances must match NumPy.
+BUILD_OPTIONS: tuple[str, ...] = ()
+
+
+@cache
+def _lookup() -> TemplateLookup:
+    return TemplateLookup(directories=[str(cl_src_dir())], strict_undefined=True,
+                          input_encoding="utf-8")
+
+
+def _describe(params: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v!r}" for k, v in sorted(params.items()))
+
+
+def render(template: str, profile: DeviceProfile, **params: Any) -> str:
+    """OpenCL C source of `cl_src/<template>` specialised for `profile` and `params`.
+
+    The template sees `profile` (the profile's values as attributes) and each parameter
+    by name. The source starts with a comment naming the template and every value used,
+    so a saved source says how to reproduce it.
+    """
+    try:
+        body = _lookup().get_template(template).render(
+            profile=SimpleNamespace(**profile.template_values()), **params)
+    except Exception as exc:
+        detail = mako_exceptions.text_error_template().render()
+        raise KernelBuildError(
+            f"rendering {template} failed with parameters {_describe(params)} "
+            f"and profile {profile.family}:\n{detail}") from exc
+    header = (f"// clpatch: {template}\n// parameters: {_describe(params)}\n"
+              f"// profile: {profile.family}: {_describe(profile.template_values())}\n")
+    return header + body
+
+
+def cache_dir() -> Path | None:
+    """Where program binaries are kept (`CLPATCH_CACHE_DIR`, else the user cache folder);
+    None when `CLPATCH_NO_DISK_CACHE=1`."""
+    if os.environ.get("CLPATCH_NO_DISK_CACHE", "") not in ("", "0"):
+        return None
+    override = os.environ.get("CLPATCH_CACHE_DIR")
+    if override:
+        return Path(override) / "programs"
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("clpatch")) / "programs"
+
+
+def device_identity(device: Any) -> str:
+    """Everything about a device and its driver that can change a compiled binary."""
+    platform = device.platform
+    return "|".join(str(x).strip() for x in (
+        platform.name, platform.version, device.name, device.version, device.driver_version))
+
+
+class ProgramCache:
+    """Builds and caches programs for one runtime's device."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self._programs: dict[str, Any] = {}
+        self._lock = threading.Lock()
+        self.builds = 0  # programs compiled from source by this cache (for tests and logs)
+
+    def get(self, template: str, **params: Any) -> Any:
+        """The built program for `template` with `params` on this runtime's device."""
+        source = render(template, self.runtime.profile, **params)
+        return self.build(source, template=template, params=params)
+
+    def build(self, source: str, *, template: str = "<source>",
+              params: dict[str, Any] | None = None,
+              options: tuple[str, ...] = BUILD_OPTIONS) -> Any:
+        device = self.runtime.device
+        key = hashlib.sha256("\0".join(
+            (source, " ".join(options), device_identity(device))).encode()).hexdigest()
+        with self._lock:
+            program = self._programs.get(key)
+            if program is None:
+                program = self._load_or_build(key, source, template, params or {}, options)
+                self._programs[key] = program
+            return program
+
+    def _binary_path(self, key: str) -> Path | None:
+        folder = cache_dir()
+        if folder is None or self.runtime.is_simulator:
+            return None
+        return folder / f"{key}.bin"
+
+    def _load_or_build(self, key: str, source: str, template: str, params: dict[str, Any],
+                       options: tuple[str, ...]) -> Any:
+        ctx, device = self.runtime.context, self.runtime.device
+        path = self._binary_path(key)
+        if path is not None and path.is_file():
+            try:
+                program = cl.Program(ctx, [device], [path.read_bytes()]).build(list(options))
+                program.all_kernels()  # a stale or foreign binary fails here, not at launch
+                return program
+            except (cl.Error, OSError) as exc:
+                log.info("clpatch: cached binary %s unusable (%s); rebuilding", path.name, exc)
+        try:
+            program = cl.Program(ctx, source).build(list(options), devices=[device],
+                                                    cache_dir=False)
+        except cl.Error as exc:
+            saved = self._save_failed_source(key, source)
+            raise KernelBuildError(
+                f"building {template} for {device.name.strip()} failed\n"
+                f"parameters: {_describe(params)}\n"
+                f"profile: {self.runtime.profile.family}\n"
+                f"source saved as: {saved}\n"
+                f"build log:\n{_build_log(exc)}") from exc
+        self.builds += 1
+        if path is not None:
+            self._store(path, program)
+        return program
+
+    @staticmethod
+    def _save_failed_source(key: str, source: str) -> str:
+        folder = Path(tempfile.gettempdir()) / "clpatch-failed-builds"
+        folder.mkdir(parents=True, exist_ok=True)
+        target = folder / f"{key[:16]}.cl"
+        target.write_text(source)
+        return str(target)
+
+    @staticmethod
+    def _store(path: Path, program: Any) -> None:
+        try:
+            binaries = program.get_info(cl.program_info.BINARIES)
+            if not binaries or not binaries[0]:
+                return
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(bytes(binaries[0]))
+            os.replace(tmp, path)
+        except (cl.Error, OSError) as exc:  # a read-only cache folder must not stop the work
+            log.info("clpatch: could not store program binary in %s (%s)", path.parent, exc)
+
+
+def _build_log(exc: Exception) -> str:
+    text = str(exc)
+    # pyopencl puts the per-device build logs into the message; keep them readable.
+    return text if len(text) < 20000 else text[:20000] + "\n... (log truncated)"
+
+
+def max_group_size(kernel: Any, device: Any) -> int:
+    """The largest work-group this built kernel accepts on `device` (registers, local memory)."""
+    return int(kernel.get_work_group_info(cl.kernel_work_group_info.WORK_GROUP_SIZE, device))

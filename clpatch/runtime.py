@@ -1,0 +1,331 @@
+"""OpenCL platforms, devices, and the `Runtime` every clpatch call runs on.
+
+Nothing here runs at import time. The first query for platforms first makes sure that
+a vendor driver present on the machine but missing from the ICD registry (common in
+containers: `libnvidia-opencl.so.1` with nothing in `/etc/OpenCL/vendors`) is
+registered for this process.
+"""
+
+from __future__ import annotations
+
+import ctypes.util
+import logging
+import os
+import shutil
+import tempfile
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyopencl as cl
+
+from .errors import DeviceNotFoundError, NoOpenCLError
+from .profiles import FAMILIES, DeviceProfile, family_for_device, profile_for_device
+
+log = logging.getLogger("clpatch")
+
+# Driver libraries that vendors install with an ICD file; containers often lose the file.
+_VENDOR_LIBRARIES = {
+    "nvidia": "libnvidia-opencl.so.1",
+    "amd": "libamdocl64.so",
+    "intel": "libigdrcl.so",
+}
+_EXTRA_LIBRARY_DIRS = ("/usr/local/nvidia/lib64", "/usr/local/nvidia/lib", "/usr/lib/wsl/lib")
+
+_icd_lock = threading.Lock()
+_icd_checked = False
+
+INSTALL_HELP = (
+    "No OpenCL platform was found. Install an OpenCL driver:\n"
+    "  - any machine (CPU):   apt-get install pocl-opencl-icd   (Debian/Ubuntu; 'pocl' elsewhere)\n"
+    "  - NVIDIA GPU:          the NVIDIA driver ships libnvidia-opencl.so.1; clpatch registers it\n"
+    "                         itself when /etc/OpenCL/vendors/nvidia.icd is missing\n"
+    "  - AMD GPU:             ROCm's rocm-opencl-runtime\n"
+    "  - Intel GPU:           intel-opencl-icd\n"
+    "Then check with:  clpatch devices"
+)
+
+
+def _vendor_dir() -> Path:
+    for var in ("OCL_ICD_VENDORS", "OPENCL_VENDOR_PATH"):
+        value = os.environ.get(var)
+        if value and Path(value).is_dir():
+            return Path(value)
+    return Path("/etc/OpenCL/vendors")
+
+
+def _registered_libraries(vendor_dir: Path) -> set[str]:
+    names = set()
+    if os.environ.get("OCL_ICD_VENDORS", "").endswith(".icd"):
+        files = [Path(os.environ["OCL_ICD_VENDORS"])]
+    else:
+        files = sorted(vendor_dir.glob("*.icd")) if vendor_dir.is_dir() else []
+    for icd in files:
+        try:
+            names.add(Path(icd.read_text().strip()).name)
+        except OSError:
+            continue
+    return names
+
+
+def _library_present(soname: str) -> bool:
+    stem = soname[3:].split(".so")[0]  # libnvidia-opencl.so.1 -> nvidia-opencl
+    if ctypes.util.find_library(stem):
+        return True
+    dirs = [d for d in os.environ.get("LD_LIBRARY_PATH", "").split(":") if d]
+    dirs += list(_EXTRA_LIBRARY_DIRS)
+    return any((Path(d) / soname).exists() for d in dirs)
+
+
+def ensure_icd_registration() -> list[str]:
+    """Register installed vendor OpenCL drivers that have no ICD file, for this process.
+
+    Must run before the first platform query (the ICD loader reads its registry once).
+    Returns the library names registered (empty when nothing was missing).
+    """
+    global _icd_checked
+    with _icd_lock:
+        if _icd_checked:
+            return []
+        _icd_checked = True
+        vendor_dir = _vendor_dir()
+        registered = _registered_libraries(vendor_dir)
+        missing = [lib for lib in _VENDOR_LIBRARIES.values()
+                   if lib not in registered and _library_present(lib)]
+        if not missing:
+            return []
+        private = Path(tempfile.mkdtemp(prefix="clpatch-icd-"))
+        if vendor_dir.is_dir():
+            for icd in vendor_dir.glob("*.icd"):
+                shutil.copy(icd, private / icd.name)
+        for lib in missing:
+            (private / f"clpatch-{lib.split('.so')[0]}.icd").write_text(lib + "\n")
+        os.environ["OCL_ICD_VENDORS"] = str(private)
+        log.warning("clpatch: registered OpenCL driver(s) %s for this process (no ICD file in %s)",
+                    ", ".join(missing), vendor_dir)
+        return missing
+
+
+def get_platforms() -> list[Any]:
+    """All OpenCL platforms, after registering unregistered vendor drivers; [] if none."""
+    ensure_icd_registration()
+    try:
+        return list(cl.get_platforms())
+    except cl.Error:
+        return []
+
+
+def is_simulator(device: Any) -> bool:
+    """True for instrumentation simulators (Oclgrind): correct but very slow."""
+    return "oclgrind" in device.platform.name.lower()
+
+
+@dataclass(frozen=True)
+class DeviceEntry:
+    """One OpenCL device with its `P:D` index."""
+
+    platform_index: int
+    device_index: int
+    device: Any
+
+    @property
+    def index(self) -> str:
+        return f"{self.platform_index}:{self.device_index}"
+
+    @property
+    def label(self) -> str:
+        return f"{self.device.platform.name.strip()} | {self.device.name.strip()}"
+
+    @property
+    def search_text(self) -> str:
+        """What a name given to `select_device` is matched against (case-insensitively)."""
+        d, p = self.device, self.device.platform
+        return " | ".join(str(x).strip() for x in (p.name, p.vendor, p.version, d.name, d.vendor)).lower()
+
+    def problems(self) -> list[str]:
+        """Things about this device that users should know before running on it."""
+        d = self.device
+        found = []
+        if not d.available:
+            found.append("device reports itself unavailable")
+        if not d.compiler_available:
+            found.append("no OpenCL C compiler")
+        if is_simulator(d):
+            found.append("simulator: for checking kernels, far too slow for real work")
+        if d.local_mem_size < 16384:
+            found.append(f"small local memory ({d.local_mem_size} bytes)")
+        if d.max_work_group_size < 64:
+            found.append(f"small work-groups (max {d.max_work_group_size})")
+        if family_for_device(d) == "generic":
+            found.append("no matching profile: generic (safe, untuned) kernels")
+        return found
+
+
+def list_devices() -> list[DeviceEntry]:
+    """Every device of every platform, indexed `P:D`."""
+    entries = []
+    for p, platform in enumerate(get_platforms()):
+        try:
+            devices = platform.get_devices()
+        except cl.Error:
+            continue
+        entries.extend(DeviceEntry(p, d, dev) for d, dev in enumerate(devices))
+    return entries
+
+
+def _rank(entry: DeviceEntry) -> tuple:
+    d = entry.device
+    kind = 0 if d.type & cl.device_type.GPU else 1 if d.type & cl.device_type.ACCELERATOR else 2
+    return (is_simulator(d), not d.available, kind, -d.max_compute_units * d.max_clock_frequency)
+
+
+def select_device(spec: Any = None) -> Any:
+    """Choose a device.
+
+    `spec` may be a `pyopencl.Device`, an index `"P:D"`, or a case-insensitive substring
+    of `"platform | device"` (e.g. `"nvidia"`, `"pocl"`). With no spec, `CLPATCH_DEVICE`
+    is read; without it the best GPU is chosen, else the best CPU. Simulators are only
+    chosen by name.
+    """
+    if isinstance(spec, cl.Device):
+        return spec
+    if spec is None:
+        spec = os.environ.get("CLPATCH_DEVICE") or None
+    entries = list_devices()
+    if not entries:
+        raise NoOpenCLError(INSTALL_HELP)
+    if spec is None:
+        usable = [e for e in entries if not is_simulator(e.device)]
+        if not usable:
+            raise NoOpenCLError(
+                "Only simulator devices were found ("
+                + ", ".join(e.label for e in entries)
+                + "); choose one explicitly with CLPATCH_DEVICE=oclgrind, or:\n" + INSTALL_HELP)
+        return min(usable, key=_rank).device
+    if not isinstance(spec, str):
+        raise TypeError(f"device must be a pyopencl.Device, 'P:D' or a name substring, got {spec!r}")
+    text = spec.strip()
+    if ":" in text and all(part.strip().isdigit() for part in text.split(":", 1)):
+        p, d = (int(part) for part in text.split(":", 1))
+        for e in entries:
+            if (e.platform_index, e.device_index) == (p, d):
+                return e.device
+        raise DeviceNotFoundError(f"device {text!r}: no such index; devices are:\n"
+                                  + "\n".join(f"  {e.index}  {e.label}" for e in entries))
+    matches = [e for e in entries if text.lower() in e.search_text]
+    if not matches:
+        raise DeviceNotFoundError(f"device {text!r} matches no device; devices are:\n"
+                                  + "\n".join(f"  {e.index}  {e.label}" for e in entries))
+    return min(matches, key=_rank).device
+
+
+class Runtime:
+    """A device with its context, command queue, profile and compiled-program cache.
+
+    Pass one to any clpatch function (`runtime=`) to choose the device or to share a
+    context and queue with the rest of a pipeline. Building one compiles nothing.
+
+    Parameters
+    ----------
+    device:
+        `pyopencl.Device`, `"P:D"`, or a name substring; default `CLPATCH_DEVICE` or the best GPU.
+    queue:
+        An existing `pyopencl.CommandQueue` to run on (its device and context are used).
+    profile:
+        Force a profile family (`"nvidia"`, `"amd"`, `"intel"`, `"cpu"`, `"generic"`) or pass a
+        `DeviceProfile`; default: matched from the device (`CLPATCH_PROFILE` forces a family).
+    profile_overrides:
+        Profile values to replace, e.g. `{"neighbour_table": "unordered"}`.
+    profiling:
+        Enable OpenCL profiling events on the queue this runtime creates (benchmarks).
+    """
+
+    def __init__(self, device: Any = None, *, queue: Any = None,
+                 profile: str | DeviceProfile | None = None,
+                 profile_overrides: dict[str, Any] | None = None,
+                 profiling: bool = False) -> None:
+        if queue is not None:
+            if not isinstance(queue, cl.CommandQueue):
+                raise TypeError(f"queue must be a pyopencl.CommandQueue, got {type(queue).__name__}")
+            if device is not None:
+                raise ValueError("pass either device or queue, not both")
+            self.queue = queue
+            self.context = queue.context
+            self.device = queue.device
+        else:
+            self.device = select_device(device)
+            self.context = cl.Context([self.device])
+            props = cl.command_queue_properties.PROFILING_ENABLE if profiling else 0
+            self.queue = cl.CommandQueue(self.context, self.device, properties=props)
+        self.profiling = bool(self.queue.properties & cl.command_queue_properties.PROFILING_ENABLE)
+
+        if profile is None:
+            profile = os.environ.get("CLPATCH_PROFILE") or None
+        if isinstance(profile, DeviceProfile):
+            self.profile = profile.with_overrides(**profile_overrides) if profile_overrides else profile
+        else:
+            if profile is not None and profile not in FAMILIES:
+                raise ValueError(f"profile must be one of {FAMILIES} or a DeviceProfile, got {profile!r}")
+            self.profile = profile_for_device(self.device, family=profile, overrides=profile_overrides)
+
+        from .kernels import ProgramCache  # kernels imports runtime helpers; keep import order simple
+
+        self.programs = ProgramCache(self)
+        self._plans: dict[Any, Any] = {}
+
+    @classmethod
+    def for_queue(cls, queue: Any) -> Runtime:
+        """The runtime wrapping an existing queue, reused between calls (the few most
+        recently used queues keep theirs, so compiled programs are not rebuilt)."""
+        with _default_lock:
+            key = queue.int_ptr
+            runtime = _queue_runtimes.pop(key, None)
+            if runtime is None:
+                runtime = cls(queue=queue)
+            _queue_runtimes[key] = runtime
+            while len(_queue_runtimes) > _QUEUE_RUNTIMES_KEPT:
+                _queue_runtimes.pop(next(iter(_queue_runtimes)))
+            return runtime
+
+    @property
+    def is_simulator(self) -> bool:
+        return is_simulator(self.device)
+
+    def plan_cache(self) -> dict[Any, Any]:
+        """Per-runtime store for engine plans (compiled programs and buffers kept between calls)."""
+        return self._plans
+
+    def __repr__(self) -> str:
+        return (f"Runtime({self.device.platform.name.strip()} | {self.device.name.strip()}, "
+                f"profile={self.profile.family})")
+
+
+_default_lock = threading.RLock()
+_default_runtime: Runtime | None = None
+_queue_runtimes: dict[int, Runtime] = {}
+_QUEUE_RUNTIMES_KEPT = 8
+
+
+def default_runtime() -> Runtime:
+    """The process-wide runtime used when a call passes none (created on first use)."""
+    global _default_runtime
+    with _default_lock:
+        if _default_runtime is None:
+            _default_runtime = Runtime()
+        return _default_runtime
+
+
+def resolve_runtime(runtime: Runtime | None, *arrays: Any) -> Runtime:
+    """The runtime a call should use: the given one, else the queue of a device-array
+    input, else the default runtime."""
+    if runtime is not None:
+        if not isinstance(runtime, Runtime):
+            raise TypeError(f"runtime must be a clpatch.Runtime or None, got {type(runtime).__name__}")
+        return runtime
+    import pyopencl.array as cla
+
+    for array in arrays:
+        if isinstance(array, cla.Array) and array.queue is not None:
+            return Runtime.for_queue(array.queue)
+    return default_runtime()

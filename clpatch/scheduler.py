@@ -1,0 +1,143 @@
+"""Which kernel configuration runs a request.
+
+Order of precedence: an explicit `variant=` (source `forced`), then the Davy–Ehret §4.5
+rules (source `rule`): the square search for 8×8 patches on a step-4 grid, the
+convolution search for step 1, the column search otherwise. Work-group shapes come from
+the device profile and are clamped to the device's limits.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from .profiles import NEIGHBOUR_TABLES, DeviceProfile
+
+SEARCH_VARIANTS = ("naive", "convolution", "square", "column")
+
+# Registers a work-item of the column search may spend on its reference and candidate
+# columns (floats, both columns together); more rows per work-group would spill.
+_COLUMN_REGISTER_BUDGET = 96
+
+
+@dataclass(frozen=True)
+class SearchRequest:
+    """The static parameters of a patch search (what a compiled kernel depends on)."""
+
+    patch_size: int
+    step: int
+    n: int
+    window: int
+    channels: int = 1
+    metric: str = "l2"
+    video: bool = False
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    """A concrete kernel configuration for the windowed search.
+
+    variant: "naive" | "convolution" | "square" | "column"
+    table:   neighbour table kind, "ordered" (Algorithm 2) or "unordered" (Algorithm 3);
+             None takes the device profile's.
+    group:   naive: work-items per work-group; convolution/column: work-items per row band
+             (the paper's row of threads); 0 takes the profile's.
+    rows:    column: reference rows per work-group (the paper's k + 1); 0 chooses from
+             the step and the register budget. Always 1 for convolution.
+    tile:    square: the T of the T×T work-group covering (T-1)² references; 0 takes the profile's.
+    source:  "forced", "rule" or "tuned"; reason: why this configuration was chosen.
+    """
+
+    variant: str
+    table: str | None = None
+    group: int = 0
+    rows: int = 0
+    tile: int = 0
+    source: str = "forced"
+    reason: str = ""
+
+    def __post_init__(self) -> None:
+        if self.variant not in SEARCH_VARIANTS:
+            raise ValueError(f"variant must be one of {SEARCH_VARIANTS}, got {self.variant!r}")
+        if self.table is not None and self.table not in NEIGHBOUR_TABLES:
+            raise ValueError(f"table must be one of {NEIGHBOUR_TABLES} or None, got {self.table!r}")
+        for name in ("group", "rows", "tile"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
+
+    def describe(self) -> str:
+        knobs = {"naive": f"group={self.group}", "convolution": f"group={self.group}",
+                 "column": f"group={self.group}, rows={self.rows}", "square": f"tile={self.tile}"}
+        return f"{self.variant} ({self.table} table, {knobs[self.variant]})"
+
+
+def rule_variant(request: SearchRequest) -> tuple[str, str]:
+    """The Davy–Ehret §4.5 choice of search variant, with the reason."""
+    if request.patch_size == 8 and request.step == 4:
+        return "square", "Davy-Ehret 4.5: 8x8 patches on a step-4 grid use the square search"
+    if request.step == 1:
+        return "convolution", "Davy-Ehret 4.5: step 1 uses the convolution search"
+    return "column", "Davy-Ehret 4.5: other steps use the column search"
+
+
+def choose_search(request: SearchRequest, profile: DeviceProfile,
+                  variant: str | SearchConfig | None = None) -> SearchConfig:
+    """The configuration that will run `request` on a device with `profile`."""
+    if variant is None:
+        name, reason = rule_variant(request)
+        config = SearchConfig(name, source="rule", reason=reason)
+    elif isinstance(variant, SearchConfig):
+        config = variant
+    elif isinstance(variant, str):
+        config = SearchConfig(variant, source="forced", reason="variant given by the caller")
+    else:
+        raise TypeError(f"variant must be a string, a SearchConfig or None, got {type(variant).__name__}")
+    if config.variant == "square" and (request.patch_size != 8 or request.step != 4):
+        raise ValueError("variant 'square' needs patch_size=8 and step=4 "
+                         f"(got patch_size={request.patch_size}, step={request.step})")
+    return complete(config, request, profile)
+
+
+def column_rows(request: SearchRequest, width: int) -> int:
+    """Reference rows per work-group of the column search: ideally `step` (one reference
+    per work-item), fewer when the work-group or the register budget is too small."""
+    p, s, c = request.patch_size, request.step, request.channels
+    per_row = (width - p) // s + 1
+    by_group = width // per_row
+    by_registers = (max(_COLUMN_REGISTER_BUDGET // (2 * c), p) - p) // s + 1
+    return max(1, min(s, by_group, by_registers))
+
+
+def complete(config: SearchConfig, request: SearchRequest, profile: DeviceProfile) -> SearchConfig:
+    """Fill the knobs a configuration leaves open from the profile, and clamp them to the
+    device's limits (an untuned device always gets a configuration that can run)."""
+    limit = profile.max_work_group_size
+    table = config.table or profile.neighbour_table
+    group, rows, tile = config.group, config.rows, config.tile
+    if config.variant == "naive":
+        group = min(group or profile.naive_group_size, limit)
+        rows = tile = 0
+    elif config.variant in ("convolution", "column"):
+        group = min(group or profile.rowband_width, limit)
+        group = max(group, request.patch_size)  # a band must span at least one patch
+        if group > limit:
+            raise ValueError(f"variant {config.variant!r} needs work-groups of at least "
+                             f"{request.patch_size} work-items; this device allows {limit}")
+        if config.variant == "convolution":
+            rows = 1
+        else:
+            per_row = (group - request.patch_size) // request.step + 1
+            rows = rows or column_rows(request, group)
+            if rows * per_row > group:
+                raise ValueError(f"column search with rows={rows} needs {rows * per_row} "
+                                 f"work-items per group, more than group={group}")
+        tile = 0
+    else:  # square
+        tile = tile or profile.square_tile
+        while tile * tile > limit and tile > 2:
+            tile //= 2
+        if tile < 2:
+            raise ValueError(f"square search needs tile >= 2, got {tile}")
+        group = rows = 0
+    return dataclasses.replace(config, table=table, group=group, rows=rows, tile=tile)
