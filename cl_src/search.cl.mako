@@ -6,7 +6,7 @@
 ## Rendered with: variant ("naive" | "rowband" | "square"), patch (P), n (N), channels (C),
 ## metric ("l2" | "l1"), table ("ordered" | "unordered"), video (bool), and per variant
 ## step (S) and width (L) and rows (R) for rowband, tile (T) for square.
-<%page args="variant, patch, n, channels, metric, table, video, step=None, width=None, rows=None, tile=None"/>
+<%page args="variant, patch, n, channels, metric, table, video, step=None, width=None, rows=None, tile=None, batch=1"/>
 <%namespace name="nn" file="lib/nn_table.mako"/>
 <%namespace name="m" file="lib/metric.mako"/>
 <%
@@ -36,6 +36,43 @@ ${nn.pack_defines()}
     const int radius, const int tw, const int ref_f0, const int frame_base, const int band_y0,
     __global int *restrict out_pos, __global float *restrict out_dist,
     const int out_gy, const int out_gx, const int out_row0, const int out_col0, const int out_f0
+</%def>
+
+## The trackers' half of a batch of K window offsets dy0 ... dy0 + K - 1 (column dx, frame
+## tc): the distance of offset k is `dist_expr % k`. Each work-item first marks the offsets
+## whose candidate is valid and beats its table's threshold, then inserts only those. A
+## work-group's lanes run in lockstep on GPUs, so the insert path costs the lanes of a
+## warp the largest count among them, instead of one pass per offset where any lane inserts.
+<%def name="tracker_batch(dist_expr, patch, K, N, table)">
+% if K == 1:
+                    {
+                        const int cy = ry + dy0, cx = rx + dx;
+                        if (cy >= 0 && cy <= H - ${patch} && cx >= 0 && cx <= W - ${patch}) {
+                            const float dist = ${dist_expr.replace("%s", "0")};
+                            const int code = PACK_OFFSET(tc - t, dy0, dx);
+                            ${nn.insert(N, table, "dist", "code")}
+                        }
+                    }
+% else:
+                    const int cx = rx + dx;
+                    const bool col_ok = cx >= 0 && cx <= W - ${patch};
+                    uint pending = 0u;
+% for k in range(K):
+                    {
+                        const int cy = ry + dy0 + ${k};
+                        const bool ok = col_ok && dy0 + ${k} <= dy_hi && cy >= 0 && cy <= H - ${patch};
+                        pending |= (ok && ${dist_expr.replace("%s", str(k))} < ${nn.threshold(N, table)}) ? ${1 << k}u : 0u;
+                    }
+% endfor
+                    while (pending != 0u) {
+                        const uint low = pending & (0u - pending);
+                        const int k = 31 - clz(low);
+                        pending ^= low;
+                        const float dist = ${dist_expr.replace("%s", "k")};
+                        const int code = PACK_OFFSET(tc - t, dy0 + k, dx);
+                        ${nn.insert(N, table, "dist", "code")}
+                    }
+% endif
 </%def>
 
 % if variant == "naive":
@@ -82,7 +119,7 @@ __kernel void search_naive(${common_args()},
 
 % elif variant == "rowband":
 <%
-    S, L, R = step, width, rows
+    S, L, R, K = step, width, rows, batch
     M = (L - P) // S + 1          # lattice columns per work-group
     LU = (M - 1) * S + P          # work-items whose column sums are read
     HC = (R - 1) * S + P          # rows of one work-item's column
@@ -94,19 +131,29 @@ __kernel void search_naive(${common_args()},
 // rows of references (${M} lattice columns per row). For each window offset every
 // work-item sums, over its image column, the per-pixel distance terms of the ${R}
 // reference rows (column height ${HC}); the sums go to local memory, and one work-item per
-// reference adds ${P} neighbouring column sums to get the patch distance. The candidate
-// column slides down by one row per offset, so it costs one load per offset and channel.
+// reference adds ${P} neighbouring column sums to get the patch distance. Offsets are taken
+// ${K} at a time (one barrier per ${K} offsets). The candidate column slides down by one row
+// per offset, so it costs one load per offset and channel.
 //
 // Launch: global (ceil(nx / ${M}) * ${L}, ceil(ny / ${R}), frames), local (${L}, 1, 1).
 //   oy       band row of the first lattice row (lattice rows are oy + i * ${S}, i < ny)
 //   ny, nx   lattice rows and columns (lattice columns are j * ${S}, j < nx)
 //
+// Patch distance from ${P} neighbouring column sums.
+inline float column_sum(__local const float *sums)
+{
+    float d = 0.0f;
+    for (int b = 0; b < ${P}; ++b)
+        d += sums[b];
+    return d;
+}
+
 __kernel __attribute__((reqd_work_group_size(${L}, 1, 1)))
 void search_rowband(${common_args()},
     const int oy, const int ny, const int nx)
 {
-    // Double-buffered: offset k writes part[k & 1], so one barrier per offset suffices.
-    __local float part[2][${R}][${L}];
+    // Double-buffered: batch k writes part[k & 1], so one barrier per batch suffices.
+    __local float part[2][${K}][${R}][${L}];
     const int lid = get_local_id(0);
     const int j0 = get_group_id(0) * ${M};
     const int i0 = get_group_id(1) * ${R};
@@ -147,30 +194,29 @@ void search_rowband(${common_args()},
                 for (int a = 1; a < ${HC}; ++a)
                     cand[c][a] = IMG(tc, c, clamp(ry0 + dy_lo - 1 + a, 0, H - 1), cc);
             }
-            for (int dy = dy_lo; dy <= dy_hi; ++dy) {
-                const int new_row = clamp(ry0 + dy + ${HC - 1}, 0, H - 1);
-                for (int c = 0; c < ${C}; ++c) {
-                    for (int a = 0; a < ${HC - 1}; ++a)
-                        cand[c][a] = cand[c][a + 1];
-                    cand[c][${HC - 1}] = IMG(tc, c, new_row, cc);
-                }
-% for r in range(R):
+            for (int dy0 = dy_lo; dy0 <= dy_hi; dy0 += ${K}) {
+% for k in range(K):
                 {
-                    float s = 0.0f;
-                    for (int c = 0; c < ${C}; ++c)
-                        for (int a = 0; a < ${P}; ++a)
-                            ${m.accumulate(metric, "s", "refc[c][%d + a]" % (r * S), "cand[c][%d + a]" % (r * S))}
-                    part[buf][${r}][lid] = s;
+                    const int new_row = clamp(ry0 + dy0 + ${k + HC - 1}, 0, H - 1);
+                    for (int c = 0; c < ${C}; ++c) {
+                        for (int a = 0; a < ${HC - 1}; ++a)
+                            cand[c][a] = cand[c][a + 1];
+                        cand[c][${HC - 1}] = IMG(tc, c, new_row, cc);
+                    }
+% for r in range(R):
+                    {
+                        float s = 0.0f;
+                        for (int c = 0; c < ${C}; ++c)
+                            for (int a = 0; a < ${P}; ++a)
+                                ${m.accumulate(metric, "s", "refc[c][%d + a]" % (r * S), "cand[c][%d + a]" % (r * S))}
+                        part[buf][${k}][${r}][lid] = s;
+                    }
+% endfor
                 }
 % endfor
                 barrier(CLK_LOCAL_MEM_FENCE);
-                const int cy = ry + dy, cx = rx + dx;
-                if (tracker && cy >= 0 && cy <= H - ${P} && cx >= 0 && cx <= W - ${P}) {
-                    float dist = 0.0f;
-                    for (int b = 0; b < ${P}; ++b)
-                        dist += part[buf][tr][tj * ${S} + b];
-                    const int code = PACK_OFFSET(tc - t, dy, dx);
-                    ${nn.insert(N, table, "dist", "code")}
+                if (tracker) {
+${tracker_batch("column_sum(&part[buf][%s][tr][tj * " + str(S) + "])", P, K, N, table)}
                 }
                 buf ^= 1;
             }
@@ -185,15 +231,18 @@ void search_rowband(${common_args()},
 
 % elif variant == "square":
 <%
-    T = tile
+    T, K = tile, batch
     assert P == 8 and T >= 2, (P, T)
+    assert K == 1 or K % 4 == 0, K
 %>
 //
 // Square search for 8x8 patches on a step-4 grid (Davy-Ehret 4.1.4). A ${T}x${T} work-group
 // covers ${T}x${T} lattice points; each work-item computes, per window offset, the distance
 // of the 4x4 top-left quarter of its reference patch, and the ${T - 1}x${T - 1} work-items
 // that track a reference add the quarters of their right, lower and lower-right
-// neighbours. The candidate quarter slides down by one row per offset (4 loads per channel).
+// neighbours. Offsets are taken ${K} at a time (one barrier per ${K} offsets); along a
+// column of offsets the candidate quarter slides down one row per offset, so each offset
+// loads one row of 4 pixels per channel (held in a ring of 4 rows${", no register moves" if K > 1 else ""}).
 //
 // Launch: global (ceil(nx / ${T - 1}) * ${T}, ceil(ny / ${T - 1}) * ${T}, frames), local (${T}, ${T}, 1).
 //   oy       band row of the first lattice row (lattice rows are oy + 4 i, i < ny)
@@ -203,7 +252,8 @@ __kernel __attribute__((reqd_work_group_size(${T}, ${T}, 1)))
 void search_square(${common_args()},
     const int oy, const int ny, const int nx)
 {
-    __local float part[2][${T}][${T}];
+    // Double-buffered: batch k writes part[k & 1], so one barrier per batch suffices.
+    __local float part[2][${K}][${T}][${T}];
     const int lx = get_local_id(0), ly = get_local_id(1);
     const int gj0 = get_group_id(0) * ${T - 1}, gi0 = get_group_id(1) * ${T - 1};
     const int gj = gj0 + lx, gi = gi0 + ly;
@@ -212,7 +262,8 @@ void search_square(${common_args()},
     const int ry = oy + gi * 4, rx = gj * 4;
     const bool tracker = lx < ${T - 1} && ly < ${T - 1} && gi < ny && gj < nx;
 
-    // Reference quarter, clamped into the band (see the rowband kernel).
+    // Reference quarter, clamped into the band (clamped values only ever meet candidates
+    // that no tracker accepts).
     float rq[${C}][4][4];
     for (int c = 0; c < ${C}; ++c)
         for (int a = 0; a < 4; ++a)
@@ -234,37 +285,47 @@ void search_square(${common_args()},
             int cols[4];
             for (int b = 0; b < 4; ++b)
                 cols[b] = clamp(rx + dx + b, 0, W - 1);
+            // Ring of candidate rows: row m (offset dy_lo + m) lives in slot m % 4.
             float cq[${C}][4][4];
             for (int c = 0; c < ${C}; ++c) {
                 for (int b = 0; b < 4; ++b)
-                    cq[c][0][b] = 0.0f;
-                for (int a = 1; a < 4; ++a) {
-                    const int row = clamp(ry + dy_lo - 1 + a, 0, H - 1);
+                    cq[c][${3 if K > 1 else 0}][b] = 0.0f;
+                for (int a = 0; a < 3; ++a) {
+                    const int row = clamp(ry + dy_lo + a, 0, H - 1);
                     for (int b = 0; b < 4; ++b)
-                        cq[c][a][b] = IMG(tc, c, row, cols[b]);
+                        cq[c][a${" + 1" if K == 1 else ""}][b] = IMG(tc, c, row, cols[b]);
                 }
             }
-            for (int dy = dy_lo; dy <= dy_hi; ++dy) {
-                const int new_row = clamp(ry + dy + 3, 0, H - 1);
-                float s = 0.0f;
-                for (int c = 0; c < ${C}; ++c) {
-                    for (int a = 0; a < 3; ++a)
+            for (int dy0 = dy_lo; dy0 <= dy_hi; dy0 += ${K}) {
+% for k in range(K):
+                {
+                    const int new_row = clamp(ry + dy0 + ${k + 3}, 0, H - 1);
+                    float s = 0.0f;
+                    for (int c = 0; c < ${C}; ++c) {
+% if K == 1:
+                        for (int a = 0; a < 3; ++a)
+                            for (int b = 0; b < 4; ++b)
+                                cq[c][a][b] = cq[c][a + 1][b];
                         for (int b = 0; b < 4; ++b)
-                            cq[c][a][b] = cq[c][a + 1][b];
-                    for (int b = 0; b < 4; ++b)
-                        cq[c][3][b] = IMG(tc, c, new_row, cols[b]);
-                    for (int a = 0; a < 4; ++a)
+                            cq[c][3][b] = IMG(tc, c, new_row, cols[b]);
+                        for (int a = 0; a < 4; ++a)
+                            for (int b = 0; b < 4; ++b)
+                                ${m.accumulate(metric, "s", "rq[c][a][b]", "cq[c][a][b]")}
+% else:
                         for (int b = 0; b < 4; ++b)
-                            ${m.accumulate(metric, "s", "rq[c][a][b]", "cq[c][a][b]")}
+                            cq[c][${(k + 3) % 4}][b] = IMG(tc, c, new_row, cols[b]);
+% for a in range(4):
+                        for (int b = 0; b < 4; ++b)
+                            ${m.accumulate(metric, "s", "rq[c][%d][b]" % a, "cq[c][%d][b]" % ((k + a) % 4))}
+% endfor
+% endif
+                    }
+                    part[buf][${k}][ly][lx] = s;
                 }
-                part[buf][ly][lx] = s;
+% endfor
                 barrier(CLK_LOCAL_MEM_FENCE);
-                const int cy = ry + dy, cx = rx + dx;
-                if (tracker && cy >= 0 && cy <= H - 8 && cx >= 0 && cx <= W - 8) {
-                    const float dist = part[buf][ly][lx] + part[buf][ly][lx + 1]
-                                     + part[buf][ly + 1][lx] + part[buf][ly + 1][lx + 1];
-                    const int code = PACK_OFFSET(tc - t, dy, dx);
-                    ${nn.insert(N, table, "dist", "code")}
+                if (tracker) {
+${tracker_batch("(part[buf][%s][ly][lx] + part[buf][%s][ly][lx + 1] + part[buf][%s][ly + 1][lx] + part[buf][%s][ly + 1][lx + 1])", 8, K, N, table)}
                 }
                 buf ^= 1;
             }

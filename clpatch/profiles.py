@@ -6,7 +6,8 @@ A `DeviceProfile` is built in three layers, later layers winning:
 2. facts the OpenCL device reports about itself (memory sizes, limits, extensions);
 3. overrides given by the user (or a test forcing a family's values).
 
-Every value remembers where it came from (`spec`, `assumed`, `measured`, `override`),
+Every value remembers where it came from (`spec`, `benchmark`, `assumed`, `measured`,
+`override`),
 so `clpatch devices` can say why a kernel was specialised the way it was.
 
 This is the only module that looks at vendor names.
@@ -32,7 +33,10 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 FAMILIES = ("nvidia", "amd", "intel", "cpu", "generic")
 NEIGHBOUR_TABLES = ("ordered", "unordered")
 SUBGROUP_OPS = ("none", "khr", "intel", "ptx")
-ORIGINS = ("spec", "assumed", "measured", "override")
+# spec: vendor documentation or the papers; benchmark: measured by clpatch's benchmarks on a
+# device of the family (benchmarks/results/); assumed: a guess; measured: reported by the
+# device at run time; override: given by the user.
+ORIGINS = ("spec", "benchmark", "assumed", "measured", "override")
 
 
 @dataclass(frozen=True)
@@ -50,6 +54,7 @@ class DeviceProfile:
     naive_group_size: int
     rowband_width: int
     square_tile: int
+    search_batch: int
     subgroup_ops: str
     max_work_group_size: int
     local_mem_size: int
@@ -73,11 +78,14 @@ class DeviceProfile:
         if self.subgroup_ops not in SUBGROUP_OPS:
             raise ValueError(f"subgroup_ops must be one of {SUBGROUP_OPS}, got {self.subgroup_ops!r}")
         for name in ("warp_size", "bank_padding", "naive_group_size", "rowband_width",
-                     "square_tile", "max_work_group_size", "local_mem_size", "compute_units",
+                     "square_tile", "search_batch", "max_work_group_size", "local_mem_size", "compute_units",
                      "global_mem_size", "max_mem_alloc_size"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        for name in ("local_mem_fast", "int64_atomics", "float_atomics", "fp64"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
         object.__setattr__(self, "origins", MappingProxyType(dict(self.origins)))
         object.__setattr__(self, "notes", MappingProxyType(dict(self.notes)))
 
@@ -128,6 +136,9 @@ def family_profile(family: str, device_name: str | None = None) -> DeviceProfile
     entries = _family_file(family)
     kwargs = {name: entries[name]["value"] for name in _VALUE_FIELDS}
     origins = {name: entries[name].get("source", "assumed") for name in _VALUE_FIELDS}
+    bad = {name: origin for name, origin in origins.items() if origin not in ORIGINS[:3]}
+    if bad:
+        raise ValueError(f"device profile {family}: sources must be one of {ORIGINS[:3]}, got {bad}")
     notes = {name: entries[name]["note"] for name in _VALUE_FIELDS if "note" in entries[name]}
     return DeviceProfile(family=family, device_name=device_name or f"<{family} profile>",
                          origins=origins, notes=notes, **kwargs)

@@ -45,6 +45,8 @@ class SearchConfig:
     rows:    column: reference rows per work-group (the paper's k + 1); 0 chooses from
              the step and the register budget. Always 1 for convolution.
     tile:    square: the T of the T×T work-group covering (T-1)² references; 0 takes the profile's.
+    batch:   convolution/column/square: window offsets per barrier (their partial distances
+             share one local-memory exchange); 0 takes the profile's. Square: 1 or a multiple of 4.
     source:  "forced", "rule" or "tuned"; reason: why this configuration was chosen.
     """
 
@@ -53,6 +55,7 @@ class SearchConfig:
     group: int = 0
     rows: int = 0
     tile: int = 0
+    batch: int = 0
     source: str = "forced"
     reason: str = ""
 
@@ -61,14 +64,18 @@ class SearchConfig:
             raise ValueError(f"variant must be one of {SEARCH_VARIANTS}, got {self.variant!r}")
         if self.table is not None and self.table not in NEIGHBOUR_TABLES:
             raise ValueError(f"table must be one of {NEIGHBOUR_TABLES} or None, got {self.table!r}")
-        for name in ("group", "rows", "tile"):
+        for name in ("group", "rows", "tile", "batch"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
+        if self.batch > 32:
+            raise ValueError(f"batch must be at most 32 (offsets per barrier), got {self.batch}")
 
     def describe(self) -> str:
-        knobs = {"naive": f"group={self.group}", "convolution": f"group={self.group}",
-                 "column": f"group={self.group}, rows={self.rows}", "square": f"tile={self.tile}"}
+        knobs = {"naive": f"group={self.group}",
+                 "convolution": f"group={self.group}, batch={self.batch}",
+                 "column": f"group={self.group}, rows={self.rows}, batch={self.batch}",
+                 "square": f"tile={self.tile}, batch={self.batch}"}
         return f"{self.variant} ({self.table} table, {knobs[self.variant]})"
 
 
@@ -115,9 +122,10 @@ def complete(config: SearchConfig, request: SearchRequest, profile: DeviceProfil
     limit = profile.max_work_group_size
     table = config.table or profile.neighbour_table
     group, rows, tile = config.group, config.rows, config.tile
+    batch = config.batch or profile.search_batch
     if config.variant == "naive":
         group = min(group or profile.naive_group_size, limit)
-        rows = tile = 0
+        rows = tile = batch = 0
     elif config.variant in ("convolution", "column"):
         group = min(group or profile.rowband_width, limit)
         group = max(group, request.patch_size)  # a band must span at least one patch
@@ -133,11 +141,21 @@ def complete(config: SearchConfig, request: SearchRequest, profile: DeviceProfil
                 raise ValueError(f"column search with rows={rows} needs {rows * per_row} "
                                  f"work-items per group, more than group={group}")
         tile = 0
+        # Double-buffered partial sums: 2 * batch * rows * group floats of local memory.
+        while batch > 1 and 8 * batch * rows * group > profile.local_mem_size - 1024:
+            batch //= 2
     else:  # square
         tile = tile or profile.square_tile
         while tile * tile > limit and tile > 2:
             tile //= 2
         if tile < 2:
             raise ValueError(f"square search needs tile >= 2, got {tile}")
+        if batch != 1 and batch % 4:
+            if config.batch:
+                raise ValueError(f"square search needs batch 1 or a multiple of 4, got {batch}")
+            batch = 4 * max(1, batch // 4)
+        while batch > 4 and 8 * batch * tile * tile > profile.local_mem_size - 1024:
+            batch -= 4
         group = rows = 0
-    return dataclasses.replace(config, table=table, group=group, rows=rows, tile=tile)
+    return dataclasses.replace(config, table=table, group=group, rows=rows, tile=tile,
+                               batch=batch)

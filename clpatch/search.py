@@ -194,7 +194,6 @@ class SearchPlan:
         self.lattice_cols = (cols - p) // s + 1
         self.dim = 3 if video else 2
         self.last_events: list[tuple[str, Any]] = []
-        self._programs: dict[str, Any] = {}
         self._buffers: dict[str, Any] = {}
         self._convert_kernels: dict[str, Any] = {}
         self._finite_check = None
@@ -210,9 +209,10 @@ class SearchPlan:
         if config.variant == "naive":
             params["variant"] = "naive"
         elif config.variant == "square":
-            params.update(variant="square", tile=config.tile)
+            params.update(variant="square", tile=config.tile, batch=config.batch)
         else:
-            params.update(variant="rowband", step=r.step, width=config.group, rows=config.rows)
+            params.update(variant="rowband", step=r.step, width=config.group, rows=config.rows,
+                          batch=config.batch)
         return params
 
     def _kernel_for(self, config: SearchConfig) -> Any:
@@ -222,31 +222,30 @@ class SearchPlan:
         return cl.Kernel(program, name)
 
     def _build(self, config: SearchConfig) -> SearchConfig:
-        """Build the kernels of `config`, shrinking work-groups the built kernel cannot take."""
+        """Build the kernels of `config`, shrinking work-groups the built kernel cannot take
+        (registers and local memory can lower a kernel's limit below the device's)."""
         device = self.runtime.device
         while True:
             kernel = self._kernel_for(config)
             allowed = max_group_size(kernel, device)
-            needed = {"naive": 1, "square": config.tile ** 2}.get(config.variant, config.group)
-            if needed <= allowed:
+            if config.variant == "naive":
+                if config.group > allowed:
+                    config = dataclasses.replace(
+                        config, group=allowed,
+                        reason=config.reason + f"; group cut to {allowed} by the kernel's limit")
+                break
+            if (config.tile ** 2 if config.variant == "square" else config.group) <= allowed:
                 break
             config = self._shrink(config, allowed)
-        if config.variant == "naive":
-            allowed = max_group_size(kernel, device)
-            if config.group > allowed:
-                config = dataclasses.replace(
-                    config, group=allowed,
-                    reason=config.reason + f"; group cut to {allowed} by the kernel's limit")
         self._main = kernel
-        needs_border = config.variant != "naive" and (
-            self.lattice_rows < len(self.grid_y) or self.lattice_cols < len(self.grid_x))
-        if needs_border or config.variant == "naive":
-            border = dataclasses.replace(config, variant="naive",
-                                         group=self.runtime.profile.naive_group_size, rows=0, tile=0)
+        if config.variant == "naive":
+            self._naive, self._naive_group = kernel, config.group
+        elif self.lattice_rows < len(self.grid_y) or self.lattice_cols < len(self.grid_x):
+            # Grid rows/columns off the lattice are searched by the naive kernel.
+            border = dataclasses.replace(config, variant="naive", rows=0, tile=0, batch=0)
             self._naive = self._kernel_for(border)
-            self._naive_group = max(1, min(border.group, max_group_size(self._naive, device)))
-            if config.variant == "naive":
-                self._naive_group = min(self._naive_group, config.group)
+            self._naive_group = max(1, min(self.runtime.profile.naive_group_size,
+                                           max_group_size(self._naive, device)))
         return config
 
     def _shrink(self, config: SearchConfig, allowed: int) -> SearchConfig:
@@ -264,9 +263,12 @@ class SearchPlan:
                 group //= 2
             if group >= p:
                 per_row = (group - p) // self.request.step + 1
-                rows = 1 if config.variant == "convolution" else max(1, min(config.rows, group // per_row))
-                return dataclasses.replace(config, group=group, rows=rows, reason=config.reason + note)
+                rows = 1 if config.variant == "convolution" else max(1, min(config.rows,
+                                                                            group // per_row))
+                return dataclasses.replace(config, group=group, rows=rows,
+                                           reason=config.reason + note)
         return dataclasses.replace(config, variant="naive", group=max(1, allowed), rows=0, tile=0,
+                                   batch=0,
                                    reason=config.reason + note + "; fell back to the naive search")
 
     # ---- memory plan -----------------------------------------------------------------------
@@ -292,9 +294,14 @@ class SearchPlan:
                 "search processed in chunks")
         frames_per_chunk, rows_per_band = self.frames, gy
 
+        tw, half, p, s = self.temporal_window, self.half, self.request.patch_size, self.request.step
+
         def fits(fc: int, rb: int) -> bool:
-            c = self._chunk(0, fc, 0, rb)
-            image_bytes = (c.f_hi - c.f_lo) * self.channels * (c.y_hi - c.y_lo) * self.cols * 4
+            # Size the largest chunk, an interior one: its windows reach tw frames and
+            # window // 2 rows beyond it on both sides (grid rows are at most `step` apart).
+            frames = min(self.frames, fc + 2 * tw)
+            rows = min(self.rows, (rb - 1) * s + 2 * half + p)
+            image_bytes = frames * self.channels * rows * self.cols * 4
             return image_bytes <= budget and fc * rb * gx * per_ref_out <= budget
 
         while not fits(frames_per_chunk, rows_per_band):

@@ -32,21 +32,16 @@
 <%def name="insert(n, kind, d, pos)">
 % if kind == "ordered":
     if (${d} < bd[${n - 1}]) {
-        ## Algorithm 2 without branches inside: entry i takes entry i-1 if that one is
-        ## larger than d, d itself if it is the first entry larger than d, else stays.
+        ## Algorithm 2 without branches inside. On the sorted table, the new entry i is
+        ## max(old[i-1], min(old[i], d)): old[i-1] if it is larger than d (shifted up),
+        ## d at the first entry larger than d, old[i] below. Positions follow with selects.
         ## Going downwards, bd[i-1] and bd[i] still hold the old values when read.
 % for i in range(n - 1, 0, -1):
-        {
-            const bool shift = bd[${i - 1}] > ${d};
-            const bool here = !shift && bd[${i}] > ${d};
-            bp[${i}] = shift ? bp[${i - 1}] : (here ? ${pos} : bp[${i}]);
-            bd[${i}] = shift ? bd[${i - 1}] : (here ? ${d} : bd[${i}]);
-        }
+        bp[${i}] = bd[${i - 1}] > ${d} ? bp[${i - 1}] : (bd[${i}] > ${d} ? ${pos} : bp[${i}]);
+        bd[${i}] = fmax(bd[${i - 1}], fmin(bd[${i}], ${d}));
 % endfor
-        if (bd[0] > ${d}) {
-            bp[0] = ${pos};
-            bd[0] = ${d};
-        }
+        bp[0] = bd[0] > ${d} ? ${pos} : bp[0];
+        bd[0] = fmin(bd[0], ${d});
     }
 % else:
     if (${d} < bmax) {
@@ -67,6 +62,9 @@
     }
 % endif
 </%def>
+
+## The distance a candidate must beat to enter the table.
+<%def name="threshold(n, kind)">${"bd[%d]" % (n - 1) if kind != "unordered" else "bmax"}</%def>
 
 ## Leave the table ascending by distance (the unordered kind is sorted by an odd-even
 ## transposition network: n rounds of fixed compare-exchanges).
