@@ -408,6 +408,10 @@ def build_parser() -> argparse.ArgumentParser:
                                description="Run a default search on the bundled sample image.")
     _add_device_option(demo)
     demo.set_defaults(func=cmd_demo)
+
+    from .cli_tuning import add_commands
+
+    add_commands(commands, _add_device_option)
     return parser
 
 

@@ -290,6 +290,7 @@ class Runtime:
 
         self.programs = ProgramCache(self)
         self._plans: dict[Any, Any] = {}
+        self._tuning: Any = None
 
     @classmethod
     def for_queue(cls, queue: Any) -> Runtime:
@@ -308,6 +309,23 @@ class Runtime:
     @property
     def is_simulator(self) -> bool:
         return is_simulator(self.device)
+
+    @property
+    def tuning(self) -> Any:
+        """The device's tuning cache (`clpatch.tuning.TuningCache`), read on first use from
+        `CLPATCH_TUNING` or the user cache folder."""
+        if self._tuning is None:
+            from .tuning import TuningCache
+
+            self._tuning = TuningCache(self.device)
+        return self._tuning
+
+    def use_tuning(self, path: Any = None) -> Any:
+        """Read the tuning cache again, from `path` if given (else the default place)."""
+        from .tuning import TuningCache
+
+        self._tuning = TuningCache(self.device, path)
+        return self._tuning
 
     def plan_cache(self) -> dict[Any, Any]:
         """Per-runtime store for engine plans (compiled programs and buffers kept between calls)."""

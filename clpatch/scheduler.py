@@ -1,15 +1,18 @@
-"""Which kernel configuration runs a request.
+"""Which kernel configuration runs a request, and why.
 
-Order of precedence: an explicit `variant=` (source `forced`), then the Davy–Ehret §4.5
-rules (source `rule`): the square search for 8×8 patches on a step-4 grid, the
-convolution search for step 1, the column search otherwise. Work-group shapes come from
-the device profile and are clamped to the device's limits.
+Order of precedence: an explicit `variant=` (source `forced`); else the entry that
+`clpatch autotune` measured fastest on this device (source `tuned`, see tuning.py); else
+the Davy–Ehret §4.5 rules (source `rule`): the square search for 8×8 patches on a step-4
+grid, the convolution search for step 1, the column search otherwise. Knobs a
+configuration leaves open come from the device profile, clamped to the device's limits.
+`explain()` says which configuration a call would run and why.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from .profiles import NEIGHBOUR_TABLES, DeviceProfile
 
@@ -88,12 +91,22 @@ def rule_variant(request: SearchRequest) -> tuple[str, str]:
     return "column", "Davy-Ehret 4.5: other steps use the column search"
 
 
+def rule_config(request: SearchRequest, profile: DeviceProfile) -> SearchConfig:
+    """The configuration the §4.5 rules give, completed from the profile."""
+    name, reason = rule_variant(request)
+    return complete(SearchConfig(name, source="rule", reason=reason), request, profile)
+
+
 def choose_search(request: SearchRequest, profile: DeviceProfile,
-                  variant: str | SearchConfig | None = None) -> SearchConfig:
-    """The configuration that will run `request` on a device with `profile`."""
+                  variant: str | SearchConfig | None = None, tuning: Any = None,
+                  operation: str = "search") -> SearchConfig:
+    """The configuration that will run `request` on a device with `profile`: `variant` if
+    given, else the tuned entry of `tuning` (a TuningCache) for `operation`, else the rules."""
     if variant is None:
-        name, reason = rule_variant(request)
-        config = SearchConfig(name, source="rule", reason=reason)
+        tuned = tuning.lookup(operation, request) if tuning is not None else None
+        if tuned is not None:
+            return complete(tuned[0], request, profile)
+        return rule_config(request, profile)
     elif isinstance(variant, SearchConfig):
         config = variant
     elif isinstance(variant, str):
@@ -159,3 +172,76 @@ def complete(config: SearchConfig, request: SearchRequest, profile: DeviceProfil
         group = rows = 0
     return dataclasses.replace(config, table=table, group=group, rows=rows, tile=tile,
                                batch=batch)
+
+
+OPERATIONS = ("search", "nlmeans")
+
+
+@dataclass
+class Explanation:
+    """Which configuration a call runs and why (`str()` gives the text `clpatch explain` prints)."""
+
+    operation: str
+    request: SearchRequest
+    device: str
+    config: SearchConfig
+    rule: SearchConfig
+    tuned_entry: dict | None = None
+    tuning_problem: str | None = None
+    tuning_path: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def source(self) -> str:
+        return self.config.source
+
+    def __str__(self) -> str:
+        r = self.request
+        lines = [
+            f"{self.operation} on {self.device}: patch {r.patch_size}, step {r.step}, n {r.n}, "
+            f"window {r.window}, {r.channels} channel(s), {r.metric}"
+            + (", video" if r.video else ""),
+            f"runs: {self.config.describe()}",
+            f"why:  {self.config.source} — {self.config.reason}",
+        ]
+        if self.config.source != "rule":
+            lines.append(f"rule: {self.rule.describe()} — {self.rule.reason}")
+        entry = self.tuned_entry
+        if entry is not None:
+            lines.append(f"tuned: {entry['time_ms']:.3f} ms against {entry.get('rule_time_ms', 0):.3f} ms "
+                         f"for the rule's choice, on a {entry['size'][0]}x{entry['size'][1]} image")
+            for rejected in entry.get("rejected", []):
+                c = rejected["config"]
+                knobs = ", ".join(f"{k}={v}" for k, v in c.items() if k != "variant" and v)
+                lines.append(f"rejected: {c['variant']} ({knobs}) — {rejected['reason']}")
+        elif self.tuning_problem:
+            lines.append(self.tuning_problem)
+        elif self.config.source == "rule":
+            lines.append(f"not tuned (no entry in {self.tuning_path}); run `clpatch autotune`")
+        lines.extend(self.notes)
+        return "\n".join(lines)
+
+
+def explain(operation: str = "search", *, patch_size: int = 8, step: int = 4, n: int = 16,
+            window: int = 21, channels: int = 1, metric: str = "l2", video: bool = False,
+            variant: str | SearchConfig | None = None, runtime: Any = None) -> Explanation:
+    """Which kernel configuration `operation` would run with these parameters, and why
+    (`forced`, `tuned` or `rule`), on `runtime`'s device (default device if None)."""
+    if operation not in OPERATIONS:
+        raise ValueError(f"operation must be one of {OPERATIONS}, got {operation!r}")
+    from .runtime import resolve_runtime
+
+    rt = resolve_runtime(runtime)
+    request = SearchRequest(patch_size, step, n, window, channels, metric.lower(), video)
+    tuning = rt.tuning
+    config = choose_search(request, rt.profile, variant, tuning, operation="search")
+    entry = None
+    if config.source == "tuned":
+        entry = tuning.lookup("search", request)[1]
+    explanation = Explanation(operation, request, rt.device.name.strip(), config,
+                              rule_config(request, rt.profile), entry, tuning.problem,
+                              str(tuning.path))
+    if operation == "nlmeans":
+        explanation.notes.append("nlmeans: the patch search above, then averaging and aggregation "
+                                 "(see clpatch.nlmeans)")
+    return explanation

@@ -134,7 +134,7 @@ def search_patches(image: Any, patch_size: int = 8, step: int = 4, window: int =
     p, s, w, k, metric = _check_params(volume, patch_size, step, window, n, metric, tw)
     rt = resolve_runtime(runtime, image)
     request = SearchRequest(p, s, k, w, volume.channels, metric, volume.video)
-    config = choose_search(request, rt.profile, variant)
+    config = choose_search(request, rt.profile, variant, rt.tuning)
     key = ("search", volume.frames, volume.rows, volume.cols, volume.channels, volume.video,
            volume.dtype.str, volume.on_device, request, tw, config)
     cache = rt.plan_cache()

@@ -7,11 +7,17 @@ else every non-simulator OpenCL device found. Oclgrind is used by the oclgrind t
 from __future__ import annotations
 
 import os
+import tempfile
+from pathlib import Path
 
 import pytest
 
 import clpatch
 from clpatch.runtime import is_simulator, list_devices
+
+# Tests never read the user's tuning cache: tuned choices would change which configuration
+# runs (never the results), and some tests check the rule-based choice.
+os.environ["CLPATCH_TUNING"] = str(Path(tempfile.mkdtemp(prefix="clpatch-tests-")) / "tuning.json")
 
 _runtimes: dict[str, clpatch.Runtime] = {}
 

@@ -1,0 +1,150 @@
+"""The tuning commands of the command line: `clpatch explain | autotune | bench`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from .scheduler import OPERATIONS, SEARCH_VARIANTS
+
+
+def _csv_ints(text: str) -> list[int]:
+    try:
+        return [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    from .runtime import Runtime
+    from .scheduler import explain
+
+    runtime = Runtime(args.device)
+    if args.tuning:
+        runtime.use_tuning(args.tuning)
+    print(explain(args.operation, patch_size=args.patch_size, step=args.step, n=args.n,
+                  window=args.window, channels=args.channels, metric=args.metric,
+                  video=args.video, variant=args.variant, runtime=runtime))
+    return 0
+
+
+def cmd_autotune(args: argparse.Namespace) -> int:
+    from .autotune import QUICK_REQUESTS, autotune, grid_requests, summary_table
+    from .bench import parse_size
+    from .runtime import Runtime
+
+    runtime = Runtime(args.device, profiling=True)
+    cache = runtime.use_tuning(args.output) if args.output else runtime.tuning
+    if args.quick and not any((args.patch_sizes, args.steps, args.ns, args.windows, args.channels)):
+        requests = list(QUICK_REQUESTS)
+    else:
+        from .autotune import FULL_GRID
+
+        requests = grid_requests(args.patch_sizes or FULL_GRID["patch_size"],
+                                 args.steps or FULL_GRID["step"], args.ns or FULL_GRID["n"],
+                                 args.windows or FULL_GRID["window"],
+                                 args.channels or FULL_GRID["channels"])
+    size = parse_size(args.size) if args.size else None
+    print(f"tuning {len(requests)} request(s) on {runtime.device.name.strip()}"
+          + (" (quick)" if args.quick else ""), file=sys.stderr)
+    def results_json(results: list) -> str:
+        from .tuning import config_to_json
+
+        return json.dumps([{
+            "request": vars(r.request), "rule": config_to_json(r.rule), "rule_ms": r.rule_time_ms,
+            "tuned": config_to_json(r.chosen), "tuned_ms": r.time_ms, "speedup": r.speedup,
+            "timings": [[config_to_json(c), ms] for c, ms in r.timings],
+            "rejected": [[config_to_json(c), why] for c, why in r.rejected],
+        } for r in results], indent=1)
+
+    done: list = []
+
+    def save(result) -> None:  # after every request, so an interrupted run keeps its work
+        done.append(result)
+        cache.save()
+        if args.json:
+            Path(args.json).write_text(results_json(done))
+
+    results = autotune(runtime, requests, quick=args.quick, size=size, repeats=args.repeats,
+                       cache=cache, verbose=args.verbose, on_result=save)
+    print(summary_table(results))
+    print(f"\ntuning cache written to {cache.path}")
+    return 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from .bench import METHODS, format_table, parse_size, run_bench
+    from .runtime import Runtime
+
+    methods = [m for m in METHODS] if args.method == "all" else [args.method]
+    runtime = Runtime(args.device, profiling=True)
+    if args.method == "all":
+        from .bench import BENCHES
+
+        methods = [m for m in methods if m in BENCHES]
+    sizes = [parse_size(s) for s in (args.size or ["512x512"])]
+    rows = run_bench(runtime, methods, sizes, repeats=args.repeats)
+    print(f"device: {runtime.device.name.strip()} ({runtime.device.platform.name.strip()})")
+    print(format_table(rows))
+    if args.json:
+        Path(args.json).write_text(json.dumps({"device": runtime.device.name.strip(),
+                                               "results": rows}, indent=1))
+    return 0
+
+
+def add_commands(commands: argparse._SubParsersAction,
+                 add_device_option: Callable[[argparse.ArgumentParser], None]) -> None:
+    explain = commands.add_parser(
+        "explain", help="say which kernel configuration a call would run, and why",
+        description="Which configuration runs for these parameters on the device, and whether "
+                    "it was forced, tuned (clpatch autotune) or chosen by rule (Davy-Ehret 4.5).")
+    explain.add_argument("operation", choices=OPERATIONS)
+    explain.add_argument("--patch-size", "-p", type=int, default=8)
+    explain.add_argument("--step", "-s", type=int, default=4)
+    explain.add_argument("--n", "-n", type=int, default=16, dest="n")
+    explain.add_argument("--window", "-w", type=int, default=21)
+    explain.add_argument("--channels", "-c", type=int, default=1)
+    explain.add_argument("--metric", choices=("l2", "l1"), default="l2")
+    explain.add_argument("--video", action="store_true", help="a video search (temporal window)")
+    explain.add_argument("--variant", choices=SEARCH_VARIANTS, default=None,
+                         help="force a variant (then the answer is 'forced')")
+    explain.add_argument("--tuning", metavar="FILE", help="read this tuning file instead of "
+                         "$CLPATCH_TUNING or the user cache")
+    add_device_option(explain)
+    explain.set_defaults(func=cmd_explain)
+
+    tune = commands.add_parser(
+        "autotune", help="time the kernel configurations on this device and keep the fastest",
+        description="Time every applicable search configuration for a grid of common requests "
+                    "(checked against the naive search first) and write the device's tuning "
+                    "cache. --quick tunes only the defaults of each method.")
+    tune.add_argument("--quick", action="store_true",
+                      help="the defaults of each method, first stage only (about a minute on a CPU)")
+    tune.add_argument("--output", "-o", metavar="FILE",
+                      help="tuning file to write (default: $CLPATCH_TUNING or the user cache)")
+    tune.add_argument("--size", metavar="ROWSxCOLS", help="test image size (default: 2048x2048 "
+                      "on GPUs, 512x512 on CPUs, 256x256 with --quick on CPUs)")
+    tune.add_argument("--repeats", type=int, default=None, help="timed runs per configuration")
+    tune.add_argument("--patch-sizes", type=_csv_ints, help="e.g. 4,5,7,8,16")
+    tune.add_argument("--steps", type=_csv_ints, help="e.g. 1,2,3,4,5,6")
+    tune.add_argument("--ns", type=_csv_ints, help="e.g. 8,16,32")
+    tune.add_argument("--windows", type=_csv_ints, help="e.g. 21,39")
+    tune.add_argument("--channels", type=_csv_ints, help="e.g. 1,3")
+    tune.add_argument("--json", metavar="FILE", help="also write every timing to this JSON file")
+    add_device_option(tune)
+    tune.set_defaults(func=cmd_autotune)
+
+    bench = commands.add_parser(
+        "bench", help="median kernel times per method and stage on this device",
+        description="Kernel times (OpenCL profiling events, median after warm-up) of each "
+                    "method's default configuration, split by stage.")
+    bench.add_argument("--method", choices=("search", "nlmeans", "bm3d", "all"), default="all")
+    bench.add_argument("--size", action="append", metavar="ROWSxCOLS",
+                       help="image size, repeatable (default 512x512)")
+    bench.add_argument("--repeats", type=int, default=15)
+    bench.add_argument("--json", metavar="FILE", help="write the results to this JSON file")
+    add_device_option(bench)
+    bench.set_defaults(func=cmd_bench)
