@@ -10,6 +10,7 @@ from .errors import (
     KernelBuildError,
     NoOpenCLError,
 )
+from .nlmeans import NLMeansPlan, nlmeans, nlmeans_video
 from .profiles import DeviceProfile, family_profile
 from .runtime import Runtime, default_runtime, list_devices, select_device
 from .scheduler import SearchConfig
@@ -23,6 +24,7 @@ __all__ = [
     "DeviceProfile",
     "DeviceResourceError",
     "KernelBuildError",
+    "NLMeansPlan",
     "NoOpenCLError",
     "Runtime",
     "SearchConfig",
@@ -32,6 +34,8 @@ __all__ = [
     "family_profile",
     "grid_positions",
     "list_devices",
+    "nlmeans",
+    "nlmeans_video",
     "search_patches",
     "select_device",
 ]

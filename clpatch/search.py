@@ -380,11 +380,13 @@ class SearchPlan:
                             r.patch_size, r.step, r.window, r.n, r.metric, self.temporal_window,
                             self.config)
 
-    def _upload(self, volume: Volume, chunk: _Chunk) -> Any:
-        """The chunk's frames and rows as planar float32 on the device."""
+    def _upload(self, volume: Volume, chunk: _Chunk, name: str = "planar") -> Any:
+        """The chunk's frames and rows of all of `volume`'s channels as planar float32 on
+        the device (buffer `name` of this plan)."""
         queue = self.runtime.queue
         frames, rows = chunk.f_hi - chunk.f_lo, chunk.y_hi - chunk.y_lo
-        planar = self._buffer("planar", frames * self.channels * rows * self.cols * 4)
+        channels = volume.channels
+        planar = self._buffer(name, frames * channels * rows * self.cols * 4)
         if volume.on_device:
             source, dtype = volume.array, volume.dtype
             sf, sy, sx, sc = volume.element_strides()
@@ -408,10 +410,10 @@ class SearchPlan:
         event = kernel(queue, (self.cols, rows, frames), None, src_buf,
                        np.int64(base), np.int64(sf), np.int64(sy), np.int64(sx), np.int64(sc),
                        np.int32(frames), np.int32(rows), np.int32(self.cols),
-                       np.int32(self.channels), planar)
+                       np.int32(channels), planar)
         self.last_events.append(("convert", event))
         if volume.on_device:
-            self._check_device_values(planar, frames * self.channels * rows * self.cols)
+            self._check_device_values(planar, frames * channels * rows * self.cols)
         return planar
 
     def _convert_kernel(self, dtype: np.dtype) -> Any:
@@ -433,6 +435,7 @@ class SearchPlan:
                 arguments="__global const float *x")
         view = cla.Array(self.runtime.queue, (count,), np.float32, data=planar)
         peak = float(self._finite_check(view).get())
+        self.last_peak = peak
         limit = magnitude_limit(self.request.patch_size, self.channels)
         if not math.isfinite(peak):
             raise ValueError("image contains NaN or infinite values")
