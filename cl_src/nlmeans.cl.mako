@@ -289,6 +289,17 @@ __kernel void nlm_finalize(__global const ${ACC} *restrict acc, const int plane,
 % endfor
 }
 
+//
+// Zeroes the accumulation buffer (count elements). A kernel rather than a fill command:
+// Oclgrind's uninitialised-memory checker does not see fills.
+//
+__kernel void nlm_clear(__global ${ACC} *acc, const int count)
+{
+    const int i = get_global_id(0);
+    if (i < count)
+        acc[i] = 0;
+}
+
 % if colour:
 //
 // Orthonormal opponent colour transform, in place on the planar band (C = 3):

@@ -218,6 +218,7 @@ class NLMeansPlan:
         self._average = average
         self._naive_group = max(1, min(self.runtime.profile.naive_group_size, allowed))
         self._finalize = cl.Kernel(program, "nlm_finalize")
+        self._clear = cl.Kernel(program, "nlm_clear")
         self._opponent = cl.Kernel(program, "nlm_to_opponent") if self.colour else None
 
     # ---- memory plan -----------------------------------------------------------------------
@@ -367,8 +368,9 @@ class NLMeansPlan:
         plane = nr * ch * hb * w
         item = 8 if self.aggregation == "fixed" else 4
         acc = self._buffer("acc", plane * self.classes ** 2 * item)
-        events.append(("clear", cl.enqueue_fill_buffer(
-            queue, acc, np.zeros(1, np.uint32), 0, plane * self.classes ** 2 * item)))
+        count = plane * self.classes ** 2
+        events.append(("clear", self._clear(queue, (count,), None, acc,
+                                            i32(count))))
         ys = self._buffer("ys", gy * 4)
         cl.enqueue_copy(queue, ys, self.grid_y[chunk.g0:chunk.g1].astype(np.int32))
 

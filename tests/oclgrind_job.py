@@ -1,13 +1,15 @@
 """One Oclgrind job, run in its own process by tests/test_oclgrind.py.
 
     python tests/oclgrind_job.py search VARIANT TABLE [--video] [--channels C]
+    python tests/oclgrind_job.py nlmeans AGGREGATION AVERAGING [--video] [--channels C]
     python tests/oclgrind_job.py planted race|uninit_local|uninit_private
 
 Runs on the device CLPATCH_DEVICE names (the tests set `oclgrind`) and refuses any other.
 `search` runs one search configuration on a tiny image and checks it against the NumPy
-oracle (exit 1 with the reason when it differs); `planted` runs a test-only kernel with a
-planted bug, which Oclgrind must report on stderr. Oclgrind's own diagnostics go to
-stderr; the test reads them there. One configuration per process: Oclgrind's
+oracle (exit 1 with the reason when it differs); `nlmeans` likewise runs NL-means with one
+aggregation strategy and averaging kernel against its NumPy reference; `planted` runs a
+test-only kernel with a planted bug, which Oclgrind must report on stderr. Oclgrind's own
+diagnostics go to stderr; the test reads them there. One configuration per process: Oclgrind's
 uninitialised-value plugin reports false positives once a second plan in the same
 process reuses memory.
 """
@@ -84,6 +86,27 @@ def run_search(variant: str, table: str, video: bool, channels: int) -> None:
     print(f"ok: {result.config.describe()} on {image.shape}")
 
 
+def run_nlmeans(aggregation: str, averaging: str, video: bool, channels: int) -> None:
+    from tests.reference.nlmeans import nlmeans_reference
+
+    runtime = simulator_runtime()
+    shape = ((FRAMES,) if video else ()) + SHAPE + ((channels,) if channels > 1 else ())
+    image = random_image(shape, seed=len(aggregation) + 5 * channels + 11 * video)
+    tw = TEMPORAL_WINDOW if video else 0
+    params = dict(patch_size=PATCH, step=STEP, window=WINDOW, n=N, aggregation=aggregation,
+                  averaging=averaging, runtime=runtime)
+    if video:
+        out = clpatch.nlmeans_video(image, 20.0, temporal_window=tw, **params)
+    else:
+        out = clpatch.nlmeans(image, 20.0, **params)
+    expected = nlmeans_reference(image, 20.0, patch_size=PATCH, step=STEP, window=WINDOW, n=N,
+                                 temporal_window=tw, video=video)
+    error = float(np.abs(out - expected).max())
+    if not error <= 2e-3:
+        sys.exit(f"nlmeans {aggregation}/{averaging} differs from the reference by {error}")
+    print(f"ok: nlmeans {aggregation}/{averaging} on {image.shape} (max error {error:.2g})")
+
+
 def run_planted(kernel_name: str) -> None:
     runtime = simulator_runtime()
     program = runtime.programs.build(PLANTED, template="<planted bugs>")
@@ -104,11 +127,18 @@ def main() -> None:
     search.add_argument("table")
     search.add_argument("--video", action="store_true")
     search.add_argument("--channels", type=int, default=1)
+    nlm = jobs.add_parser("nlmeans")
+    nlm.add_argument("aggregation")
+    nlm.add_argument("averaging")
+    nlm.add_argument("--video", action="store_true")
+    nlm.add_argument("--channels", type=int, default=1)
     planted = jobs.add_parser("planted")
     planted.add_argument("kernel", choices=("race", "uninit_local", "uninit_private"))
     args = parser.parse_args()
     if args.job == "search":
         run_search(args.variant, args.table, args.video, args.channels)
+    elif args.job == "nlmeans":
+        run_nlmeans(args.aggregation, args.averaging, args.video, args.channels)
     else:
         run_planted(args.kernel)
 

@@ -1,4 +1,4 @@
-"""Every search kernel under the Oclgrind simulator, with its data-race and
+"""Every search and NL-means kernel under the Oclgrind simulator, with its data-race and
 uninitialised-memory checks on, plus negative controls proving the harness can fail.
 
 Each configuration runs in its own process (tests/oclgrind_job.py): Oclgrind's
@@ -96,6 +96,17 @@ def test_video_runs_clean(variant, table):
                                            ("square", "ordered"), ("column", "unordered")])
 def test_three_channels_run_clean(variant, table):
     assert_clean("search", variant, table, "--channels", "3")
+
+
+# NL-means: every aggregation strategy with both averaging kernels; video and colour once.
+@pytest.mark.parametrize("aggregation,averaging", [("buffers", "columns"), ("buffers", "naive"),
+                                                   ("fixed", "columns"), ("cas", "naive")])
+def test_nlmeans_runs_clean(aggregation, averaging):
+    assert_clean("nlmeans", aggregation, averaging)
+
+
+def test_nlmeans_video_colour_run_clean():
+    assert_clean("nlmeans", "buffers", "columns", "--video", "--channels", "3")
 
 
 # ---- negative controls: the harness must see planted bugs -------------------------------

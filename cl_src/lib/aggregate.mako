@@ -18,10 +18,12 @@
 
 <%def name="helpers(kind)">
 % if kind == "cas":
-// Algorithm 5: float add emulated with compare-and-swap on the value's bits.
+// Algorithm 5: float add emulated with compare-and-swap on the value's bits. The first
+// guess of the current value is 0 (the cleared buffer) instead of a plain read, which
+// would race with other work-items' swaps; a wrong guess costs one more iteration.
 inline void acc_add(volatile __global uint *at, const float value)
 {
-    uint current = *at;
+    uint current = 0u;
     uint expected;
     do {
         expected = current;

@@ -1,0 +1,246 @@
+"""NL-means against its NumPy reference: every averaging kernel and aggregation strategy,
+grayscale, colour, other channel counts, video, tiles, device arrays, dtypes, bad input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyopencl.array as cla
+import pytest
+
+import clpatch
+from clpatch.nlmeans import NLMeansPlan, bilinear_weights, choose_aggregation, coverage
+from tests.helpers import assert_close, load_image, random_image
+from tests.reference.nlmeans import nlmeans_reference
+
+SIGMA = 20.0
+# float32 kernels against a float64 reference: weights and sums of up to 32 x 32 x 32 terms.
+TOL = dict(rtol=1e-4, atol=2e-3)
+
+
+def aggregations(runtime, patch_size=8, step=4):
+    out = ["cas"]
+    if runtime.profile.int64_atomics:
+        out.append("fixed")
+    if -(-patch_size // step) <= 2:
+        out.append("buffers")
+    return out
+
+
+def noisy(shape, seed=0):
+    """Structured content plus noise, so that flat and textured patches both occur."""
+    rng = np.random.default_rng(seed)
+    base = random_image(shape, seed=seed)
+    base[: shape[0] // 2] = 128.0  # a flat half
+    return (base + rng.normal(0, SIGMA, shape)).astype(np.float32)
+
+
+# ---- every kernel against the reference ---------------------------------------------------
+
+@pytest.mark.parametrize("averaging", ["columns", "naive"])
+def test_gray_all_strategies_match_reference(runtime, averaging):
+    # 37 x 45 with p 8, step 4: the last grid row and column are off the lattice.
+    image = noisy((37, 45), seed=1)
+    expected = nlmeans_reference(image, SIGMA, patch_size=8, step=4, window=21, n=16)
+    for aggregation in aggregations(runtime):
+        out = clpatch.nlmeans(image, SIGMA, aggregation=aggregation, averaging=averaging,
+                              runtime=runtime)
+        assert out.dtype == np.float32 and out.shape == image.shape
+        assert_close(out, expected, **TOL, what=f"{aggregation}/{averaging}")
+
+
+@pytest.mark.parametrize("patch_size,step,window,n", [(5, 1, 11, 8), (7, 3, 13, 32), (4, 4, 7, 5),
+                                                      (3, 2, 5, 6), (16, 8, 21, 16)])
+def test_other_patch_sizes_and_steps(runtime, patch_size, step, window, n):
+    image = noisy((29, 34), seed=patch_size)
+    expected = nlmeans_reference(image, SIGMA, patch_size=patch_size, step=step, window=window,
+                                 n=n, h=25.0, flat_beta=1.2)
+    for aggregation in aggregations(runtime, patch_size, step):
+        out = clpatch.nlmeans(image, SIGMA, patch_size=patch_size, step=step, window=window, n=n,
+                              h=25.0, flat_beta=1.2, aggregation=aggregation, runtime=runtime)
+        assert_close(out, expected, **TOL, what=f"p{patch_size} s{step} {aggregation}")
+
+
+@pytest.mark.parametrize("search_channels", ["luminance", "all"])
+def test_colour_matches_reference(runtime, search_channels):
+    image = noisy((23, 30, 3), seed=3)
+    expected = nlmeans_reference(image, SIGMA, patch_size=6, step=3, window=9, n=8,
+                                 search_channels=search_channels)
+    out = clpatch.nlmeans(image, SIGMA, patch_size=6, step=3, window=9, n=8,
+                          search_channels=search_channels, runtime=runtime)
+    assert_close(out, expected, **TOL, what=f"colour, search on {search_channels}")
+
+
+def test_channel_axis_and_other_channel_counts(runtime):
+    image = noisy((19, 21, 3), seed=4)
+    first = np.ascontiguousarray(np.moveaxis(image, -1, 0))
+    a = clpatch.nlmeans(image, SIGMA, patch_size=5, step=2, window=7, n=6, runtime=runtime)
+    b = clpatch.nlmeans(first, SIGMA, patch_size=5, step=2, window=7, n=6, channel_axis=0,
+                        runtime=runtime)
+    assert b.shape == first.shape
+    np.testing.assert_array_equal(np.moveaxis(b, 0, -1), a)
+    # Four channels are filtered as they are (no colour transform), searched together.
+    four = noisy((17, 20, 4), seed=5)
+    expected = nlmeans_reference(four, SIGMA, patch_size=5, step=2, window=7, n=6)
+    out = clpatch.nlmeans(four, SIGMA, patch_size=5, step=2, window=7, n=6, runtime=runtime)
+    assert_close(out, expected, **TOL, what="4 channels")
+
+
+@pytest.mark.parametrize("channels", [1, 3])
+def test_video_matches_reference(runtime, channels):
+    shape = (5, 21, 24) + ((3,) if channels == 3 else ())
+    frames = noisy(shape, seed=6)
+    expected = nlmeans_reference(frames, SIGMA, patch_size=6, step=3, window=9, n=8,
+                                 temporal_window=2, video=True)
+    for aggregation in aggregations(runtime, 6, 3):
+        out = clpatch.nlmeans_video(frames, SIGMA, temporal_window=2, patch_size=6, step=3,
+                                    window=9, n=8, aggregation=aggregation, runtime=runtime)
+        assert out.shape == frames.shape
+        assert_close(out, expected, **TOL, what=f"video {aggregation}")
+
+
+# ---- tiles, streaming, determinism ------------------------------------------------------------
+
+@pytest.mark.parametrize("video", [False, True])
+def test_tiles_give_identical_results(runtime, video):
+    shape = (4, 53, 41) if video else (61, 47)
+    image = noisy(shape, seed=7)
+    frames, rows, cols = (shape if video else (1, *shape))
+    tw = 1 if video else 0
+    for aggregation in [a for a in aggregations(runtime) if a != "cas"]:
+        kwargs = dict(temporal_window=tw, video=video, aggregation=aggregation)
+        whole = NLMeansPlan(runtime, frames, rows, cols, 1, **kwargs)
+        tiled = NLMeansPlan(runtime, frames, rows, cols, 1, tile_bytes=150_000 if video else 50_000,
+                            **kwargs)
+        assert len(whole.tiles) == 1 and len(tiled.tiles) > 2
+        np.testing.assert_array_equal(tiled.run(image, SIGMA), whole.run(image, SIGMA))
+
+
+def test_video_is_streamed_in_bounded_tiles(runtime):
+    frames = noisy((20, 18, 18), seed=8)
+    plan = NLMeansPlan(runtime, 20, 18, 18, 1, patch_size=6, step=3, window=7, n=4,
+                       temporal_window=1, video=True)
+    assert len(plan.tiles) > 1
+    assert max(t.chunk.f_hi - t.chunk.f_lo for t in plan.tiles) <= 10
+    expected = nlmeans_reference(frames, SIGMA, patch_size=6, step=3, window=7, n=4,
+                                 temporal_window=1, video=True)
+    assert_close(plan.run(frames, SIGMA), expected, **TOL, what="streamed video")
+
+
+def test_fixed_point_is_deterministic(runtime):
+    if not runtime.profile.int64_atomics:
+        pytest.skip("no 64-bit atomics")
+    image = noisy((40, 40), seed=9)
+    runs = [clpatch.nlmeans(image, SIGMA, patch_size=5, step=1, window=9, n=8,
+                            aggregation="fixed", runtime=runtime) for _ in range(3)]
+    for other in runs[1:]:
+        np.testing.assert_array_equal(other, runs[0])
+
+
+def test_default_aggregation_follows_capabilities(runtime):
+    assert choose_aggregation(8, 4, runtime.profile)[0] == "buffers"
+    expected = "fixed" if runtime.profile.int64_atomics else "cas"
+    assert choose_aggregation(5, 1, runtime.profile)[0] == expected
+
+
+def test_coverage_is_the_total_bilinear_weight():
+    bw = bilinear_weights(8)
+    np.testing.assert_allclose(bw, [1, 3, 5, 7, 7, 5, 3, 1] / np.float64(8))
+    grid = np.array([0, 4, 8, 9])
+    total = coverage(17, 8, grid)
+    manual = np.zeros(17)
+    for g in grid:
+        manual[g:g + 8] += bw
+    np.testing.assert_allclose(total, manual)
+    assert total.min() > 0
+
+
+# ---- arrays, dtypes, sizes ---------------------------------------------------------------------
+
+def test_device_arrays_stay_on_the_device(runtime):
+    image = noisy((33, 35), seed=10)
+    host = clpatch.nlmeans(image, SIGMA, runtime=runtime)
+    device = clpatch.nlmeans(cla.to_device(runtime.queue, image), SIGMA, runtime=runtime)
+    assert isinstance(device, cla.Array) and device.dtype == np.float32
+    np.testing.assert_array_equal(device.get(), host)
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint16, np.float64, np.int16])
+def test_dtypes(runtime, dtype):
+    image = np.clip(noisy((26, 27), seed=11), 0, 255).round()
+    expected = clpatch.nlmeans(image.astype(np.float32), SIGMA, runtime=runtime)
+    out = clpatch.nlmeans(image.astype(dtype), SIGMA, runtime=runtime)
+    assert out.dtype == np.float32
+    np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-3)
+
+
+@pytest.mark.parametrize("shape", [(8, 8), (9, 13), (8, 30), (3, 3)])
+def test_tiny_images(runtime, shape):
+    image = noisy(shape, seed=12)
+    p = min(8, *shape)
+    out = clpatch.nlmeans(image, SIGMA, patch_size=p, step=max(1, p // 2), runtime=runtime)
+    # n is capped at the candidates of a corner reference.
+    from clpatch.search import min_candidates
+
+    n = min(16, min_candidates(shape[0], shape[1], 1, p, 21, 0))
+    expected = nlmeans_reference(image, SIGMA, patch_size=p, step=max(1, p // 2), window=21, n=n)
+    assert_close(out, expected, **TOL, what=f"tiny {shape}")
+
+
+def test_flat_image_stays_flat(runtime):
+    # Pure noise on a constant: every patch is flat, every estimate a mean of means.
+    rng = np.random.default_rng(13)
+    image = (100.0 + rng.normal(0, SIGMA, (48, 48))).astype(np.float32)
+    out = clpatch.nlmeans(image, SIGMA, runtime=runtime)
+    assert abs(float(out.mean()) - 100.0) < 1.0
+    assert float(out.std()) < SIGMA / 4
+
+
+def test_real_photograph_is_denoised(runtime):
+    clean = load_image("camera")[:128, 160:288].astype(np.float64)
+    image = (clean + np.random.default_rng(14).normal(0, SIGMA, clean.shape)).astype(np.float32)
+
+    def psnr(x):
+        return 10 * np.log10(255.0 ** 2 / np.mean((np.clip(x, 0, 255) - clean) ** 2))
+
+    out = clpatch.nlmeans(image, SIGMA, runtime=runtime)
+    assert psnr(out) > psnr(image) + 6.0
+    expected = nlmeans_reference(image, SIGMA, patch_size=8, step=4, window=21, n=16)
+    assert_close(out, expected, **TOL, what="camera crop")
+
+
+# ---- bad input -----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kwargs,error,words", [
+    (dict(sigma=0), ValueError, "sigma"),
+    (dict(sigma=-1.0), ValueError, "sigma"),
+    (dict(sigma=float("nan")), ValueError, "sigma"),
+    (dict(sigma="20"), TypeError, "sigma"),
+    (dict(h=0.0), ValueError, "h must"),
+    (dict(flat_beta=-1), ValueError, "flat_beta"),
+    (dict(step=9), ValueError, "step"),
+    (dict(patch_size=0), ValueError, "patch_size"),
+    (dict(n=33), ValueError, "n must"),
+    (dict(aggregation="atomic"), ValueError, "aggregation"),
+    (dict(patch_size=5, step=1, aggregation="buffers"), ValueError, "buffers"),
+    (dict(averaging="fast"), ValueError, "averaging"),
+    (dict(search_channels="red"), ValueError, "search_channels"),
+    (dict(channel_axis=2), ValueError, "channel_axis"),
+])
+def test_bad_arguments_are_named(runtime, kwargs, error, words):
+    kwargs = dict(kwargs)
+    sigma = kwargs.pop("sigma", SIGMA)
+    with pytest.raises(error, match=words):
+        clpatch.nlmeans(noisy((20, 20), seed=15), sigma, runtime=runtime, **kwargs)
+
+
+def test_bad_images_are_named(runtime):
+    with pytest.raises(ValueError, match="NaN"):
+        clpatch.nlmeans(np.full((20, 20), np.nan, np.float32), SIGMA, runtime=runtime)
+    with pytest.raises(ValueError, match="channels"):
+        clpatch.nlmeans(np.zeros((20, 20, 9), np.float32), SIGMA, runtime=runtime)
+    with pytest.raises(ValueError, match="larger than the image"):
+        clpatch.nlmeans(np.zeros((5, 40), np.float32), SIGMA, runtime=runtime)
+    with pytest.raises(TypeError, match="image"):
+        clpatch.nlmeans("camera.png", SIGMA, runtime=runtime)
+    with pytest.raises(ValueError, match="video"):
+        clpatch.nlmeans_video(np.zeros((20, 20), np.float32), SIGMA, runtime=runtime)
