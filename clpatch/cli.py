@@ -1,4 +1,4 @@
-"""The `clpatch` command line: `clpatch devices | search | demo`.
+"""The `clpatch` command line: `clpatch devices | search | denoise | demo` (and tuning).
 
 Every command returns an exit code from `main(argv)`; errors are reported as one
 `clpatch: error: ...` line on stderr (a multi-line explanation, such as how to install
@@ -19,6 +19,7 @@ import numpy as np
 
 from . import __version__
 from .errors import ClpatchError
+from .imageio import ImageInfo, add_noise, output_format, psnr, read_array, read_image, write_image
 from .runtime import (
     INSTALL_HELP,
     DeviceEntry,
@@ -214,59 +215,7 @@ def cmd_devices(args: argparse.Namespace) -> int:
     return 0
 
 
-# ---- search and demo --------------------------------------------------------------------
-
-def read_image(path: str | Path) -> tuple[np.ndarray, bool]:
-    """Read an image file as a NumPy array, keeping its values and dtype.
-
-    PNG/TIFF/JPEG/... through Pillow: grayscale as (H, W), colour as (H, W, C) (RGB, RGBA,
-    LA; palette images are expanded), 16-bit images as uint16. Multi-frame files (TIFF
-    stacks, animations) become video (T, H, W[, C]). `.npy` files are loaded as they are.
-    Returns (array, is_video) where is_video is True only for multi-frame image files.
-    """
-    path = Path(path)
-    if not path.is_file():
-        raise CommandError(f"{path}: no such file" if not path.exists() else f"{path}: not a file")
-    if path.suffix.lower() == ".npy":
-        try:
-            array = np.load(path, allow_pickle=False)
-        except (OSError, ValueError) as exc:
-            raise CommandError(f"{path}: not a readable .npy array ({_first_line(exc)})") from exc
-        return array, False
-
-    from PIL import Image, UnidentifiedImageError
-
-    try:
-        with Image.open(path) as image:
-            frames = [_frame_array(image, k) for k in range(getattr(image, "n_frames", 1))]
-    except UnidentifiedImageError as exc:
-        raise CommandError(f"{path}: not an image file Pillow can read") from exc
-    except (OSError, ValueError, SyntaxError) as exc:  # truncated or corrupt files
-        raise CommandError(f"{path}: cannot read the image ({_first_line(exc)})") from exc
-    if len(frames) == 1:
-        return frames[0], False
-    if len({(f.shape, f.dtype) for f in frames}) != 1:
-        raise CommandError(f"{path}: its {len(frames)} frames differ in size or type; "
-                           "save them as a (T, H, W[, C]) .npy array instead")
-    return np.stack(frames), True
-
-
-def _frame_array(image: Any, index: int) -> np.ndarray:
-    image.seek(index)
-    mode = image.mode
-    if mode == "P":
-        image = image.convert("RGBA" if "transparency" in image.info else "RGB")
-    elif mode == "PA":
-        image = image.convert("RGBA")
-    elif mode == "1":
-        image = image.convert("L")
-    elif mode in ("CMYK", "YCbCr", "LAB", "HSV"):
-        image = image.convert("RGB")
-    array = np.asarray(image)
-    if array.dtype.byteorder not in ("=", "|"):  # e.g. big-endian 16-bit TIFF
-        array = array.astype(array.dtype.newbyteorder("="))
-    return array
-
+# ---- search -------------------------------------------------------------------------------
 
 def _add_device_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", "-d", metavar="SPEC", default=None,
@@ -336,7 +285,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         folder = Path(args.output).resolve().parent
         if not folder.is_dir():
             raise CommandError(f"cannot write {args.output}: folder {folder} does not exist")
-    image, video = read_image(args.image)
+    image, video = read_array(args.image)
     result, runtime, seconds, builds = _run_search(image, video, args)
     print("\n".join(_summary(Path(args.image).name, image, video or result.positions.shape[-1] == 3,
                              result, runtime, seconds, builds)))
@@ -346,28 +295,188 @@ def cmd_search(args: argparse.Namespace) -> int:
     return 0
 
 
+# ---- denoise and demo ---------------------------------------------------------------------
+
+DENOISE_METHODS = ("nlmeans",)
+AGGREGATIONS = ("buffers", "fixed", "cas")
+# Options of `denoise` passed on to the method when given: (argparse dest, keyword, label).
+_METHOD_OPTIONS = (("patch_size", "patch_size", "patch"), ("step", "step", "step"),
+                   ("window", "window", "window"), ("n", "n", "n"), ("h", "h", "h"),
+                   ("aggregation", "aggregation", "aggregation"))
+DEMO_SIGMA = 20.0
+DEMO_SEED = 0
+
+
+def _positive(text: str) -> float:
+    """argparse type: a finite number > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not (value > 0 and np.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"must be a number > 0, got {text}")
+    return value
+
+
+def _method(name: str) -> Any:
+    if name == "nlmeans":
+        from .nlmeans import nlmeans
+
+        return nlmeans
+    raise CommandError(f"unknown denoising method {name!r}; choose from {', '.join(DENOISE_METHODS)}")
+
+
+def _method_line(name: str, function: Any, sigma: float, kwargs: dict[str, Any]) -> str:
+    """'nlmeans, sigma 20, patch 8, ...': the parameters that apply, given or default."""
+    import inspect
+
+    defaults = {k: p.default for k, p in inspect.signature(function).parameters.items()}
+    parts = [name, f"sigma {sigma:g}"]
+    for _, key, label in _METHOD_OPTIONS:
+        value = kwargs.get(key, defaults.get(key))
+        if key in defaults or key in kwargs:
+            shown = "auto" if value is None else f"{value:g}" if isinstance(value, float) else value
+            parts.append(f"{label} {shown}")
+    return ", ".join(parts)
+
+
+def _as_written(image: np.ndarray, info: ImageInfo) -> np.ndarray:
+    """The values an image file of `info`'s bit depth would hold: rounded and clipped."""
+    if info.bit_depth is None:
+        return image
+    return np.clip(np.rint(image), 0, info.peak)
+
+
+def _shape(image: np.ndarray) -> str:
+    return "x".join(str(s) for s in image.shape[:2])
+
+
+def _check_output(path: str | None, info: ImageInfo) -> None:
+    """Fail before any work when `path` cannot be written with `info`'s depth and mode."""
+    if path is None:
+        return
+    folder = Path(path).resolve().parent
+    if not folder.is_dir():
+        raise CommandError(f"cannot write {path}: folder {folder} does not exist")
+    output_format(path, info)
+
+
+def _clean_reference(path: str, image: np.ndarray, info: ImageInfo) -> np.ndarray:
+    clean, clean_info = read_image(path)
+    if clean.shape != image.shape:
+        raise CommandError(f"the clean reference {path} is {_shape(clean)} "
+                           f"{'colour' if clean_info.colour else 'grayscale'}, the input "
+                           f"{_shape(image)} {'colour' if info.colour else 'grayscale'}")
+    if clean_info.bit_depth != info.bit_depth:
+        raise CommandError(f"the clean reference {path} is {clean_info.describe()}, the input "
+                           f"{info.describe()}: PSNR needs the same bit depth")
+    return clean
+
+
+def _denoise(name: str, image: np.ndarray, info: ImageInfo, args: argparse.Namespace, *,
+             clean: np.ndarray | None, clean_name: str | None, noise_line: str | None) -> int:
+    """Denoise `image`, write args.output (when given) and print what happened."""
+    function = _method(args.method)
+    kwargs = {key: getattr(args, dest) for dest, key, _ in _METHOD_OPTIONS
+              if getattr(args, dest, None) is not None}
+    runtime = Runtime(args.device)
+    builds = runtime.programs.builds
+    start = time.perf_counter()
+    result = function(image, args.sigma, runtime=runtime, **kwargs)
+    seconds = time.perf_counter() - start
+    builds = runtime.programs.builds - builds
+    result = np.asarray(result, dtype=np.float32)
+    if result.shape != image.shape:
+        raise CommandError(f"{args.method} returned shape {result.shape} for an image of "
+                           f"shape {image.shape}")
+    if args.output:
+        write_image(args.output, result, info)
+
+    lines = [f"image:      {name}: {_shape(image)}, {info.describe()}"]
+    if noise_line:
+        lines.append(f"noise:      {noise_line}")
+    lines += [
+        f"method:     {_method_line(args.method, function, args.sigma, kwargs)}",
+        f"device:     {runtime.device.platform.name.strip()} | {runtime.device.name.strip()} "
+        f"(profile {runtime.profile.family})",
+        f"time:       {seconds:.3f} s" + (f" (includes building {builds} OpenCL program(s))"
+                                          if builds else ""),
+    ]
+    if clean is not None:
+        before = psnr(image, clean, info.peak)
+        after = psnr(_as_written(result, info), clean, info.peak)
+        lines.append(f"PSNR:       noisy {before:.2f} dB -> denoised {after:.2f} dB "
+                     f"({after - before:+.2f} dB; peak {info.peak:g}, against {clean_name})")
+    if args.output:
+        lines.append(f"output:     {args.output} "
+                     f"({info.describe(output_format(args.output, info))})")
+    print("\n".join(lines))
+    return 0
+
+
+def _seed(text: str) -> int:
+    """argparse type: an integer >= 0 (what numpy.random.default_rng takes)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def _noise_seed(seed: int | None) -> int:
+    """The given seed, or a fresh one (printed, so that the run can be repeated)."""
+    return seed if seed is not None else int(np.random.SeedSequence().entropy % 2**31)
+
+
+def cmd_denoise(args: argparse.Namespace) -> int:
+    """`clpatch denoise IN OUT`: read, optionally add noise, denoise, write, report."""
+    if args.sigma is None:
+        if args.add_noise is None:
+            raise CommandError("--sigma is required: the noise standard deviation of IN, in its "
+                               "units (e.g. 20 for an 8-bit image)")
+        args.sigma = args.add_noise
+    if args.add_noise is None and (args.seed is not None or args.save_noisy):
+        raise CommandError("--seed and --save-noisy go with --add-noise")
+    image, info = read_image(args.input)
+    _check_output(args.output, info)
+    _check_output(args.save_noisy, info)
+    clean, clean_name, noise_line = None, None, None
+    if args.clean:
+        clean, clean_name = _clean_reference(args.clean, image, info), Path(args.clean).name
+    if args.add_noise is not None:
+        seed = _noise_seed(args.seed)
+        clean, clean_name = image, f"{Path(args.input).name} (the input)"
+        image = add_noise(clean, args.add_noise, seed)
+        noise_line = f"added Gaussian noise, sigma {args.add_noise:g}, seed {seed} (not clipped)"
+        if args.save_noisy:
+            write_image(args.save_noisy, image, info)
+            noise_line += f"; saved to {args.save_noisy}"
+    return _denoise(Path(args.input).name, image, info, args, clean=clean,
+                    clean_name=clean_name, noise_line=noise_line)
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
+    """`clpatch demo`: denoise the bundled sample image after adding seeded noise."""
     from ._resources import sample_image_path
 
     path = sample_image_path()
-    image, video = read_image(path)
-    args.patch_size, args.step, args.window, args.n = 8, 4, 21, 16
-    args.metric, args.variant, args.temporal_window = "l2", None, 0
-    result, runtime, seconds, builds = _run_search(image, video, args)
-    print("\n".join(_summary(path.name, image, video, result, runtime, seconds, builds)))
-    i, j = len(result.grid_y) // 2, len(result.grid_x) // 2
-    matches = ", ".join(f"({y}, {x}) d={d:.6g}" for (y, x), d in
-                        zip(result.positions[i, j, :4], result.distances[i, j, :4], strict=True))
-    print(f"centre reference (y={result.grid_y[i]}, x={result.grid_x[j]}): best 4 matches "
-          f"(y, x): {matches}")
-    return 0
+    clean, info = read_image(path)
+    _check_output(args.output, info)
+    noisy = add_noise(clean, DEMO_SIGMA, DEMO_SEED)
+    args.method, args.sigma = "nlmeans", DEMO_SIGMA
+    return _denoise(f"{path.name} (bundled sample)", noisy, info, args, clean=clean,
+                    clean_name=path.name,
+                    noise_line=f"added Gaussian noise, sigma {DEMO_SIGMA:g}, seed {DEMO_SEED} "
+                    "(not clipped)")
 
 
 # ---- parser and entry point ---------------------------------------------------------------
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog=PROG, description="Portable OpenCL patch search (and, later, "
-                     "patch-based denoising).")
+    parser = _Parser(prog=PROG, description="Portable OpenCL patch search and patch-based "
+                     "denoising.")
     parser.add_argument("--version", action="version", version=f"clpatch {__version__}")
     parser.add_argument("--verbose", "-v", action="store_true",
                         help="show clpatch's log messages (kernel cache, driver registration)")
@@ -404,9 +513,55 @@ def build_parser() -> argparse.ArgumentParser:
                         help="save positions, distances, grid_y and grid_x to this .npz file")
     search.set_defaults(func=cmd_search)
 
-    demo = commands.add_parser("demo", help="search the bundled sample image and show the result",
-                               description="Run a default search on the bundled sample image.")
+    denoise = commands.add_parser(
+        "denoise", help="denoise an image file",
+        description="Denoise an image (PNG, TIFF, JPEG: 8- or 16-bit grayscale, RGB, with or "
+        "without alpha; or a .npy array) and write the result with the same bit depth and mode; "
+        "alpha is kept as it is. Values and sigma share the file's units (0-255 for 8-bit, "
+        "0-65535 for 16-bit files).")
+    denoise.add_argument("input", metavar="IN", help="noisy image file (or the clean image, with "
+                         "--add-noise)")
+    denoise.add_argument("output", metavar="OUT", help="denoised image to write; the format "
+                         "comes from the extension (.png, .tif, .tiff, .jpg, .jpeg, .npy)")
+    denoise.add_argument("--method", "-m", choices=DENOISE_METHODS, default="nlmeans",
+                         help="denoising method (default nlmeans)")
+    denoise.add_argument("--sigma", type=_positive, default=None,
+                         help="noise standard deviation in the image's units, e.g. 20 for 8-bit "
+                              "(default with --add-noise: the added sigma)")
+    noise = denoise.add_mutually_exclusive_group()
+    noise.add_argument("--add-noise", type=_positive, metavar="SIGMA", default=None,
+                       help="first add Gaussian noise of this sigma to IN (a test): IN is then "
+                            "the clean reference for the PSNR")
+    noise.add_argument("--clean", metavar="REF", default=None,
+                       help="clean image to report PSNR against (same size and bit depth)")
+    denoise.add_argument("--seed", type=_seed, default=None,
+                         help="seed of --add-noise's noise (default: a fresh one, printed)")
+    denoise.add_argument("--save-noisy", metavar="FILE", default=None,
+                         help="with --add-noise: also write the noisy image (rounded and clipped)")
+    denoise.add_argument("--patch-size", "-p", type=int, default=None,
+                         help="patch side (default: the method's, 8)")
+    denoise.add_argument("--step", "-s", type=int, default=None,
+                         help="grid step of the reference patches (default: the method's, 4)")
+    denoise.add_argument("--window", "-w", type=int, default=None,
+                         help="search window side (default: the method's, 21)")
+    denoise.add_argument("-n", type=int, default=None,
+                         help="similar patches per reference (default: the method's, 16)")
+    denoise.add_argument("--h", type=_positive, default=None,
+                         help="NL-means filtering parameter (default: derived from sigma)")
+    denoise.add_argument("--aggregation", choices=AGGREGATIONS, default=None,
+                         help="how overlapping patch estimates are summed (default: the "
+                              "scheduler's choice for the device)")
+    _add_device_option(denoise)
+    denoise.set_defaults(func=cmd_denoise)
+
+    demo = commands.add_parser("demo", help="denoise the bundled sample image and show the PSNR",
+                               description=f"Add Gaussian noise (sigma {DEMO_SIGMA:g}, seed "
+                               f"{DEMO_SEED}) to the bundled 512x512 sample image, denoise it with "
+                               "NL-means' defaults and print the PSNR before and after and the "
+                               "time. Writes nothing unless --output is given.")
     _add_device_option(demo)
+    demo.add_argument("--output", "-o", metavar="FILE", default=None,
+                      help="write the denoised image to FILE (.png, .tif, .jpg, .npy)")
     demo.set_defaults(func=cmd_demo)
 
     from .cli_tuning import add_commands

@@ -204,17 +204,6 @@ def test_search_uses_clpatch_device(capsys, tmp_path, monkeypatch, first_device)
     assert "Traceback" not in err
 
 
-def test_demo(capsys, first_device):
-    code, out, err = run(capsys, "demo", "--device", first_device)
-    assert code == 0, err
-    assert "camera.png: 512x512 uint8" in out
-    assert "rule" in out and "square" in out
-    centre = [line for line in out.splitlines() if line.startswith("centre reference")]
-    assert len(centre) == 1 and centre[0].count(" d=") == 4
-    # The reference itself is its own best match.
-    assert "(y=252, x=252): best 4 matches (y, x): (252, 252) d=0," in centre[0]
-
-
 # ---- errors -------------------------------------------------------------------------------
 
 def test_missing_file(capsys, tmp_path):

@@ -1,0 +1,373 @@
+"""`clpatch denoise` and `clpatch demo`, and the image files behind them (clpatch.imageio).
+
+Images are small crops of tests/data written to tmp_path, so that every denoising run is quick
+on a CPU; the command's results are compared with calling `nlmeans` directly.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from clpatch import imageio
+from clpatch.nlmeans import nlmeans
+from tests.helpers import DATA, load_image
+from tests.test_cli import assert_one_error_line, run, spec_of
+
+PSNR_LINE = re.compile(r"PSNR: +noisy (-?[\d.]+) dB -> denoised (-?[\d.]+) dB")
+
+
+def crop(name: str, rows: int = 40, cols: int = 50, top: int = 100, left: int = 120) -> np.ndarray:
+    """A uint8 crop of a test photograph."""
+    return load_image(name, np.uint8)[top:top + rows, left:left + cols]
+
+
+def noisy(image: np.ndarray, sigma: float, seed: int = 1, peak: int = 255) -> np.ndarray:
+    """`image` with seeded Gaussian noise, rounded and clipped to its range, as image.dtype."""
+    values = imageio.add_noise(image.astype(np.float32), sigma, seed)
+    return np.clip(np.rint(values), 0, peak).astype(image.dtype)
+
+
+def expected_output(image: np.ndarray, sigma: float, runtime, peak: int = 255) -> np.ndarray:
+    """What the command should write: nlmeans of the float image, rounded and clipped."""
+    result = nlmeans(image.astype(np.float32), sigma, runtime=runtime)
+    return np.clip(np.rint(result), 0, peak)
+
+
+def assert_same_output(written: np.ndarray, expected: np.ndarray) -> None:
+    """Equal up to one unit where float rounding lands on the other side of .5."""
+    assert written.shape == expected.shape
+    diff = np.abs(written.astype(np.float64) - expected)
+    assert diff.max() <= 1 and (diff > 0).mean() < 0.01, f"max {diff.max()}, {(diff > 0).sum()} differ"
+
+
+def psnr_values(out: str) -> tuple[float, float]:
+    found = PSNR_LINE.search(out)
+    assert found, f"no PSNR line in:\n{out}"
+    return float(found.group(1)), float(found.group(2))
+
+
+# ---- round trips through the command ----------------------------------------------------
+
+def test_denoise_8bit_gray_png(capsys, tmp_path, runtime):
+    image = noisy(crop("camera"), 20)
+    src, dst = tmp_path / "noisy.png", tmp_path / "out.png"
+    Image.fromarray(image).save(src)
+    code, out, err = run(capsys, "denoise", src, dst, "--sigma", 20, "--device", spec_of(runtime))
+    assert code == 0, err
+    assert "noisy.png: 40x50, 8-bit L PNG" in out and "nlmeans, sigma 20, patch 8" in out
+    assert re.search(r"time: +\d+\.\d+ s", out) and "PSNR" not in out
+    assert f"output:     {dst} (8-bit L PNG)" in out
+    with Image.open(dst) as written:
+        assert written.mode == "L"
+        assert_same_output(np.asarray(written), expected_output(image, 20, runtime))
+
+
+def test_denoise_16bit_gray_png_keeps_16_bits(capsys, tmp_path, runtime):
+    image = noisy(crop("moon").astype(np.uint16) * 257, 20 * 257, peak=65535)
+    src, dst = tmp_path / "deep.png", tmp_path / "deep-out.png"
+    Image.fromarray(image).save(src)
+    code, out, err = run(capsys, "denoise", src, dst, "--sigma", 20 * 257,
+                         "--device", spec_of(runtime))
+    assert code == 0, err
+    assert "16-bit L PNG" in out
+    with Image.open(dst) as written:
+        assert written.mode.startswith("I")
+        values = np.asarray(written)
+    assert values.max() > 255  # not reduced to 8 bits
+    assert_same_output(values, expected_output(image, 20 * 257, runtime, peak=65535))
+
+
+def test_denoise_rgb_png(capsys, tmp_path, runtime):
+    image = noisy(crop("astronaut"), 20)
+    src, dst = tmp_path / "colour.png", tmp_path / "colour-out.tif"
+    Image.fromarray(image).save(src)
+    code, out, err = run(capsys, "denoise", src, dst, "--sigma", 20, "-w", 11, "-n", 8,
+                         "--device", spec_of(runtime))
+    assert code == 0, err
+    assert "8-bit RGB PNG" in out and "window 11, n 8" in out and "(8-bit RGB TIFF)" in out
+    with Image.open(dst) as written:
+        assert written.mode == "RGB"
+        values = np.asarray(written)
+    expected = np.clip(np.rint(nlmeans(image.astype(np.float32), 20, window=11, n=8,
+                                       runtime=runtime)), 0, 255)
+    assert_same_output(values, expected)
+
+
+def test_denoise_rgba_keeps_alpha(capsys, tmp_path, runtime):
+    rgb = noisy(crop("astronaut"), 20)
+    alpha = np.random.default_rng(5).integers(0, 256, rgb.shape[:2], dtype=np.uint8)
+    src, dst = tmp_path / "rgba.png", tmp_path / "rgba-out.png"
+    Image.fromarray(np.dstack([rgb, alpha])).save(src)
+    code, out, err = run(capsys, "denoise", src, dst, "--sigma", 20, "--device", spec_of(runtime))
+    assert code == 0, err
+    assert "8-bit RGBA PNG" in out
+    with Image.open(dst) as written:
+        assert written.mode == "RGBA"
+        values = np.asarray(written)
+    np.testing.assert_array_equal(values[..., 3], alpha)
+    assert_same_output(values[..., :3], expected_output(rgb, 20, runtime))
+
+
+def test_denoise_16bit_rgb_png(capsys, tmp_path, runtime):
+    """Pillow reads 16-bit colour PNG as 8 bits; clpatch decodes and writes it itself."""
+    image = noisy(crop("astronaut").astype(np.uint16) * 257, 20 * 257, peak=65535)
+    src, dst = tmp_path / "deep-colour.png", tmp_path / "deep-colour-out.png"
+    src.write_bytes(imageio.encode_png(image))
+    code, out, err = run(capsys, "denoise", src, dst, "--sigma", 20 * 257,
+                         "--device", spec_of(runtime))
+    assert code == 0, err
+    assert "16-bit RGB PNG" in out
+    written, video = imageio.read_array(dst)
+    assert not video and written.dtype == np.uint16
+    assert_same_output(written, expected_output(image, 20 * 257, runtime, peak=65535))
+
+
+def test_denoise_reads_and_writes_jpeg(capsys, tmp_path, runtime):
+    image = noisy(crop("camera"), 20)
+    src, dst = tmp_path / "photo.jpg", tmp_path / "photo-out.jpeg"
+    Image.fromarray(image).save(src, quality=95)
+    with Image.open(src) as decoded:
+        as_read = np.asarray(decoded)
+    code, out, err = run(capsys, "denoise", src, dst, "--sigma", 20, "--device", spec_of(runtime))
+    assert code == 0, err
+    assert "8-bit L JPEG" in out and "(8-bit L JPEG)" in out
+    with Image.open(dst) as written:
+        assert written.format == "JPEG" and written.mode == "L"
+        values = np.asarray(written).astype(np.float64)
+    # JPEG is lossy: the written file is close to, not equal to, the denoised image.
+    assert np.abs(values - expected_output(as_read, 20, runtime)).mean() < 2
+
+
+# ---- noise, PSNR and the demo ------------------------------------------------------------
+
+def test_add_noise_with_a_seed_is_reproducible(capsys, tmp_path, runtime):
+    clean = crop("camera")
+    src = tmp_path / "clean.png"
+    Image.fromarray(clean).save(src)
+    outputs = []
+    for k, seed in enumerate((7, 7, 8)):
+        dst, noisy_file = tmp_path / f"out{k}.png", tmp_path / f"noisy{k}.png"
+        code, out, err = run(capsys, "denoise", src, dst, "--add-noise", 20, "--seed", seed,
+                             "--save-noisy", noisy_file, "--device", spec_of(runtime))
+        assert code == 0, err
+        assert f"sigma 20, seed {seed}" in out and "nlmeans, sigma 20," in out  # sigma from noise
+        outputs.append((np.asarray(Image.open(noisy_file)), np.asarray(Image.open(dst)),
+                        psnr_values(out)))
+    np.testing.assert_array_equal(outputs[0][0], outputs[1][0])
+    np.testing.assert_array_equal(outputs[0][1], outputs[1][1])
+    assert outputs[0][2] == outputs[1][2]
+    assert not np.array_equal(outputs[0][0], outputs[2][0])
+    np.testing.assert_array_equal(outputs[0][0], noisy(clean, 20, seed=7))
+
+
+def test_psnr_improves_on_a_photograph(capsys, tmp_path, runtime):
+    clean = crop("camera", 64, 64, top=180, left=200)
+    noisy_image = noisy(clean, 20, seed=3)
+    clean_file, noisy_file = tmp_path / "clean.png", tmp_path / "noisy.png"
+    Image.fromarray(clean).save(clean_file)
+    Image.fromarray(noisy_image).save(noisy_file)
+    dst = tmp_path / "out.png"
+    code, out, err = run(capsys, "denoise", noisy_file, dst, "--sigma", 20, "--clean", clean_file,
+                         "--device", spec_of(runtime))
+    assert code == 0, err
+    before, after = psnr_values(out)
+    assert before == pytest.approx(imageio.psnr(noisy_image, clean, 255), abs=0.01)
+    assert after == pytest.approx(imageio.psnr(np.asarray(Image.open(dst)), clean, 255), abs=0.01)
+    assert after > before + 3, out
+    assert "peak 255, against clean.png" in out
+
+
+def test_demo_prints_psnr_and_writes_only_with_output(capsys, tmp_path, monkeypatch, runtime):
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run(capsys, "demo", "--device", spec_of(runtime))
+    assert code == 0, err
+    assert "camera.png (bundled sample): 512x512, 8-bit L PNG" in out
+    assert "sigma 20, seed 0" in out and re.search(r"time: +\d+\.\d+ s", out)
+    before, after = psnr_values(out)
+    assert 21.5 < before < 22.5 and after > before + 5, out
+    assert list(tmp_path.iterdir()) == []
+
+    code, again, err = run(capsys, "demo", "--device", spec_of(runtime), "--output", "demo.png")
+    assert code == 0, err
+    assert psnr_values(again) == (before, after)  # the same seeded noise, the same result
+    with Image.open(tmp_path / "demo.png") as written:
+        assert written.mode == "L" and written.size == (512, 512)
+        clean = load_image("camera", np.uint8)
+        assert imageio.psnr(np.asarray(written), clean, 255) == pytest.approx(after, abs=0.01)
+
+    code, _, err = run(capsys, "demo", "--output", tmp_path / "x.bmp")
+    assert code != 0
+    assert_one_error_line(err, "x.bmp", "cannot write '.bmp' files")
+
+
+# ---- errors -------------------------------------------------------------------------------
+
+@pytest.fixture
+def small_png(tmp_path) -> Path:
+    path = tmp_path / "small.png"
+    Image.fromarray(crop("camera")).save(path)
+    return path
+
+
+def test_missing_file(capsys, tmp_path):
+    code, out, err = run(capsys, "denoise", tmp_path / "nothing-here.png", tmp_path / "out.png",
+                         "--sigma", 20)
+    assert code != 0 and out == ""
+    assert_one_error_line(err, "nothing-here.png", "no such file")
+
+
+def test_unreadable_file(capsys, tmp_path):
+    path = tmp_path / "fake.png"
+    path.write_text("this is not a picture\n")
+    code, out, err = run(capsys, "denoise", path, tmp_path / "out.png", "--sigma", 20)
+    assert code != 0 and out == ""
+    assert_one_error_line(err, "fake.png", "not an image file")
+
+
+def test_truncated_png(capsys, tmp_path, small_png):
+    path = tmp_path / "cut.png"
+    path.write_bytes(small_png.read_bytes()[:200])
+    code, _, err = run(capsys, "denoise", path, tmp_path / "out.png", "--sigma", 20)
+    assert code != 0
+    assert_one_error_line(err, "cut.png", "cannot read the image")
+
+
+@pytest.mark.parametrize("argv,fragment", [
+    (["--sigma", "0"], "argument --sigma: must be a number > 0, got 0"),
+    (["--sigma", "-5"], "argument --sigma: must be a number > 0"),
+    (["--sigma", "nan"], "must be a number > 0"),
+    (["--sigma", "twenty"], "expected a number, got 'twenty'"),
+    ([], "--sigma is required"),
+    (["--add-noise", "0"], "argument --add-noise: must be a number > 0"),
+    (["--sigma", "20", "--method", "bm3d"], "argument --method/-m: invalid choice: 'bm3d'"),
+    (["--sigma", "20", "--aggregation", "atomic"], "invalid choice: 'atomic'"),
+    (["--sigma", "20", "--seed", "3"], "--seed and --save-noisy go with --add-noise"),
+    (["--add-noise", "20", "--seed", "-3"], "argument --seed: must be >= 0, got -3"),
+    (["--add-noise", "20", "--clean", "x.png"], "not allowed with argument"),
+])
+def test_bad_arguments(capsys, tmp_path, small_png, argv, fragment):
+    code, out, err = run(capsys, "denoise", small_png, tmp_path / "out.png", *argv)
+    assert code != 0 and out == ""
+    assert_one_error_line(err, fragment)
+    assert not (tmp_path / "out.png").exists()
+
+
+def test_unwritable_outputs_fail_before_denoising(capsys, tmp_path, small_png):
+    rgba = tmp_path / "rgba.png"
+    Image.fromarray(np.zeros((20, 24, 4), np.uint8)).save(rgba)
+    deep = tmp_path / "deep.png"
+    Image.fromarray(np.zeros((20, 24), np.uint16)).save(deep)
+    for src, dst, fragment in [
+        (small_png, tmp_path / "out.gif", "cannot write '.gif' files"),
+        (small_png, tmp_path / "no-folder" / "out.png", "folder"),
+        (rgba, tmp_path / "out.jpg", "JPEG cannot store an alpha channel"),
+        (deep, tmp_path / "out.jpg", "JPEG cannot store 16-bit images"),
+    ]:
+        code, out, err = run(capsys, "denoise", src, dst, "--sigma", 20)
+        assert code != 0 and out == ""
+        assert_one_error_line(err, fragment)
+
+
+def test_clean_reference_must_match(capsys, tmp_path, small_png):
+    other = tmp_path / "other.png"
+    Image.fromarray(crop("camera", 30, 50)).save(other)
+    code, _, err = run(capsys, "denoise", small_png, tmp_path / "out.png", "--sigma", 20,
+                       "--clean", other)
+    assert code != 0
+    assert_one_error_line(err, "other.png is 30x50 grayscale, the input 40x50 grayscale")
+
+
+def test_help_lists_denoise(capsys):
+    code, out, _ = run(capsys, "--help")
+    assert code == 0 and "denoise" in out
+    code, out, _ = run(capsys, "denoise", "--help")
+    assert code == 0
+    for option in ("--method", "--sigma", "--add-noise", "--seed", "--clean", "--patch-size",
+                   "--step", "--window", "--aggregation", "--h", "--device"):
+        assert option in out
+
+
+# ---- clpatch.imageio ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("channels", [1, 2, 3, 4])
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint16])
+@pytest.mark.parametrize("suffix", [".png", ".tif", ".npy"])
+def test_read_write_round_trip(tmp_path, channels, dtype, suffix):
+    if suffix == ".tif" and dtype == np.uint16 and channels > 1:
+        pytest.importorskip("tifffile")
+    peak = np.iinfo(dtype).max
+    rng = np.random.default_rng(channels)
+    data = rng.integers(0, peak + 1, (13, 17, channels)).astype(dtype)
+    data = data[..., 0] if channels == 1 else data
+    path = tmp_path / f"image{suffix}"
+    info = imageio.ImageInfo(8 * np.dtype(dtype).itemsize, imageio.MODES[channels],
+                             data[..., -1] if channels in (2, 4) else None)
+    colour = data[..., :3] if channels >= 3 else (data[..., 0] if channels == 2 else data)
+    # Half-units and out-of-range values are rounded and clipped on the way out.
+    shifted = colour.astype(np.float32) + 0.3
+    shifted[0, 0] = -40
+    shifted[0, 1] = peak + 40
+    imageio.write_image(path, shifted, info)
+    image, read_info = imageio.read_image(path)
+    assert image.dtype == np.float32 and image.shape == colour.shape
+    assert read_info.bit_depth == info.bit_depth and read_info.mode == info.mode
+    expected = colour.astype(np.float32)
+    expected[0, 0], expected[0, 1] = 0, peak
+    np.testing.assert_array_equal(image, expected)
+    if channels in (2, 4):
+        np.testing.assert_array_equal(read_info.alpha, data[..., -1])
+        assert read_info.alpha.dtype == dtype
+    else:
+        assert read_info.alpha is None
+
+
+def test_png_decoder_matches_pillow():
+    """The 16-bit colour fallback decoder, checked on 8-bit files Pillow also reads (their rows
+    use all five PNG filters)."""
+    for name in ("astronaut", "camera", "coins"):
+        data = (DATA / f"{name}.png").read_bytes()
+        np.testing.assert_array_equal(imageio.decode_png(data), load_image(name, np.uint8))
+
+
+def test_16bit_colour_png_is_readable_elsewhere(tmp_path):
+    """Pillow reads clpatch's 16-bit RGB PNG (reduced to the high bytes), so the file is valid."""
+    data = np.random.default_rng(2).integers(0, 65536, (9, 11, 3)).astype(np.uint16)
+    path = tmp_path / "rgb16.png"
+    imageio.write_image(path, data.astype(np.float32), imageio.ImageInfo(16, "RGB"))
+    with Image.open(path) as reduced:
+        np.testing.assert_array_equal(np.asarray(reduced), (data >> 8).astype(np.uint8))
+    assert np.array_equal(imageio.read_array(path)[0], data)
+
+
+def test_add_noise_and_psnr():
+    image = np.full((50, 60), 100, np.float32)
+    a = imageio.add_noise(image, 10, seed=4)
+    assert a.dtype == np.float32 and np.array_equal(a, imageio.add_noise(image, 10, seed=4))
+    assert not np.array_equal(a, imageio.add_noise(image, 10, seed=5))
+    assert abs(float(np.std(a - image)) - 10) < 0.5
+    assert imageio.psnr(image, image, 255) == float("inf")
+    assert imageio.psnr(image + 1, image, 255) == pytest.approx(20 * np.log10(255))
+    with pytest.raises(ValueError, match="sigma must be > 0"):
+        imageio.add_noise(image, 0, seed=1)
+
+
+def test_read_image_errors(tmp_path):
+    with pytest.raises(FileNotFoundError, match="missing.png: no such file"):
+        imageio.read_image(tmp_path / "missing.png")
+    with pytest.raises(ValueError, match="not a file"):
+        imageio.read_image(tmp_path)
+    npy = tmp_path / "five.npy"
+    np.save(npy, np.zeros((4, 5, 5)))
+    with pytest.raises(ValueError, match=r"five.npy: shape \(4, 5, 5\) is not an image"):
+        imageio.read_image(npy)
+    frames = tmp_path / "stack.tif"
+    pages = [Image.fromarray(np.full((6, 7), k, np.uint8)) for k in range(3)]
+    pages[0].save(frames, save_all=True, append_images=pages[1:])
+    with pytest.raises(ValueError, match="stack.tif: has 3 frames"):
+        imageio.read_image(frames)
+    assert imageio.read_array(frames)[0].shape == (3, 6, 7)
