@@ -242,6 +242,11 @@ def explain(operation: str = "search", *, patch_size: int = 8, step: int = 4, n:
                               rule_config(request, rt.profile), entry, tuning.problem,
                               str(tuning.path))
     if operation == "nlmeans":
-        explanation.notes.append("nlmeans: the patch search above, then averaging and aggregation "
-                                 "(see clpatch.nlmeans)")
+        from .nlmeans import choose_aggregation
+
+        kind, why = choose_aggregation(patch_size, step, rt.profile)
+        explanation.notes.append(f"then: columns averaging (p work-items per patch, Davy-Ehret "
+                                 f"Algorithm 4), aggregation '{kind}' — rule: {why}")
+        if step > patch_size:
+            explanation.notes.append("nlmeans needs step <= patch_size")
     return explanation

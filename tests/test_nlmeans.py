@@ -9,6 +9,7 @@ import pytest
 
 import clpatch
 from clpatch.nlmeans import NLMeansPlan, bilinear_weights, choose_aggregation, coverage
+from clpatch.scheduler import explain
 from tests.helpers import assert_close, load_image, random_image
 from tests.reference.nlmeans import nlmeans_reference
 
@@ -244,3 +245,10 @@ def test_bad_images_are_named(runtime):
         clpatch.nlmeans("camera.png", SIGMA, runtime=runtime)
     with pytest.raises(ValueError, match="video"):
         clpatch.nlmeans_video(np.zeros((20, 20), np.float32), SIGMA, runtime=runtime)
+
+
+def test_explain_names_the_aggregation(runtime):
+    text = str(explain("nlmeans", patch_size=8, step=4, runtime=runtime))
+    assert "aggregation 'buffers'" in text and "rule" in text
+    text = str(explain("nlmeans", patch_size=5, step=1, runtime=runtime))
+    assert ("aggregation 'fixed'" if runtime.profile.int64_atomics else "aggregation 'cas'") in text
