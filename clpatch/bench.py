@@ -41,8 +41,25 @@ def _bench_search(runtime: Runtime, images: list[Any], repeats: int) -> tuple[st
     return label, time_events(run, repeats=repeats)
 
 
+def _bench_nlmeans(runtime: Runtime, images: list[Any], repeats: int) -> tuple[str, Any]:
+    from .nlmeans import NLMeansPlan
+
+    rows, cols = images[0].shape
+    plan = NLMeansPlan(runtime, 1, rows, cols, 1, patch_size=8, step=4, window=21, n=16,
+                       device_output=True)
+
+    def run(i: int) -> list[tuple[str, Any]]:
+        plan.run(images[i % len(images)], 20.0)
+        return plan.last_events
+
+    label = (f"p8 s4 n16 w21 sigma 20: {plan.aggregation} aggregation, {plan.averaging} averaging; "
+             f"search {plan.config.describe()} [{plan.config.source}]")
+    return label, time_events(run, repeats=repeats)
+
+
 BENCHES: dict[str, Callable[[Runtime, list[Any], int], tuple[str, Any]]] = {
     "search": _bench_search,
+    "nlmeans": _bench_nlmeans,
 }
 
 
