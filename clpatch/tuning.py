@@ -52,12 +52,18 @@ def config_from_json(data: dict[str, Any], *, source: str = "tuned", reason: str
                         source=source, reason=reason)
 
 
+# The templates the tuned kernels are rendered from (the search and its input conversion).
+# Other kernel families do not invalidate the search's tuning when they change.
+TUNED_TEMPLATES = ("search.cl.mako", "convert.cl.mako", "lib/nn_table.mako", "lib/metric.mako")
+
+
 @cache
 def source_hash() -> str:
-    """Hash of every kernel template: a tuned choice is only trusted for the kernels it timed."""
+    """Hash of the tuned kernels' templates: a tuned choice is only trusted for the kernels
+    it timed."""
     digest = hashlib.sha256()
     root = cl_src_dir()
-    for path in sorted(root.rglob("*.mako")):
+    for path in (root / name for name in TUNED_TEMPLATES):
         digest.update(str(path.relative_to(root)).encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()[:16]

@@ -188,3 +188,18 @@ def test_tuned_and_rule_results_agree(runtime, tuned):
     a = clpatch.search_patches(image, runtime=rt)
     b = clpatch.search_patches(image, runtime=runtime)
     np.testing.assert_allclose(a.distances, b.distances, rtol=3e-5, atol=1e-2)
+
+
+def test_source_hash_covers_every_template_the_search_uses():
+    import re
+
+    from clpatch._resources import cl_src_dir
+    from clpatch.tuning import TUNED_TEMPLATES
+
+    root = cl_src_dir()
+    for name in TUNED_TEMPLATES:
+        text = (root / name).read_text()
+        for included in re.findall(r'<%namespace[^>]*file="([^"]+)"', text):
+            assert included in TUNED_TEMPLATES, f"{name} uses {included}, which the hash misses"
+    # Changing another kernel family (NL-means) must not make search tunings stale.
+    assert "nlmeans.cl.mako" not in TUNED_TEMPLATES
