@@ -43,6 +43,7 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
 
+from ._buffers import BufferPool
 from ._images import Volume, as_volume, check_host_values, magnitude_limit
 from .errors import DeviceResourceError
 from .kernels import max_group_size
@@ -186,7 +187,7 @@ class NLMeansPlan:
         self._cover_y = cl.Buffer(ctx, flags, hostbuf=cover_y)
         self._cover_x = cl.Buffer(ctx, flags, hostbuf=cover_x)
         self._xs = cl.Buffer(ctx, flags, hostbuf=self.grid_x.astype(np.int32))
-        self._buffers: dict[str, Any] = {}
+        self._pool = BufferPool(runtime.context)
         self.tiles = self._plan_tiles(tile_bytes)
         self.last_events: list[tuple[str, Any]] = []
 
@@ -274,11 +275,7 @@ class NLMeansPlan:
                     f"({largest} bytes per buffer); reduce the image width, window or n")
 
     def _buffer(self, name: str, nbytes: int) -> Any:
-        buf = self._buffers.get(name)
-        if buf is None or buf.size < nbytes:
-            buf = cl.Buffer(self.runtime.context, cl.mem_flags.READ_WRITE, max(nbytes, 4))
-            self._buffers[name] = buf
-        return buf
+        return self._pool.get(name, nbytes)
 
     # ---- running ---------------------------------------------------------------------------
 

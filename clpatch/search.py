@@ -23,6 +23,7 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
 
+from ._buffers import BufferPool
 from ._images import CL_TYPES, Volume, as_volume, check_host_values, magnitude_limit
 from .errors import DeviceResourceError
 from .kernels import max_group_size
@@ -194,7 +195,7 @@ class SearchPlan:
         self.lattice_cols = (cols - p) // s + 1
         self.dim = 3 if video else 2
         self.last_events: list[tuple[str, Any]] = []
-        self._buffers: dict[str, Any] = {}
+        self._pool = BufferPool(runtime.context)
         self._convert_kernels: dict[str, Any] = {}
         self._finite_check = None
         self.config = self._build(config)
@@ -321,11 +322,7 @@ class SearchPlan:
         return chunks
 
     def _buffer(self, name: str, nbytes: int) -> Any:
-        buf = self._buffers.get(name)
-        if buf is None or buf.size < nbytes:
-            buf = cl.Buffer(self.runtime.context, cl.mem_flags.READ_WRITE, max(nbytes, 4))
-            self._buffers[name] = buf
-        return buf
+        return self._pool.get(name, nbytes)
 
     # ---- running ---------------------------------------------------------------------------
 
