@@ -1,10 +1,14 @@
-"""Named device buffers that grow on demand and are reused between runs of a plan."""
+"""Device memory planning shared by the engines: named buffers that grow on demand and
+are reused between runs of a plan, and splitting work into pieces that fit."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pyopencl as cl
+
+from .errors import DeviceResourceError
 
 
 class BufferPool:
@@ -21,3 +25,17 @@ class BufferPool:
             buf = cl.Buffer(self.context, cl.mem_flags.READ_WRITE, max(nbytes, 4))
             self._buffers[name] = buf
         return buf
+
+
+def halve_until_fits(fits: Callable[[int, int], bool], frames: int, rows: int,
+                     error: str) -> tuple[int, int]:
+    """The largest (frames, rows) per piece, halving frames first and then rows, for which
+    `fits(frames, rows)` holds; DeviceResourceError(error) when not even (1, 1) fits."""
+    while not fits(frames, rows):
+        if frames > 1:
+            frames = (frames + 1) // 2
+        elif rows > 1:
+            rows = (rows + 1) // 2
+        else:
+            raise DeviceResourceError(error)
+    return frames, rows

@@ -43,9 +43,8 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
 
-from ._buffers import BufferPool
+from ._buffers import BufferPool, halve_until_fits
 from ._images import Volume, as_volume, check_host_values, magnitude_limit
-from .errors import DeviceResourceError
 from .kernels import max_group_size
 from .runtime import Runtime, resolve_runtime
 from .scheduler import SearchConfig, SearchRequest, choose_search
@@ -260,36 +259,29 @@ class NLMeansPlan:
             return [self._tile_for(r0, min(self.frames, r0 + fc), a, min(self.rows, a + rc))
                     for r0 in range(0, self.frames, fc) for a in range(0, self.rows, rc)]
 
-        while True:
-            planned = tiles(frames_per_tile, rows_per_tile)
-            need = [self._tile_bytes(t) for t in planned]
-            if all(big <= largest and whole <= total for big, whole in need):
-                return planned
-            if frames_per_tile > 1:
-                frames_per_tile = (frames_per_tile + 1) // 2
-            elif rows_per_tile > 1:
-                rows_per_tile = (rows_per_tile + 1) // 2
-            else:
-                raise DeviceResourceError(
-                    f"one image row of this input does not fit the device's memory "
-                    f"({largest} bytes per buffer); reduce the image width, window or n")
+        def fits(fc: int, rc: int) -> bool:
+            return all(big <= largest and whole <= total
+                       for big, whole in map(self._tile_bytes, tiles(fc, rc)))
+
+        return tiles(*halve_until_fits(
+            fits, frames_per_tile, rows_per_tile,
+            f"one image row of this input does not fit the device's memory "
+            f"({largest} bytes per buffer); reduce the image width, window or n"))
 
     def _buffer(self, name: str, nbytes: int) -> Any:
         return self._pool.get(name, nbytes)
 
     # ---- running ---------------------------------------------------------------------------
 
-    def _fixed_scale(self, volume: Volume) -> float:
-        """Fixed-point scale: a power of two keeping every pixel's sum within int64."""
+    def _fixed_scale(self, volume: Volume, peak: float | None) -> float:
+        """Fixed-point scale: a power of two keeping every pixel's sum within int64.
+        `peak` is max |x| of a host input (None: measured here, on the device)."""
         array = volume.array
-        if volume.on_device:
+        if peak is None:
             if array.flags.forc:
                 peak = max(abs(float(cla.max(array).get())), abs(float(cla.min(array).get())))
-            else:
-                host = array.get()
-                peak = float(np.abs(host).max())
-        else:
-            peak = float(np.abs(array).max()) if array.size else 0.0
+            else:  # pyopencl reduces contiguous arrays only
+                peak = float(np.abs(array.get()).max())
         peak *= math.sqrt(3.0) if self.colour else 1.0
         k = buffer_classes(self.patch_size, self.step) + 1
         bound = max(peak * k * k, 1e-30)
@@ -312,14 +304,17 @@ class NLMeansPlan:
         if volume.on_device:
             if volume.array.context != self.runtime.context:
                 raise ValueError("image lives in another OpenCL context than the runtime's")
-        else:
+        peak = None
+        if not volume.on_device:
             check_host_values(volume, self.patch_size)
+            if self.colour or self.aggregation == "fixed":
+                peak = float(np.abs(volume.array).max())
             limit = magnitude_limit(self.patch_size, self.channels) / math.sqrt(3.0)
-            if self.colour and float(np.abs(volume.array).max()) > limit:
+            if self.colour and peak > limit:
                 raise ValueError(f"colour image values must satisfy |x| <= {limit:.3g}")
 
         queue = self.runtime.queue
-        scale = self._fixed_scale(volume) if self.aggregation == "fixed" else 1.0
+        scale = self._fixed_scale(volume, peak) if self.aggregation == "fixed" else 1.0
         scalars = (np.float32(2.0 * sigma * sigma), np.float32(1.0 / (h * h)),
                    np.float32(flat_beta * sigma * sigma),
                    np.float32(1.0 / (self.patch_size ** 2 * self.search.channels)),

@@ -23,7 +23,7 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
 
-from ._buffers import BufferPool
+from ._buffers import BufferPool, halve_until_fits
 from ._images import CL_TYPES, Volume, as_volume, check_host_values, magnitude_limit
 from .errors import DeviceResourceError
 from .kernels import max_group_size
@@ -305,15 +305,10 @@ class SearchPlan:
             image_bytes = frames * self.channels * rows * self.cols * 4
             return image_bytes <= budget and fc * rb * gx * per_ref_out <= budget
 
-        while not fits(frames_per_chunk, rows_per_band):
-            if frames_per_chunk > 1:
-                frames_per_chunk = (frames_per_chunk + 1) // 2
-            elif rows_per_band > 1:
-                rows_per_band = (rows_per_band + 1) // 2
-            else:
-                raise DeviceResourceError(
-                    f"one row of references of this input does not fit the device's buffers "
-                    f"({budget} bytes); reduce the image width or the window")
+        frames_per_chunk, rows_per_band = halve_until_fits(
+            fits, frames_per_chunk, rows_per_band,
+            f"one row of references of this input does not fit the device's buffers "
+            f"({budget} bytes); reduce the image width or the window")
         chunks = []
         for r0 in range(0, self.frames, frames_per_chunk):
             r1 = min(self.frames, r0 + frames_per_chunk)
