@@ -24,7 +24,7 @@ Group filtering (:func:`filter_stack`), per channel:
   group weight ``1 / N`` with N the number of coefficients kept (1 when N = 0);
 - stage 2: empirical Wiener shrinkage ``w = B² / (B² + σ²)`` with B the 3-D spectrum of the
   same group cut from the basic estimate (the oracle), applied to the noisy spectrum; group
-  weight ``1 / (σ² Σ w²)`` (``1/σ²`` when Σ w² = 0);
+  weight ``1 / (σ² max(Σ w², 2⁻¹⁰))`` (clpatch's floor, see clpatch/bm3d.py);
 - inverse 3-D transform. The threshold is uniform: the coefficients are thresholded as they
   come out of the transform, also for Bior1.5 whose rows 0 and 1 are not of unit norm
   (scaling the threshold by the row norms instead moved stage 1 by ~0.02 dB on camera).
@@ -43,86 +43,17 @@ Not reproduced: the original's σ > 40 settings (τ = 5000, prefiltered matching
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from clpatch.bm3d import OPPONENT, OPPONENT_INV, WIENER_ENERGY_FLOOR, StageParams, stage_params
 from clpatch.transforms import kaiser_window, transform_pair
 
 from .search import grid
 
-# Opponent colour transform of the CBM3D paper and its exact inverse.
-OPP = np.array([[1 / 3, 1 / 3, 1 / 3], [1 / 2, 0, -1 / 2], [1 / 4, -1 / 2, 1 / 4]])
-OPP_INV = np.array([[1, 1, 2 / 3], [1, 0, -4 / 3], [1, -1, 2 / 3]])
-
-
-@dataclass(frozen=True)
-class StageParams:
-    """Parameters of one BM3D stage (1: hard thresholding, 2: Wiener)."""
-    stage: int
-    patch_size: int
-    step: int
-    window: int
-    n: int
-    tau_match: float
-    transform_2d: str
-    transform_1d: str
-    lambda_3d: float = 2.7
-    beta: float = 2.0
-
-
-PRESETS = {
-    # Davy–Ehret's defaults.
-    "fast": dict(patch_size=8, window=21, step=4, n=(8, 8), transform_2d=("bior1.5", "dct"),
-                 transform_1d="hadamard", tau_match=(2500.0, 400.0), lambda_3d=2.7, beta=2.0, stages=2),
-    # The original BM3D parameters (Dabov et al., Tampere 'np' profile block sizes).
-    "reference": dict(patch_size=8, window=39, step=3, n=(16, 32), transform_2d=("bior1.5", "dct"),
-                      transform_1d="haar", tau_match=(2500.0, 400.0), lambda_3d=2.7, beta=2.0, stages=2),
-}
-
-_PER_STAGE = ("window", "step", "n", "transform_2d", "transform_1d", "tau_match", "beta")
-
-
-def _pair(value):
-    if isinstance(value, (tuple, list)):
-        if len(value) != 2:
-            raise ValueError(f"per-stage value must be a scalar or a pair, got {value!r}")
-        return tuple(value)
-    return (value, value)
-
-
-def stage_params(preset: str = "fast", **overrides) -> tuple[StageParams, StageParams, int]:
-    """(stage-1 params, stage-2 params, number of stages) for a preset plus overrides.
-    window/step/n/transform_2d/transform_1d/tau_match/beta take a scalar (both stages) or a
-    (stage 1, stage 2) pair; None means the preset's value."""
-    if preset not in PRESETS:
-        raise ValueError(f"preset must be one of {sorted(PRESETS)}, got {preset!r}")
-    cfg = dict(PRESETS[preset])
-    for key, value in overrides.items():
-        if key not in cfg:
-            raise TypeError(f"unknown BM3D parameter {key!r}; accepted: {sorted(cfg)}")
-        if value is not None:
-            cfg[key] = value
-    stages = int(cfg["stages"])
-    if stages not in (1, 2):
-        raise ValueError(f"stages must be 1 or 2, got {stages}")
-    per = {k: _pair(cfg[k]) for k in _PER_STAGE}
-    out = []
-    for s in (0, 1):
-        n = int(per["n"][s])
-        if n < 1 or n & (n - 1) or n > 32:
-            raise ValueError(f"n must be a power of 2 in [1, 32], got {n}")
-        window, step = int(per["window"][s]), int(per["step"][s])
-        if window < 1 or step < 1:
-            raise ValueError(f"window and step must be >= 1, got {window}, {step}")
-        out.append(StageParams(stage=s + 1, patch_size=int(cfg["patch_size"]), step=step,
-                               window=window, n=n, tau_match=float(per["tau_match"][s]),
-                               transform_2d=str(per["transform_2d"][s]),
-                               transform_1d=str(per["transform_1d"][s]),
-                               lambda_3d=float(cfg["lambda_3d"]), beta=float(per["beta"][s])))
-    return out[0], out[1], stages
-
+# The opponent transform, the presets and their validation are the library's (shared
+# parameter tables, not shared computations).
+OPP, OPP_INV = OPPONENT, OPPONENT_INV
 
 # --------------------------------------------------------------------------- block matching
 
@@ -231,7 +162,7 @@ def filter_stack(stack: np.ndarray, sigma: float, *, stage: int = 1, oracle: np.
         w = b2 / (b2 + sigma * sigma)
         spec = spec * w
         energy = (w * w).sum(axis=axes)
-        weight = 1.0 / (sigma * sigma * np.where(energy > 0, energy, 1.0))
+        weight = 1.0 / (sigma * sigma * np.maximum(energy, WIENER_ENERGY_FLOOR))
     else:
         raise ValueError(f"stage must be 1 or 2, got {stage}")
     return inverse_transform_3d(spec, transform_2d, transform_1d), weight

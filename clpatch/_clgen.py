@@ -1,0 +1,83 @@
+"""OpenCL C code generation helpers for the templates (pure Python, no device needed).
+
+The BM3D filter kernel applies small fixed matrices (DCT, Bior1.5, Hadamard, Haar) to
+vectors held in registers. These helpers turn a matrix into straight-line C statements,
+skipping zero coefficients and factoring a common magnitude out of a row (Haar and
+Hadamard rows are ±c), and emit the Walsh–Hadamard transform as butterflies.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+# Coefficients below this (relative to the row's largest) are exact zeros of the
+# closed-form matrices, only rounding noise.
+_ZERO = 1e-13
+
+
+def literal(value: float) -> str:
+    """A float literal that round-trips to the float32 nearest `value`."""
+    text = repr(float(np.float32(value)))
+    if "e" not in text and "." not in text and "inf" not in text:
+        text += ".0"
+    return text + "f"
+
+
+def matvec(matrix: np.ndarray, src: list[str], dst: list[str]) -> str:
+    """Statements ``dst[i] = Σ_j matrix[i, j] · src[j]`` (dst and src must not alias)."""
+    matrix = np.asarray(matrix, dtype=np.float64)
+    lines = []
+    for i, row in enumerate(matrix):
+        big = float(np.abs(row).max()) if row.size else 0.0
+        terms = [(j, float(c)) for j, c in enumerate(row) if abs(c) > _ZERO * max(big, 1.0)]
+        if not terms:
+            lines.append(f"{dst[i]} = 0.0f;")
+            continue
+        mags = {abs(c) for _, c in terms}
+        if len(terms) > 1 and max(mags) - min(mags) <= 1e-15 * max(mags):
+            # Every coefficient is ±c: one multiplication.
+            body = ""
+            for k, (j, c) in enumerate(terms):
+                sign = "-" if c < 0 else ("+" if k else "")
+                body += f" {sign} {src[j]}" if k else f"{'-' if c < 0 else ''}{src[j]}"
+            c = abs(terms[0][1])
+            lines.append(f"{dst[i]} = {literal(c)} * ({body.strip()});" if c != 1.0
+                         else f"{dst[i]} = {body.strip()};")
+        else:
+            expr = " + ".join(f"{literal(c)} * {src[j]}" for j, c in terms)
+            lines.append(f"{dst[i]} = {expr};")
+    return "\n".join(lines)
+
+
+def transform_in_place(matrix: np.ndarray, values: list[str], temp: str) -> str:
+    """A block applying `matrix` to the variables `values` in place, through temporaries
+    named ``temp0``, ``temp1``… (declared inside the block)."""
+    n = len(values)
+    temps = [f"{temp}{i}" for i in range(n)]
+    head = " ".join(f"const float {t} = {v};" for t, v in zip(temps, values))
+    return "{\n" + head + "\n" + matvec(matrix, temps, values) + "\n}"
+
+
+def hadamard_in_place(values: list[str], temp: str) -> str:
+    """The Sylvester-ordered Walsh–Hadamard transform divided by √n, in place, as
+    log2(n) stages of butterflies (n log n additions instead of n² multiply-adds)."""
+    n = len(values)
+    if n & (n - 1):
+        raise ValueError(f"Hadamard needs a power-of-2 length, got {n}")
+    if n == 1:
+        return ""
+    lines = ["{"]
+    half = n // 2
+    while half >= 1:
+        for start in range(0, n, 2 * half):
+            for i in range(start, start + half):
+                a, b = values[i], values[i + half]
+                lines.append(f"{{ const float {temp}a = {a}, {temp}b = {b}; "
+                             f"{a} = {temp}a + {temp}b; {b} = {temp}a - {temp}b; }}")
+        half //= 2
+    scale = literal(1.0 / math.sqrt(n))
+    lines += [f"{v} *= {scale};" for v in values]
+    lines.append("}")
+    return "\n".join(lines)

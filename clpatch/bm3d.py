@@ -1,0 +1,556 @@
+"""BM3D and CBM3D (Dabov et al. 2007; Davy–Ehret §2.2, §4.4): `bm3d` and `BM3DPlan`.
+
+Two stages, each a windowed patch search (`clpatch.search`) followed by the fused filter
+kernel of Davy–Ehret Algorithm 6 (one work-group per reference patch holds the whole group
+in registers; the 3-D transform is three 1-D passes joined by the local-memory transposes of
+Algorithms 9 and 10, padded by the device profile's ``bank_padding``):
+
+1. *basic estimate*: groups matched on the noisy image (similar when the mean squared
+   difference per pixel is ``<= tau_match[0]``, 2500 in 8-bit units²), hard thresholding of
+   the 3-D spectrum at ``lambda_3d · σ`` (2.7σ), group weight ``1 / kept coefficients``;
+2. *final estimate*: groups matched on the basic estimate (``tau_match[1]`` = 400), empirical
+   Wiener shrinkage ``w = B² / (B² + σ²)`` with B the spectrum of the same group cut from the
+   basic estimate, group weight ``1 / (σ² · max(Σ w², 2⁻¹⁰))``.
+
+A group is the reference patch followed by its nearest neighbours in ascending distance;
+its size is the largest power of 2 ≤ min(n, number of similar patches). Every filtered
+patch is aggregated with its group's weight times a Kaiser window (β = 2) into a numerator
+and a denominator; the estimate is their ratio.
+
+The floor 2⁻¹⁰ of the Wiener energy (the original has none) bounds the weights, so the
+deterministic fixed-point aggregation cannot overflow; it only matters for groups whose
+oracle is ~0 everywhere (black, clipped regions), where every group is floored alike.
+
+Colour ``(H, W, 3)`` is CBM3D: the opponent space ``Y = (R+G+B)/3, U = (R−B)/2,
+V = (R−2G+B)/4``, groups matched on Y and shared by the three channels, each channel
+filtered with its own noise level ``σ·‖row‖`` and aggregated with its own weights.
+
+Aggregation: ``"fixed"`` (64-bit integer atomics on fixed point, bit-for-bit deterministic,
+the default where the device has them) or ``"cas"`` (float atomics emulated with
+compare-and-swap, any device). The matching thresholds are in units of a 0–255 image and
+are rescaled by ``(data_range / 255)²``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+import pyopencl as cl
+import pyopencl.array as cla
+
+from ._buffers import BufferPool, halve_until_fits
+from ._images import Volume, as_volume, check_host_values
+from .runtime import Runtime, resolve_runtime
+from .scheduler import SearchConfig, SearchRequest, choose_search
+from .search import MAX_BUFFER_BYTES, SearchPlan, min_candidates
+
+__all__ = ["AGGREGATIONS", "BM3DPlan", "PRESETS", "StageParams", "bm3d", "stage_params"]
+
+AGGREGATIONS = ("fixed", "cas")
+MAX_PATCH = 16
+MAX_GROUP = 32
+# Floor of the Wiener energy Σw² (stage 2 weights are 1 / (σ² max(Σw², floor))).
+WIENER_ENERGY_FLOOR = 2.0 ** -10
+# CBM3D's opponent colour transform and its exact inverse.
+OPPONENT = np.array([[1 / 3, 1 / 3, 1 / 3], [1 / 2, 0, -1 / 2], [1 / 4, -1 / 2, 1 / 4]])
+OPPONENT_INV = np.array([[1, 1, 2 / 3], [1, 0, -4 / 3], [1, -1, 2 / 3]])
+# Filter launches are split so that one launch holds at most this many work-groups.
+_GROUPS_PER_LAUNCH = 1 << 20
+_PLANS_KEPT = 4
+
+
+@dataclass(frozen=True)
+class StageParams:
+    """Parameters of one BM3D stage (1: hard thresholding, 2: Wiener)."""
+
+    stage: int
+    patch_size: int
+    step: int
+    window: int
+    n: int
+    tau_match: float
+    transform_2d: str
+    transform_1d: str
+    lambda_3d: float = 2.7
+    beta: float = 2.0
+
+
+PRESETS: dict[str, dict[str, Any]] = {
+    # Davy–Ehret's defaults (their Table 7).
+    "fast": dict(patch_size=8, window=21, step=4, n=(8, 8), transform_2d=("bior1.5", "dct"),
+                 transform_1d="hadamard", tau_match=(2500.0, 400.0), lambda_3d=2.7, beta=2.0,
+                 stages=2),
+    # The original BM3D parameters (Dabov et al., normal profile).
+    "reference": dict(patch_size=8, window=39, step=3, n=(16, 32),
+                      transform_2d=("bior1.5", "dct"), transform_1d="haar",
+                      tau_match=(2500.0, 400.0), lambda_3d=2.7, beta=2.0, stages=2),
+}
+
+_PER_STAGE = ("window", "step", "n", "transform_2d", "transform_1d", "tau_match", "beta")
+_TRANSFORMS_2D = ("dct", "bior1.5")
+_TRANSFORMS_1D = ("hadamard", "haar")
+
+
+def _pair(name: str, value: Any) -> tuple[Any, Any]:
+    if isinstance(value, (tuple, list)):
+        if len(value) != 2:
+            raise ValueError(f"{name} must be a scalar or a (stage 1, stage 2) pair, got {value!r}")
+        return tuple(value)  # type: ignore[return-value]
+    return (value, value)
+
+
+def _int(name: str, value: Any, lo: int, hi: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an integer, got {type(value).__name__}")
+    if not lo <= value <= hi:
+        raise ValueError(f"{name} must be in [{lo}, {hi}], got {value}")
+    return int(value)
+
+
+def _float(name: str, value: Any, *, positive: bool = True) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{name} must be a number, got {type(value).__name__}")
+    value = float(value)
+    if not math.isfinite(value) or value < 0 or (positive and value == 0):
+        raise ValueError(f"{name} must be a finite number {'> 0' if positive else '>= 0'}, "
+                         f"got {value}")
+    return value
+
+
+def stage_params(preset: str = "fast", **overrides: Any) -> tuple[StageParams, StageParams, int]:
+    """(stage-1 params, stage-2 params, number of stages) for a preset plus overrides.
+
+    window, step, n, transform_2d, transform_1d, tau_match and beta take a scalar (both
+    stages) or a (stage 1, stage 2) pair; patch_size, lambda_3d and stages one value; None
+    keeps the preset's. With a patch size other than 8 the 2-D transform defaults to the
+    DCT in both stages (Bior1.5 is defined on 8 points only).
+    """
+    if preset not in PRESETS:
+        raise ValueError(f"preset must be one of {sorted(PRESETS)}, got {preset!r}")
+    cfg = dict(PRESETS[preset])
+    for key, value in overrides.items():
+        if key not in cfg:
+            raise TypeError(f"unknown BM3D parameter {key!r}; accepted: {sorted(cfg)}")
+        if value is not None:
+            cfg[key] = value
+    p = _int("patch_size", cfg["patch_size"], 2, MAX_PATCH)
+    if p != 8 and overrides.get("transform_2d") is None:
+        cfg["transform_2d"] = "dct"
+    stages = _int("stages", cfg["stages"], 1, 2)
+    per = {k: _pair(k, cfg[k]) for k in _PER_STAGE}
+    lam = _float("lambda_3d", cfg["lambda_3d"])
+    out = []
+    for s in (0, 1):
+        n = _int("n", per["n"][s], 1, MAX_GROUP)
+        if n & (n - 1):
+            raise ValueError(f"n must be a power of 2 (1, 2, 4, 8, 16 or 32), got {n}")
+        t2, t1 = per["transform_2d"][s], per["transform_1d"][s]
+        if t2 not in _TRANSFORMS_2D:
+            raise ValueError(f"transform_2d must be one of {_TRANSFORMS_2D}, got {t2!r}")
+        if t1 not in _TRANSFORMS_1D:
+            raise ValueError(f"transform_1d must be one of {_TRANSFORMS_1D}, got {t1!r}")
+        if t2 == "bior1.5" and p != 8:
+            raise ValueError(f"transform_2d='bior1.5' needs patch_size=8, got {p}")
+        out.append(StageParams(
+            stage=s + 1, patch_size=p, step=_int("step", per["step"][s], 1, p),
+            window=_int("window", per["window"][s], 1, 127), n=n,
+            tau_match=_float("tau_match", per["tau_match"][s], positive=False),
+            transform_2d=t2, transform_1d=t1, lambda_3d=lam,
+            beta=_float("beta", per["beta"][s], positive=False)))
+    return out[0], out[1], stages
+
+
+def choose_aggregation(profile: Any, aggregation: str | None = None) -> tuple[str, str]:
+    """(strategy, reason) of BM3D's aggregation on a device."""
+    if aggregation is not None:
+        if aggregation not in AGGREGATIONS:
+            raise ValueError(f"aggregation must be one of {AGGREGATIONS} or None, got {aggregation!r}")
+        if aggregation == "fixed" and not profile.int64_atomics:
+            raise ValueError("aggregation='fixed' needs 64-bit integer atomics "
+                             "(cl_khr_int64_base_atomics), which this device lacks")
+        return aggregation, "forced"
+    if profile.int64_atomics:
+        return "fixed", "64-bit integer atomics on fixed point: deterministic (Davy-Ehret 4.4.3)"
+    return "cas", "no 64-bit atomics: float atomics emulated with compare-and-swap"
+
+
+def default_data_range(dtype: np.dtype, peak: float | None) -> float:
+    """255 for 8-bit and float images above 1, the type's maximum for other integers,
+    1 for float images within [-1, 1] (peak: max |x|, None when unknown)."""
+    dtype = np.dtype(dtype)
+    if dtype.kind in "ui" and dtype.itemsize > 1:
+        return float(np.iinfo(dtype).max)
+    if dtype.kind == "f" and peak is not None and peak <= 1.0:
+        return 1.0
+    return 255.0
+
+
+@dataclass(frozen=True)
+class _Tile:
+    """Output rows [a, b) and, per stage, the search chunk of the references they need."""
+
+    a: int
+    b: int
+    chunks: tuple[Any, ...]
+
+
+class _Stage:
+    """The search plan and kernels of one stage."""
+
+    def __init__(self, plan: BM3DPlan, params: StageParams, variant: Any) -> None:
+        rt = plan.runtime
+        self.params = params
+        request = SearchRequest(params.patch_size, params.step, params.n, params.window, 1, "l2",
+                                False)
+        config = choose_search(request, rt.profile, variant, rt.tuning)
+        self.search = SearchPlan(rt, 1, plan.rows, plan.cols, 1, request, config)
+        program = rt.programs.get(
+            "bm3d.cl.mako", patch=params.patch_size, n=params.n, channels=plan.channels,
+            stage=params.stage, transform_2d=params.transform_2d,
+            transform_1d=params.transform_1d, beta=params.beta, aggregation=plan.aggregation,
+            colour=plan.colour)
+        self.filter = cl.Kernel(program, "bm3d_filter")
+        self.group = min(params.n, 8) * params.patch_size
+        self.finalize = cl.Kernel(program, "bm3d_finalize")
+        self.finalize_planar = cl.Kernel(program, "bm3d_finalize_planar")
+        self.clear = cl.Kernel(program, "bm3d_clear")
+        self.opponent = cl.Kernel(program, "bm3d_to_opponent") if plan.colour else None
+
+    def rows_for(self, a: int, b: int) -> tuple[int, int]:
+        """Grid rows [g0, g1) whose groups can reach output rows [a, b)."""
+        p, h = self.params.patch_size, self.params.window // 2
+        gy = self.search.grid_y
+        g0 = int(np.searchsorted(gy, a - h - p + 1, side="left"))
+        g1 = int(np.searchsorted(gy, b - 1 + h, side="right"))
+        return g0, max(g1, g0 + 1)
+
+
+class BM3DPlan:
+    """A compiled BM3D/CBM3D for one image shape and parameter set, reusable across calls.
+
+    `run(image, sigma)` denoises one image of the planned shape. Images larger than the
+    device's memory are processed in bands of output rows; a band searches and filters every
+    reference whose group can reach it (stage 1 for all bands, then stage 2), so each output
+    pixel gathers exactly the contributions of an untiled run (bit for bit with the
+    deterministic "fixed" aggregation). `last_events` holds (stage, event) pairs of the last
+    run: convert, transform, search1, filter1, finalize1, search2, filter2, finalize2, clear.
+    """
+
+    def __init__(self, runtime: Runtime, rows: int, cols: int, channels: int,
+                 params: tuple[StageParams, StageParams], stages: int = 2, *,
+                 aggregation: str | None = None, variant: str | SearchConfig | None = None,
+                 device_output: bool = False, tile_bytes: int | None = None) -> None:
+        if channels not in (1, 3):
+            raise ValueError(f"BM3D filters grayscale (1 channel) or RGB (3 channels), got {channels}")
+        self.runtime = runtime
+        self.rows, self.cols, self.channels = rows, cols, channels
+        self.colour = channels == 3
+        self.device_output = device_output
+        self.params = params[:stages]
+        self.aggregation, self.aggregation_reason = choose_aggregation(runtime.profile, aggregation)
+        self.stages = [_Stage(self, p, variant) for p in self.params]
+        self._pool = BufferPool(runtime.context)
+        self._xs = [self._int_buffer(s.search.grid_x) for s in self.stages]
+        self.tiles = self._plan_tiles(tile_bytes)
+        self.last_events: list[tuple[str, Any]] = []
+
+    def _int_buffer(self, values: np.ndarray) -> Any:
+        return cl.Buffer(self.runtime.context, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR,
+                         hostbuf=np.ascontiguousarray(values, dtype=np.int32))
+
+    # ---- memory plan -----------------------------------------------------------------------
+
+    def _tile(self, a: int, b: int) -> _Tile:
+        return _Tile(a, b, tuple(s.search._chunk(0, 1, *s.rows_for(a, b)) for s in self.stages))
+
+    def _tile_bytes(self, tile: _Tile) -> tuple[int, int]:
+        """(largest buffer, all buffers) of a tile, in bytes."""
+        w, ch = self.cols, self.channels
+        item = 8 if self.aggregation == "fixed" else 4
+        largest = whole = 0
+        for stage, chunk in zip(self.stages, tile.chunks, strict=True):
+            hb = chunk.y_hi - chunk.y_lo
+            refs = (chunk.g1 - chunk.g0) * len(stage.search.grid_x)
+            sizes = [ch * hb * w * 4,                       # planar band
+                     ch * hb * w * 8,                       # host staging
+                     ch * hb * w * 4,                       # basic estimate band
+                     refs * stage.params.n * 12,            # positions and distances
+                     ch * hb * w * 2 * item,                # numerator and denominator
+                     (tile.b - tile.a) * w * ch * 4]        # output rows
+            largest = max(largest, *sizes)
+            whole = max(whole, sum(sizes))
+        return largest, whole
+
+    def _plan_tiles(self, tile_bytes: int | None) -> list[_Tile]:
+        profile = self.runtime.profile
+        largest = int(min(profile.max_mem_alloc_size, MAX_BUFFER_BYTES))
+        total = int(profile.global_mem_size // 2)
+        if tile_bytes is not None:
+            largest = total = int(tile_bytes)
+
+        def tiles(rc: int) -> list[_Tile]:
+            return [self._tile(a, min(self.rows, a + rc)) for a in range(0, self.rows, rc)]
+
+        def fits(_: int, rc: int) -> bool:
+            return all(big <= largest and whole <= total for big, whole in map(self._tile_bytes,
+                                                                               tiles(rc)))
+
+        _, rows = halve_until_fits(
+            fits, 1, self.rows,
+            f"one image row of this input does not fit the device's memory ({largest} bytes per "
+            "buffer); reduce the image width, window or n")
+        return tiles(rows)
+
+    # ---- running ---------------------------------------------------------------------------
+
+    def _scales(self, peak: float, sigmas: np.ndarray) -> list[tuple[float, float]]:
+        """(numerator, denominator) fixed-point scales per stage: powers of two for which no
+        pixel's sum can leave int64 (the weights and the contributions per pixel are bounded)."""
+        if self.aggregation != "fixed":
+            return [(1.0, 1.0)] * len(self.stages)
+        out = []
+        for stage in self.stages:
+            p = stage.params
+            per_axis = -(-(p.patch_size + 2 * (p.window // 2)) // p.step) + 1
+            contributions = per_axis * per_axis * p.n
+            w_max = 1.0 if p.stage == 1 else 1.0 / (float(np.min(sigmas)) ** 2 * WIENER_ENERGY_FLOOR)
+            den = contributions * w_max
+            num = den * max(peak, 1e-30) * 4.0   # filtered values may overshoot the input
+            out.append(tuple(2.0 ** max(-100, min(100, math.floor(math.log2(2.0 ** 62 / b))))
+                             for b in (num, den)))
+        return out
+
+    def run(self, image: Any, sigma: float, *, data_range: float | None = None) -> Any:
+        """Denoise `image` (the planned shape): float32, same shape and kind of array."""
+        sigma = _float("sigma", sigma)
+        volume = as_volume(image, video=False)
+        if (volume.rows, volume.cols, volume.channels) != (self.rows, self.cols, self.channels):
+            raise ValueError(f"image shape {image.shape} differs from the planned shape")
+        if volume.on_device != self.device_output:
+            raise TypeError("this plan was made for "
+                            + ("device" if self.device_output else "NumPy") + " arrays")
+        if volume.on_device:
+            if volume.array.context != self.runtime.context:
+                raise ValueError("image lives in another OpenCL context than the runtime's")
+            array = volume.array
+            if array.flags.forc:
+                peak = max(abs(float(cla.max(array).get())), abs(float(cla.min(array).get())))
+            else:
+                peak = float(np.abs(array.get()).max())
+        else:
+            check_host_values(volume, self.params[0].patch_size)
+            peak = float(np.abs(volume.array).max())
+        if not math.isfinite(peak):
+            raise ValueError("image contains NaN or infinite values")
+        if data_range is None:
+            data_range = default_data_range(volume.dtype, peak)
+        data_range = _float("data_range", data_range)
+        if self.colour:
+            sigmas = sigma * np.sqrt((OPPONENT ** 2).sum(1))
+        else:
+            sigmas = np.array([sigma])
+        scales = self._scales(peak, sigmas)
+        tau_unit = (data_range / 255.0) ** 2
+
+        queue = self.runtime.queue
+        if self.device_output:
+            output = cla.empty(queue, tuple(image.shape), np.float32)
+        else:
+            output = np.empty(tuple(image.shape), np.float32)
+        events: list[tuple[str, Any]] = []
+        # Between the stages: the noisy band and the basic estimate stay on the device when
+        # the image is one tile; with several tiles the basic estimate goes through the host.
+        kept: dict[str, Any] = {}
+        if len(self.stages) == 2 and len(self.tiles) > 1:
+            kept["basic_host"] = np.empty((self.channels, self.rows, self.cols), np.float32)
+        for s, stage in enumerate(self.stages):
+            last = s == len(self.stages) - 1
+            for tile in self.tiles:
+                self._run_stage(s, stage, volume, tile, sigmas, scales[s], tau_unit, last,
+                                output, kept, events)
+        self.last_events = events
+        return output
+
+    def _upload_noisy(self, stage: _Stage, volume: Volume, chunk: Any,
+                      events: list[tuple[str, Any]]) -> Any:
+        search = stage.search
+        search.last_events = []
+        planar = search._upload(volume, chunk, "noisy")
+        events.extend(search.last_events)
+        if self.colour:
+            hb = chunk.y_hi - chunk.y_lo
+            events.append(("transform", stage.opponent(
+                self.runtime.queue, (self.cols, hb, 1), None, planar, np.int32(1), np.int32(hb),
+                np.int32(self.cols), planar, np.int32(0))))
+        return planar
+
+    def _run_stage(self, s: int, stage: _Stage, volume: Volume, tile: _Tile, sigmas: np.ndarray,
+                   scales: tuple[float, float], tau_unit: float, last: bool, output: Any,
+                   kept: dict[str, Any], events: list[tuple[str, Any]]) -> None:
+        queue = self.runtime.queue
+        i32, f32 = np.int32, np.float32
+        p = stage.params
+        chunk = tile.chunks[s]
+        hb, w, ch = chunk.y_hi - chunk.y_lo, self.cols, self.channels
+        gy, gx = chunk.g1 - chunk.g0, len(stage.search.grid_x)
+        tag = str(p.stage)
+        single = len(self.tiles) == 1
+
+        # The noisy band; stage 2 of a single tile reuses stage 1's upload.
+        if s == 1 and single:
+            noisy = kept["noisy"]
+        else:
+            noisy = kept["noisy"] = self._upload_noisy(stage, volume, chunk, events)
+        # The band the groups are matched on: the noisy image (its Y plane first) or the
+        # basic estimate.
+        if s == 0:
+            guide = noisy
+        elif single:
+            guide = kept["basic"]
+        else:
+            guide = self._pool.get("basic_band", ch * hb * w * 4)
+            cl.enqueue_copy(queue, guide, np.ascontiguousarray(
+                kept["basic_host"][:, chunk.y_lo:chunk.y_hi]))
+
+        pos = self._pool.get("pos", gy * gx * p.n * 8)
+        dist = self._pool.get("dist", gy * gx * p.n * 4)
+        stage.search.last_events = []
+        stage.search._launch(guide, chunk, pos, dist, gy, 0, 0)
+        events.extend(("search" + tag, e) for _, e in stage.search.last_events)
+
+        item = 8 if self.aggregation == "fixed" else 4
+        count = 2 * ch * hb * w
+        acc = self._pool.get("acc", count * item)
+        events.append(("clear", stage.clear(queue, (count,), None, acc, i32(count))))
+        ys = self._pool.get("ys", gy * 4)
+        cl.enqueue_copy(queue, ys, stage.search.grid_y[chunk.g0:chunk.g1].astype(np.int32))
+
+        if p.stage == 1:
+            shrink = [p.lambda_3d * float(v) for v in sigmas]
+        else:
+            shrink = [float(v) ** 2 for v in sigmas]
+        shrink = (shrink + [0.0, 0.0])[:3]
+        tau = p.tau_match * tau_unit * p.patch_size ** 2
+        images = (noisy, guide) if p.stage == 2 else (noisy,)
+        rows_per_launch = max(1, _GROUPS_PER_LAUNCH // max(1, gx))
+        for r0 in range(0, gy, rows_per_launch):
+            nrows = min(gy, r0 + rows_per_launch) - r0
+            events.append(("filter" + tag, stage.filter(
+                queue, (stage.group, gx, nrows), (stage.group, 1, 1), *images, i32(1), i32(hb),
+                i32(w), i32(0), i32(chunk.y_lo), pos, dist, i32(gy), i32(gx), ys,
+                self._xs[s], i32(r0), i32(nrows), i32(0), i32(0), acc, f32(tau),
+                *(f32(v) for v in shrink), f32(scales[0]), f32(scales[1]))))
+
+        rows = tile.b - tile.a
+        inv = (f32(1.0 / scales[0]), f32(1.0 / scales[1]))
+        head = (acc, i32(hb), i32(w), i32(0), i32(1), i32(tile.a - chunk.y_lo), i32(rows), *inv)
+        if not last:
+            # The basic estimate, in the working (opponent) space.
+            basic = kept["basic"] = self._pool.get("basic", ch * rows * w * 4)
+            events.append(("finalize" + tag, stage.finalize_planar(
+                queue, (w, rows, 1), None, *head, basic, i32(rows), i32(0))))
+            if not single:
+                staged = np.empty((ch, rows, w), np.float32)
+                cl.enqueue_copy(queue, staged, basic)
+                kept["basic_host"][:, tile.a:tile.b] = staged
+            return
+        if self.device_output:
+            out, out_rows, out_y0 = output.data, self.rows, tile.a
+        else:
+            out = self._pool.get("out", rows * w * ch * 4)
+            out_rows, out_y0 = rows, 0
+        events.append(("finalize" + tag, stage.finalize(
+            queue, (w, rows, 1), None, *head, out, i32(out_rows), i32(out_y0), i32(0))))
+        if not self.device_output:
+            staged = np.empty((rows, w, ch), np.float32)
+            cl.enqueue_copy(queue, staged, out)
+            output[tile.a:tile.b] = staged.reshape(output[tile.a:tile.b].shape)
+
+
+# ---- public function ------------------------------------------------------------------------
+
+def _trim(cache: dict) -> None:
+    plans = [key for key in cache if isinstance(key, tuple) and key and key[0] == "bm3d"]
+    for key in plans[:-_PLANS_KEPT]:
+        del cache[key]
+
+
+def _move_channels(image: Any, channel_axis: int | None) -> tuple[Any, Any]:
+    if channel_axis is None:
+        return image, lambda out: out
+    if isinstance(channel_axis, bool) or not isinstance(channel_axis, (int, np.integer)):
+        raise TypeError(f"channel_axis must be an integer or None, got {channel_axis!r}")
+    ndim = len(image.shape)
+    if ndim != 3:
+        raise ValueError(f"channel_axis={channel_axis} needs a 3-D input, got shape {image.shape}")
+    if not -3 <= channel_axis < 3:
+        raise ValueError(f"channel_axis must be in [-3, 2], got {channel_axis}")
+    axis = channel_axis % 3
+    if axis == 2:
+        return image, lambda out: out
+    if isinstance(image, cla.Array):
+        raise ValueError("device arrays must have their channels last (channel_axis=-1)")
+    return np.moveaxis(image, axis, -1), lambda out: np.moveaxis(out, -1, axis)
+
+
+def bm3d(image: Any, sigma: float, *, preset: str = "fast", patch_size: int | None = None,
+         step: Any = None, window: Any = None, n: Any = None, transform_2d: Any = None,
+         transform_1d: Any = None, stages: int | None = None, lambda_3d: float | None = None,
+         tau_match: Any = None, aggregation: str | None = None, data_range: float | None = None,
+         channel_axis: int | None = None, variant: str | SearchConfig | None = None,
+         runtime: Runtime | None = None) -> Any:
+    """Denoise an image with BM3D (grayscale) or CBM3D (RGB), Davy–Ehret's GPU design.
+
+    image: (H, W), (H, W, 1) or (H, W, 3) RGB, any real dtype, NumPy or pyopencl array.
+    sigma: standard deviation of the noise, in the image's units (20 for a 0–255 image).
+    preset: "fast" (Davy–Ehret's defaults: window 21, step 4, 8/8 neighbours, Bior1.5/DCT,
+        Hadamard) or "reference" (the original BM3D: window 39, step 3, 16/32 neighbours,
+        Bior1.5/DCT, Haar). Every other argument overrides the preset; window, step, n,
+        transform_2d ("bior1.5" | "dct"), transform_1d ("hadamard" | "haar") and tau_match
+        take one value or a (stage 1, stage 2) pair.
+    patch_size: 8 (2 to 16; sizes other than 8 use the DCT); n: powers of 2 up to 32 (capped
+        for tiny images); stages: 2, or 1 for the basic estimate only; lambda_3d: hard
+        threshold in units of sigma (2.7); tau_match: matching thresholds (2500, 400), mean
+        squared difference per pixel on a 0–255 scale.
+    aggregation: None (device's best), "fixed" or "cas" (see the module doc).
+    data_range: the image's nominal range, scaling the matching thresholds by
+        (data_range / 255)²; None: 255 for 8-bit data and floats above 1, the dtype's
+        maximum for wider integers, 1 for float images within [-1, 1].
+    channel_axis: where the colour channels are (None: last for 3-D input).
+    variant: the search variant (None: the scheduler's choice).
+    Returns float32 of the input's shape, NumPy for NumPy input, device array for device input.
+    """
+    _float("sigma", sigma)
+    image, restore = _move_channels(image, channel_axis)
+    volume = as_volume(image, video=False)
+    if volume.channels not in (1, 3):
+        raise ValueError(f"image must be (H, W), (H, W, 1) or (H, W, 3), got shape {image.shape}")
+    p1, p2, count = stage_params(preset, patch_size=patch_size, step=step, window=window, n=n,
+                                 transform_2d=transform_2d, transform_1d=transform_1d,
+                                 stages=stages, lambda_3d=lambda_3d, tau_match=tau_match)
+    p = p1.patch_size
+    if p > volume.rows or p > volume.cols:
+        raise ValueError(f"patch_size {p} is larger than the image ({volume.rows}x{volume.cols})")
+    # Tiny images: n is capped at the candidates of a corner reference (a power of 2).
+    capped = []
+    for sp in (p1, p2):
+        available = min_candidates(volume.rows, volume.cols, 1, p, sp.window, 0)
+        top = 1 << (available.bit_length() - 1)
+        capped.append(replace(sp, n=min(sp.n, top)))
+    if data_range is not None:
+        _float("data_range", data_range)
+    rt = resolve_runtime(runtime, image)
+    key = ("bm3d", volume.rows, volume.cols, volume.channels, volume.on_device, tuple(capped),
+           count, aggregation, variant)
+    cache = rt.plan_cache()
+    plan = cache.pop(key, None)
+    if plan is None:
+        plan = BM3DPlan(rt, volume.rows, volume.cols, volume.channels, tuple(capped), count,
+                        aggregation=aggregation, variant=variant, device_output=volume.on_device)
+    cache[key] = plan
+    _trim(cache)
+    return restore(plan.run(image, sigma, data_range=data_range))
+
