@@ -3,6 +3,7 @@
 Nothing touches OpenCL at import time; the first call picks a device (see `Runtime`).
 """
 
+from .bm3d import BM3DPlan, bm3d
 from .errors import (
     ClpatchError,
     DeviceNotFoundError,
@@ -19,6 +20,7 @@ from .search import SearchPlan, SearchResult, grid_positions, search_patches
 __version__ = "0.1.0"
 
 __all__ = [
+    "BM3DPlan",
     "ClpatchError",
     "DeviceNotFoundError",
     "DeviceProfile",
@@ -30,6 +32,7 @@ __all__ = [
     "SearchConfig",
     "SearchPlan",
     "SearchResult",
+    "bm3d",
     "default_runtime",
     "family_profile",
     "grid_positions",

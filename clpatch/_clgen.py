@@ -56,7 +56,7 @@ def transform_in_place(matrix: np.ndarray, values: list[str], temp: str) -> str:
     named ``temp0``, ``temp1``… (declared inside the block)."""
     n = len(values)
     temps = [f"{temp}{i}" for i in range(n)]
-    head = " ".join(f"const float {t} = {v};" for t, v in zip(temps, values))
+    head = " ".join(f"const float {t} = {v};" for t, v in zip(temps, values, strict=True))
     return "{\n" + head + "\n" + matvec(matrix, temps, values) + "\n}"
 
 

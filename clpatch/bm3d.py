@@ -188,6 +188,17 @@ def default_data_range(dtype: np.dtype, peak: float | None) -> float:
     return 255.0
 
 
+def filter_layout(params: StageParams, profile: Any) -> str:
+    """How the fused filter kernel maps a group onto a work-group (for `explain`)."""
+    p, n = params.patch_size, params.n
+    zg = min(n, 8)
+    x = int(profile.bank_padding)
+    paper = p == 8 and zg == 8 and x in (1, 2, 4, 8)
+    return (f"{zg * p} work-items per reference ({zg} patches x {p} columns, {n // zg} "
+            f"slice(s)), transposes padded by x={x} (profile bank_padding), "
+            + ("Algorithm 10's rotated layout" if paper else "a padded generic layout"))
+
+
 @dataclass(frozen=True)
 class _Tile:
     """Output rows [a, b) and, per stage, the search chunk of the references they need."""
@@ -318,7 +329,7 @@ class BM3DPlan:
             contributions = per_axis * per_axis * p.n
             w_max = 1.0 if p.stage == 1 else 1.0 / (float(np.min(sigmas)) ** 2 * WIENER_ENERGY_FLOOR)
             den = contributions * w_max
-            num = den * max(peak, 1e-30) * 4.0   # filtered values may overshoot the input
+            num = den * max(peak, 1e-30) * 16.0  # filtered values may overshoot the input
             out.append(tuple(2.0 ** max(-100, min(100, math.floor(math.log2(2.0 ** 62 / b))))
                              for b in (num, den)))
         return out
@@ -339,7 +350,11 @@ class BM3DPlan:
             if array.flags.forc:
                 peak = max(abs(float(cla.max(array).get())), abs(float(cla.min(array).get())))
             else:
-                peak = float(np.abs(array.get()).max())
+                # pyopencl reduces contiguous arrays only: convert the whole image to a planar
+                # copy (which also checks its values) and take the peak measured there.
+                search = self.stages[0].search
+                search._upload(volume, search._chunk(0, 1, 0, len(search.grid_y)), "peak")
+                peak = search.last_peak
         else:
             check_host_values(volume, self.params[0].patch_size)
             peak = float(np.abs(volume.array).max())

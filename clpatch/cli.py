@@ -261,6 +261,8 @@ def _run_search(image: np.ndarray, video: bool, args: argparse.Namespace) -> tup
                                                                                    float, int]:
     from .search import search_patches
 
+    if "data_range" in accepted and info.bit_depth is not None:
+        kwargs["data_range"] = float(info.peak)  # BM3D's thresholds follow the file's range
     runtime = Runtime(args.device)
     builds = runtime.programs.builds
     start = time.perf_counter()
@@ -297,12 +299,13 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 # ---- denoise and demo ---------------------------------------------------------------------
 
-DENOISE_METHODS = ("nlmeans",)
+DENOISE_METHODS = ("nlmeans", "bm3d")
 AGGREGATIONS = ("buffers", "fixed", "cas")
+BM3D_PRESETS = ("fast", "reference")
 # Options of `denoise` passed on to the method when given: (argparse dest, keyword, label).
-_METHOD_OPTIONS = (("patch_size", "patch_size", "patch"), ("step", "step", "step"),
-                   ("window", "window", "window"), ("n", "n", "n"), ("h", "h", "h"),
-                   ("aggregation", "aggregation", "aggregation"))
+_METHOD_OPTIONS = (("preset", "preset", "preset"), ("patch_size", "patch_size", "patch"),
+                   ("step", "step", "step"), ("window", "window", "window"), ("n", "n", "n"),
+                   ("h", "h", "h"), ("aggregation", "aggregation", "aggregation"))
 DEMO_SIGMA = 20.0
 DEMO_SEED = 0
 
@@ -323,6 +326,10 @@ def _method(name: str) -> Any:
         from .nlmeans import nlmeans
 
         return nlmeans
+    if name == "bm3d":
+        from .bm3d import bm3d
+
+        return bm3d
     raise CommandError(f"unknown denoising method {name!r}; choose from {', '.join(DENOISE_METHODS)}")
 
 
@@ -332,6 +339,17 @@ def _method_line(name: str, function: Any, sigma: float, kwargs: dict[str, Any])
 
     defaults = {k: p.default for k, p in inspect.signature(function).parameters.items()}
     parts = [name, f"sigma {sigma:g}"]
+    if name == "bm3d":
+        from .bm3d import stage_params
+
+        given = {k: v for k, v in kwargs.items() if k in ("patch_size", "step", "window", "n")}
+        preset = kwargs.get("preset", defaults["preset"])
+        s1, s2, _ = stage_params(preset, **given)
+        parts += [f"preset {preset}", f"patch {s1.patch_size}", f"step {s1.step}/{s2.step}",
+                  f"window {s1.window}/{s2.window}", f"n {s1.n}/{s2.n}",
+                  f"transforms {s1.transform_2d}/{s2.transform_2d}, {s1.transform_1d}",
+                  f"aggregation {kwargs.get('aggregation') or 'auto'}"]
+        return ", ".join(parts)
     for _, key, label in _METHOD_OPTIONS:
         value = kwargs.get(key, defaults.get(key))
         if key in defaults or key in kwargs:
@@ -376,9 +394,19 @@ def _clean_reference(path: str, image: np.ndarray, info: ImageInfo) -> np.ndarra
 def _denoise(name: str, image: np.ndarray, info: ImageInfo, args: argparse.Namespace, *,
              clean: np.ndarray | None, clean_name: str | None, noise_line: str | None) -> int:
     """Denoise `image`, write args.output (when given) and print what happened."""
+    import inspect
+
     function = _method(args.method)
     kwargs = {key: getattr(args, dest) for dest, key, _ in _METHOD_OPTIONS
               if getattr(args, dest, None) is not None}
+    accepted = inspect.signature(function).parameters
+    for key in kwargs:
+        if key not in accepted:
+            users = [m for m in DENOISE_METHODS if key in inspect.signature(_method(m)).parameters]
+            raise CommandError(f"--{key.replace('_', '-')} does not apply to --method "
+                               f"{args.method} (only to {', '.join(users)})")
+    if "data_range" in accepted and info.bit_depth is not None:
+        kwargs["data_range"] = float(info.peak)  # BM3D's thresholds follow the file's range
     runtime = Runtime(args.device)
     builds = runtime.programs.builds
     start = time.perf_counter()
@@ -524,7 +552,10 @@ def build_parser() -> argparse.ArgumentParser:
     denoise.add_argument("output", metavar="OUT", help="denoised image to write; the format "
                          "comes from the extension (.png, .tif, .tiff, .jpg, .jpeg, .npy)")
     denoise.add_argument("--method", "-m", choices=DENOISE_METHODS, default="nlmeans",
-                         help="denoising method (default nlmeans)")
+                         help="denoising method: nlmeans (default) or bm3d (CBM3D for colour)")
+    denoise.add_argument("--preset", choices=BM3D_PRESETS, default=None,
+                         help="bm3d parameter set: fast (Davy-Ehret's defaults, the default) or "
+                              "reference (the original BM3D's)")
     denoise.add_argument("--sigma", type=_positive, default=None,
                          help="noise standard deviation in the image's units, e.g. 20 for 8-bit "
                               "(default with --add-noise: the added sigma)")
@@ -541,11 +572,14 @@ def build_parser() -> argparse.ArgumentParser:
     denoise.add_argument("--patch-size", "-p", type=int, default=None,
                          help="patch side (default: the method's, 8)")
     denoise.add_argument("--step", "-s", type=int, default=None,
-                         help="grid step of the reference patches (default: the method's, 4)")
+                         help="grid step of the reference patches (default: the method's; "
+                              "nlmeans 4, bm3d by preset)")
     denoise.add_argument("--window", "-w", type=int, default=None,
-                         help="search window side (default: the method's, 21)")
+                         help="search window side (default: the method's; nlmeans 21, bm3d by "
+                              "preset)")
     denoise.add_argument("-n", type=int, default=None,
-                         help="similar patches per reference (default: the method's, 16)")
+                         help="similar patches per reference (default: the method's; nlmeans 16, "
+                              "bm3d by preset; a power of 2 for bm3d)")
     denoise.add_argument("--h", type=_positive, default=None,
                          help="NL-means filtering parameter (default: derived from sigma)")
     denoise.add_argument("--aggregation", choices=AGGREGATIONS, default=None,

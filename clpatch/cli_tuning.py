@@ -27,7 +27,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
         runtime.use_tuning(args.tuning)
     print(explain(args.operation, patch_size=args.patch_size, step=args.step, n=args.n,
                   window=args.window, channels=args.channels, metric=args.metric,
-                  video=args.video, variant=args.variant, runtime=runtime))
+                  video=args.video, variant=args.variant, preset=args.preset, runtime=runtime))
     return 0
 
 
@@ -102,10 +102,16 @@ def add_commands(commands: argparse._SubParsersAction,
         description="Which configuration runs for these parameters on the device, and whether "
                     "it was forced, tuned (clpatch autotune) or chosen by rule (Davy-Ehret 4.5).")
     explain.add_argument("operation", choices=OPERATIONS)
-    explain.add_argument("--patch-size", "-p", type=int, default=8)
-    explain.add_argument("--step", "-s", type=int, default=4)
-    explain.add_argument("--n", "-n", type=int, default=16, dest="n")
-    explain.add_argument("--window", "-w", type=int, default=21)
+    explain.add_argument("--patch-size", "-p", type=int, default=None,
+                         help="default 8")
+    explain.add_argument("--step", "-s", type=int, default=None,
+                         help="default 4 (bm3d: the preset's)")
+    explain.add_argument("--n", "-n", type=int, default=None, dest="n",
+                         help="default 16 (bm3d: the preset's)")
+    explain.add_argument("--window", "-w", type=int, default=None,
+                         help="default 21 (bm3d: the preset's)")
+    explain.add_argument("--preset", choices=("fast", "reference"), default="fast",
+                         help="bm3d only: the parameter set (default fast)")
     explain.add_argument("--channels", "-c", type=int, default=1)
     explain.add_argument("--metric", choices=("l2", "l1"), default="l2")
     explain.add_argument("--video", action="store_true", help="a video search (temporal window)")

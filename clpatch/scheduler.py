@@ -174,7 +174,7 @@ def complete(config: SearchConfig, request: SearchRequest, profile: DeviceProfil
                                batch=batch)
 
 
-OPERATIONS = ("search", "nlmeans")
+OPERATIONS = ("search", "nlmeans", "bm3d")
 
 
 @dataclass
@@ -222,16 +222,27 @@ class Explanation:
         return "\n".join(lines)
 
 
-def explain(operation: str = "search", *, patch_size: int = 8, step: int = 4, n: int = 16,
-            window: int = 21, channels: int = 1, metric: str = "l2", video: bool = False,
-            variant: str | SearchConfig | None = None, runtime: Any = None) -> Explanation:
+def explain(operation: str = "search", *, patch_size: int | None = None, step: int | None = None,
+            n: int | None = None, window: int | None = None, channels: int = 1,
+            metric: str = "l2", video: bool = False, variant: str | SearchConfig | None = None,
+            preset: str = "fast", runtime: Any = None) -> Explanation:
     """Which kernel configuration `operation` would run with these parameters, and why
-    (`forced`, `tuned` or `rule`), on `runtime`'s device (default device if None)."""
+    (`forced`, `tuned` or `rule`), on `runtime`'s device (default device if None).
+
+    Unset parameters take the operation's defaults: patch 8, step 4, n 16, window 21 for
+    search and nlmeans; the `preset`'s for bm3d, whose explanation covers the stage-1 search
+    and adds the stage-2 search, the filter kernel's layout and the aggregation."""
     if operation not in OPERATIONS:
         raise ValueError(f"operation must be one of {OPERATIONS}, got {operation!r}")
     from .runtime import resolve_runtime
 
     rt = resolve_runtime(runtime)
+    if operation == "bm3d":
+        return _explain_bm3d(rt, patch_size, step, n, window, channels, variant, preset)
+    patch_size = 8 if patch_size is None else patch_size
+    step = 4 if step is None else step
+    n = 16 if n is None else n
+    window = 21 if window is None else window
     request = SearchRequest(patch_size, step, n, window, channels, metric.lower(), video)
     tuning = rt.tuning
     config = choose_search(request, rt.profile, variant, tuning, operation="search")
@@ -250,3 +261,37 @@ def explain(operation: str = "search", *, patch_size: int = 8, step: int = 4, n:
         if step > patch_size:
             explanation.notes.append("nlmeans needs step <= patch_size")
     return explanation
+
+
+def _explain_bm3d(rt: Any, patch_size: int | None, step: int | None, n: int | None,
+                  window: int | None, channels: int, variant: str | SearchConfig | None,
+                  preset: str) -> Explanation:
+    from .bm3d import choose_aggregation, filter_layout, stage_params
+
+    p1, p2, stages = stage_params(preset, patch_size=patch_size, step=step, window=window, n=n)
+    if channels not in (1, 3):
+        raise ValueError(f"bm3d filters 1 or 3 channels, got {channels}")
+    tuning = rt.tuning
+    out = None
+    for params in (p1, p2)[:stages]:
+        request = SearchRequest(params.patch_size, params.step, params.n, params.window, 1, "l2")
+        config = choose_search(request, rt.profile, variant, tuning, operation="search")
+        layout = filter_layout(params, rt.profile)
+        line = (f"stage {params.stage} filter: {layout}; {params.transform_2d} 2-D, "
+                f"{params.transform_1d} 1-D, "
+                + ("hard thresholding" if params.stage == 1 else "Wiener shrinkage"))
+        if out is None:
+            entry = tuning.lookup("search", request)[1] if config.source == "tuned" else None
+            out = Explanation(f"bm3d ({preset}) stage-1 search", request, rt.device.name.strip(),
+                              config, rule_config(request, rt.profile), entry, tuning.problem,
+                              str(tuning.path))
+        else:
+            out.notes.append(f"stage 2 search: patch {params.patch_size}, step {params.step}, "
+                             f"n {params.n}, window {params.window}: {config.describe()} "
+                             f"[{config.source}] — {config.reason}")
+        out.notes.append(line)
+    kind, why = choose_aggregation(rt.profile)
+    out.notes.append(f"aggregation '{kind}' — rule: {why}")
+    if channels == 3:
+        out.notes.append("colour: CBM3D, groups matched on the opponent luminance Y")
+    return out

@@ -2,12 +2,15 @@
 
     python tests/oclgrind_job.py search VARIANT TABLE [--video] [--channels C]
     python tests/oclgrind_job.py nlmeans AGGREGATION AVERAGING [--video] [--channels C]
-    python tests/oclgrind_job.py planted race|uninit_local|uninit_private
+    python tests/oclgrind_job.py bm3d AGGREGATION [--channels C]
+    python tests/oclgrind_job.py planted race|uninit_local|uninit_private|uninit_global
 
 Runs on the device CLPATCH_DEVICE names (the tests set `oclgrind`) and refuses any other.
 `search` runs one search configuration on a tiny image and checks it against the NumPy
 oracle (exit 1 with the reason when it differs); `nlmeans` likewise runs NL-means with one
-aggregation strategy and averaging kernel against its NumPy reference; `planted` runs a
+aggregation strategy and averaging kernel against its NumPy reference; `bm3d` runs both
+BM3D stages (CBM3D with 3 channels) with one aggregation strategy against the NumPy
+reference, keeping every buffer alive (see `keep_buffers_alive`); `planted` runs a
 test-only kernel with a planted bug, which Oclgrind must report on stderr. Oclgrind's own
 diagnostics go to stderr; the test reads them there. One configuration per process: Oclgrind's
 uninitialised-value plugin reports false positives once a second plan in the same
@@ -60,6 +63,12 @@ __kernel void uninit_private(__global float *out, int k) {
     for (int j = 0; j < k; ++j) priv[j] = (float)(i + j);
     out[get_global_id(0)] = priv[(i + 1) % 8];
 }
+
+// Copies a global buffer that nothing ever wrote (run with every buffer kept alive, as the
+// bm3d job does, to show that this still gets reported).
+__kernel void uninit_global(__global float *out, __global const float *never) {
+    out[get_global_id(0)] = never[get_global_id(0)];
+}
 """
 
 
@@ -107,11 +116,72 @@ def run_nlmeans(aggregation: str, averaging: str, video: bool, channels: int) ->
     print(f"ok: nlmeans {aggregation}/{averaging} on {image.shape} (max error {error:.2g})")
 
 
+class _KeptBuffer(cl.Buffer):
+    """A pyopencl Buffer that is never released before the process ends."""
+
+    kept: list = []
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        _KeptBuffer.kept.append(self)
+
+
+def keep_buffers_alive() -> None:
+    """Make every later `pyopencl.Buffer(...)` live until the process ends.
+
+    The uninitialised-value plugin of Oclgrind 19.10 keeps the shadow of a released buffer,
+    and a new buffer that gets the released one's slot inherits that stale shadow with its
+    old size: stores beyond it are dropped and loads beyond it read as uninitialised. The
+    search's border launches create small (4-16 byte) position buffers and release them
+    right away; a BM3D pool buffer allocated after them (the basic estimate) then looks
+    uninitialised beyond its first 16 bytes, and stage 2 reports "Uninitialized value" on
+    reads of the basic estimate although the kernels wrote every element. With no buffer
+    ever released no slot is reused, and reads of never-written memory are still reported
+    (`planted uninit_global`).
+    """
+    cl.Buffer = _KeptBuffer
+
+
+def smooth_noisy(shape, seed: int) -> np.ndarray:
+    """A smooth image plus N(0, 20) noise: clear matches, few distances near the thresholds."""
+    y, x = np.mgrid[:shape[0], :shape[1]].astype(np.float64)
+    channels = shape[2] if len(shape) == 3 else 1
+    base = np.stack([128 + 60 * np.sin(y / 5 + c) * np.cos(x / 7 - c / 2)
+                     for c in range(channels)], -1)
+    base = base.reshape(shape)
+    return (base + np.random.default_rng(seed).normal(0, 20, shape)).astype(np.float32)
+
+
+def run_bm3d(aggregation: str, channels: int) -> None:
+    from tests.reference.bm3d import bm3d_reference
+
+    keep_buffers_alive()
+    runtime = simulator_runtime()
+    shape = SHAPE + ((channels,) if channels > 1 else ())
+    image = smooth_noisy(shape, seed=len(aggregation) + 5 * channels)
+    # Patch 8 (the paper's conflict-free transposes), step 4, both stages; window 7 keeps
+    # the search short while every reference still has 16 or more candidates (n = 8).
+    out = clpatch.bm3d(image, 20.0, preset="fast", window=WINDOW, aggregation=aggregation,
+                       runtime=runtime)
+    expected = bm3d_reference(image.astype(np.float64), 20.0, "fast", window=WINDOW)
+    if out.shape != image.shape:
+        sys.exit(f"bm3d {aggregation} returned shape {out.shape} for {image.shape}")
+    error = float(np.abs(out - expected).max())
+    if not error <= 1e-3:
+        sys.exit(f"bm3d {aggregation} on {image.shape} differs from the reference by {error}")
+    print(f"ok: bm3d {aggregation} on {image.shape} (max error {error:.2g})")
+
+
 def run_planted(kernel_name: str) -> None:
     runtime = simulator_runtime()
     program = runtime.programs.build(PLANTED, template="<planted bugs>")
+    extra: tuple = ()
+    if kernel_name == "uninit_private":
+        extra = (np.int32(4),)
+    elif kernel_name == "uninit_global":
+        keep_buffers_alive()
+        extra = (cl.Buffer(runtime.context, cl.mem_flags.READ_ONLY, 16 * 4),)
     out = cl.Buffer(runtime.context, cl.mem_flags.READ_WRITE, 16 * 4)
-    extra = (np.int32(4),) if kernel_name == "uninit_private" else ()
     getattr(program, kernel_name)(runtime.queue, (16,), (16,), out, *extra)
     host = np.empty(16, np.float32)
     cl.enqueue_copy(runtime.queue, host, out)
@@ -132,13 +202,19 @@ def main() -> None:
     nlm.add_argument("averaging")
     nlm.add_argument("--video", action="store_true")
     nlm.add_argument("--channels", type=int, default=1)
+    bm3d = jobs.add_parser("bm3d")
+    bm3d.add_argument("aggregation")
+    bm3d.add_argument("--channels", type=int, default=1)
     planted = jobs.add_parser("planted")
-    planted.add_argument("kernel", choices=("race", "uninit_local", "uninit_private"))
+    planted.add_argument("kernel", choices=("race", "uninit_local", "uninit_private",
+                                            "uninit_global"))
     args = parser.parse_args()
     if args.job == "search":
         run_search(args.variant, args.table, args.video, args.channels)
     elif args.job == "nlmeans":
         run_nlmeans(args.aggregation, args.averaging, args.video, args.channels)
+    elif args.job == "bm3d":
+        run_bm3d(args.aggregation, args.channels)
     else:
         run_planted(args.kernel)
 

@@ -165,6 +165,51 @@ def test_add_noise_with_a_seed_is_reproducible(capsys, tmp_path, runtime):
     np.testing.assert_array_equal(outputs[0][0], noisy(clean, 20, seed=7))
 
 
+def test_denoise_bm3d_gray_and_16_bit(capsys, tmp_path, runtime):
+    from clpatch.bm3d import bm3d
+
+    image = noisy(crop("camera"), 20)
+    src, dst = tmp_path / "noisy.png", tmp_path / "out.png"
+    Image.fromarray(image).save(src)
+    code, out, err = run(capsys, "denoise", src, dst, "--sigma", 20, "--method", "bm3d",
+                         "--device", spec_of(runtime))
+    assert code == 0, err
+    assert "bm3d, sigma 20, preset fast, patch 8, step 4/4, window 21/21, n 8/8" in out
+    with Image.open(dst) as written:
+        assert_same_output(np.asarray(written), np.clip(np.rint(
+            bm3d(image.astype(np.float32), 20, runtime=runtime)), 0, 255))
+    # A 16-bit file: the matching thresholds follow the file's range (data_range 65535), so
+    # the result is the 8-bit one scaled by 257 (up to rounding).
+    deep = image.astype(np.uint16) * 257
+    src16, dst16 = tmp_path / "deep.png", tmp_path / "deep-out.png"
+    Image.fromarray(deep).save(src16)
+    code, out, err = run(capsys, "denoise", src16, dst16, "--sigma", 20 * 257, "-m", "bm3d",
+                         "--device", spec_of(runtime))
+    assert code == 0, err
+    with Image.open(dst16) as written:
+        values = np.asarray(written).astype(np.float64)
+    expected = bm3d(image.astype(np.float32), 20, runtime=runtime).astype(np.float64) * 257
+    assert np.abs(values - np.clip(expected, 0, 65535)).max() <= 257 * 0.02 + 1
+
+
+def test_denoise_cbm3d_reference_preset(capsys, tmp_path, runtime):
+    from clpatch.bm3d import bm3d
+
+    image = noisy(crop("astronaut"), 20)
+    src, dst = tmp_path / "colour.png", tmp_path / "colour-out.png"
+    Image.fromarray(image).save(src)
+    code, out, err = run(capsys, "denoise", src, dst, "--sigma", 20, "-m", "bm3d", "--preset",
+                         "reference", "-w", 15, "--device", spec_of(runtime))
+    assert code == 0, err
+    assert "preset reference, patch 8, step 3/3, window 15/15, n 16/32" in out
+    with Image.open(dst) as written:
+        assert written.mode == "RGB"
+        values = np.asarray(written)
+    expected = np.clip(np.rint(bm3d(image.astype(np.float32), 20, preset="reference", window=15,
+                                    runtime=runtime)), 0, 255)
+    assert_same_output(values, expected)
+
+
 def test_psnr_improves_on_a_photograph(capsys, tmp_path, runtime):
     clean = crop("camera", 64, 64, top=180, left=200)
     noisy_image = noisy(clean, 20, seed=3)
@@ -244,7 +289,15 @@ def test_truncated_png(capsys, tmp_path, small_png):
     (["--sigma", "twenty"], "expected a number, got 'twenty'"),
     ([], "--sigma is required"),
     (["--add-noise", "0"], "argument --add-noise: must be a number > 0"),
-    (["--sigma", "20", "--method", "bm3d"], "argument --method/-m: invalid choice: 'bm3d'"),
+    (["--sigma", "20", "--method", "bm4d"], "argument --method/-m: invalid choice: 'bm4d'"),
+    (["--sigma", "20", "--method", "bm3d", "--h", "3"],
+     "--h does not apply to --method bm3d (only to nlmeans)"),
+    (["--sigma", "20", "--preset", "reference"],
+     "--preset does not apply to --method nlmeans (only to bm3d)"),
+    (["--sigma", "20", "--method", "bm3d", "--preset", "slow"], "invalid choice: 'slow'"),
+    (["--sigma", "20", "--method", "bm3d", "-n", "12"], "n must be a power of 2"),
+    (["--sigma", "20", "--method", "bm3d", "--aggregation", "buffers"],
+     "aggregation must be one of"),
     (["--sigma", "20", "--aggregation", "atomic"], "invalid choice: 'atomic'"),
     (["--sigma", "20", "--seed", "3"], "--seed and --save-noisy go with --add-noise"),
     (["--add-noise", "20", "--seed", "-3"], "argument --seed: must be >= 0, got -3"),

@@ -1,4 +1,4 @@
-"""Every search and NL-means kernel under the Oclgrind simulator, with its data-race and
+"""Every search, NL-means and BM3D kernel under the Oclgrind simulator, with its data-race and
 uninitialised-memory checks on, plus negative controls proving the harness can fail.
 
 Each configuration runs in its own process (tests/oclgrind_job.py): Oclgrind's
@@ -109,6 +109,17 @@ def test_nlmeans_video_colour_run_clean():
     assert_clean("nlmeans", "buffers", "columns", "--video", "--channels", "3")
 
 
+# BM3D: both stages (search, filter with its transposes and reductions, aggregation,
+# normalisation) with each aggregation strategy; CBM3D (opponent colour kernels) once.
+@pytest.mark.parametrize("aggregation", ["fixed", "cas"])
+def test_bm3d_runs_clean(aggregation):
+    assert_clean("bm3d", aggregation)
+
+
+def test_bm3d_colour_runs_clean():
+    assert_clean("bm3d", "fixed", "--channels", "3")
+
+
 # ---- negative controls: the harness must see planted bugs -------------------------------
 
 def test_planted_local_memory_race_is_reported():
@@ -120,7 +131,7 @@ def test_planted_local_memory_race_is_reported():
     assert not any("ninitiali" in line for line in found), _show(done)
 
 
-@pytest.mark.parametrize("kernel", ["uninit_local", "uninit_private"])
+@pytest.mark.parametrize("kernel", ["uninit_local", "uninit_private", "uninit_global"])
 def test_planted_uninitialised_read_is_reported(kernel):
     done, _ = run_job("planted", kernel)
     assert done.returncode == 0, _show(done)

@@ -176,8 +176,13 @@ def test_cli_autotune_explain_bench(runtime, tmp_path, capsys):
     assert "search" in out and "48x40" in out
     rows = json.loads((tmp_path / "b.json").read_text())["results"]
     assert rows[0]["total_ms"] > 0 and "search" in rows[0]["stages_ms"]
-    assert cli.main(["bench", "--method", "bm3d", "--device", spec]) == 1
-    assert "not implemented" in capsys.readouterr().err
+    assert cli.main(["bench", "--method", "bm3d", "--size", "48x40", "--repeats", "2",
+                     "--device", spec]) == 0
+    out = capsys.readouterr().out
+    assert "bm3d" in out and "filter1" in out and "search2" in out
+    assert cli.main(["explain", "bm3d", "--preset", "reference", "--device", spec]) == 0
+    out = capsys.readouterr().out
+    assert "step 3, n 16, window 39" in out and "stage 2 filter" in out and "aggregation" in out
     assert cli.main(["bench", "--size", "10x10", "--device", spec]) == 1
 
 
