@@ -83,8 +83,8 @@ def clpatch_case(rt: clpatch.Runtime, inputs: list[np.ndarray], preset: str, rep
 
 def triton_peer() -> Any:
     try:
-        import torch
         import bm3d_triton
+        import torch
     except Exception as exc:  # noqa: BLE001 - any import failure means "not available"
         return f"unavailable: {exc}"
     if not torch.cuda.is_available():
@@ -108,8 +108,8 @@ def triton_peer() -> Any:
 
 def cupy_peer() -> Any:
     try:
-        import cupy as cp
         import bm3d_cupy
+        import cupy as cp
     except Exception as exc:  # noqa: BLE001
         return f"unavailable: {exc}"
 

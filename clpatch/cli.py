@@ -261,8 +261,6 @@ def _run_search(image: np.ndarray, video: bool, args: argparse.Namespace) -> tup
                                                                                    float, int]:
     from .search import search_patches
 
-    if "data_range" in accepted and info.bit_depth is not None:
-        kwargs["data_range"] = float(info.peak)  # BM3D's thresholds follow the file's range
     runtime = Runtime(args.device)
     builds = runtime.programs.builds
     start = time.perf_counter()
