@@ -35,7 +35,7 @@ def test_cli_bench_all_includes_nlmeans(runtime, tmp_path, capsys):
                      runtime.device.name.strip(), "--json", str(path)]) == 0
     assert "nlmeans" in capsys.readouterr().out
     rows = json.loads(path.read_text())["results"]
-    assert [r["method"] for r in rows] == ["search", "nlmeans"]
+    assert [r["method"] for r in rows] == ["search", "nlmeans", "bm3d"]
 
 
 def test_quality_psnr():
