@@ -115,3 +115,16 @@ def check_host_values(volume: Volume, patch_size: int, *, name: str = "image") -
         if peak > limit:
             raise ValueError(f"{name} values must satisfy |x| <= {limit:.3g} so that float32 "
                              f"patch distances cannot overflow (largest |x| is {peak:.3g})")
+
+
+def check_planned(volume: Volume, shape: tuple[int, int, int, int], device_output: bool,
+                  context: Any) -> None:
+    """The checks of a plan's `run`: the input has the planned (frames, rows, cols,
+    channels), is the planned kind of array, and lives in the plan's context."""
+    if (volume.frames, volume.rows, volume.cols, volume.channels) != tuple(shape):
+        raise ValueError(f"image shape {volume.array.shape} differs from the planned shape")
+    if volume.on_device != device_output:
+        raise TypeError("this plan was made for "
+                        + ("device" if device_output else "NumPy") + " arrays")
+    if volume.on_device and volume.array.context != context:
+        raise ValueError("image lives in another OpenCL context than the runtime's")

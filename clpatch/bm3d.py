@@ -42,7 +42,7 @@ import pyopencl as cl
 import pyopencl.array as cla
 
 from ._buffers import BufferPool, halve_until_fits
-from ._images import Volume, as_volume, check_host_values
+from ._images import Volume, as_volume, check_host_values, check_planned
 from .runtime import Runtime, resolve_runtime
 from .scheduler import SearchConfig, SearchRequest, choose_search
 from .search import MAX_BUFFER_BYTES, SearchPlan, min_candidates
@@ -338,14 +338,9 @@ class BM3DPlan:
         """Denoise `image` (the planned shape): float32, same shape and kind of array."""
         sigma = _float("sigma", sigma)
         volume = as_volume(image, video=False)
-        if (volume.rows, volume.cols, volume.channels) != (self.rows, self.cols, self.channels):
-            raise ValueError(f"image shape {image.shape} differs from the planned shape")
-        if volume.on_device != self.device_output:
-            raise TypeError("this plan was made for "
-                            + ("device" if self.device_output else "NumPy") + " arrays")
+        check_planned(volume, (1, self.rows, self.cols, self.channels), self.device_output,
+                      self.runtime.context)
         if volume.on_device:
-            if volume.array.context != self.runtime.context:
-                raise ValueError("image lives in another OpenCL context than the runtime's")
             array = volume.array
             if array.flags.forc:
                 peak = max(abs(float(cla.max(array).get())), abs(float(cla.min(array).get())))

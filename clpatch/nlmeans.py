@@ -44,7 +44,7 @@ import pyopencl as cl
 import pyopencl.array as cla
 
 from ._buffers import BufferPool, halve_until_fits
-from ._images import Volume, as_volume, check_host_values, magnitude_limit
+from ._images import Volume, as_volume, check_host_values, check_planned, magnitude_limit
 from .kernels import max_group_size
 from .runtime import Runtime, resolve_runtime
 from .scheduler import SearchConfig, SearchRequest, choose_search
@@ -295,15 +295,8 @@ class NLMeansPlan:
         h = sigma if h is None else _check_positive("h", h)
         flat_beta = _check_positive("flat_beta", flat_beta)
         volume = as_volume(image, video=self.video)
-        if (volume.frames, volume.rows, volume.cols, volume.channels) != (
-                self.frames, self.rows, self.cols, self.channels):
-            raise ValueError(f"image shape {image.shape} differs from the planned shape")
-        if volume.on_device != self.device_output:
-            raise TypeError("this plan was made for "
-                            + ("device" if self.device_output else "NumPy") + " arrays")
-        if volume.on_device:
-            if volume.array.context != self.runtime.context:
-                raise ValueError("image lives in another OpenCL context than the runtime's")
+        check_planned(volume, (self.frames, self.rows, self.cols, self.channels),
+                      self.device_output, self.runtime.context)
         peak = None
         if not volume.on_device:
             check_host_values(volume, self.patch_size)

@@ -24,7 +24,14 @@ import pyopencl as cl
 import pyopencl.array as cla
 
 from ._buffers import BufferPool, halve_until_fits
-from ._images import CL_TYPES, Volume, as_volume, check_host_values, magnitude_limit
+from ._images import (
+    CL_TYPES,
+    Volume,
+    as_volume,
+    check_host_values,
+    check_planned,
+    magnitude_limit,
+)
 from .errors import DeviceResourceError
 from .kernels import max_group_size
 from .runtime import Runtime, resolve_runtime
@@ -324,16 +331,10 @@ class SearchPlan:
     def run(self, image: Any) -> SearchResult:
         """Search `image` (same shape as planned; NumPy in → NumPy out, device in → device out)."""
         volume = as_volume(image, video=self.video)
-        if (volume.frames, volume.rows, volume.cols, volume.channels) != (
-                self.frames, self.rows, self.cols, self.channels):
-            raise ValueError(f"image shape {image.shape} differs from the planned shape")
-        if volume.on_device != self.device_output:
-            raise TypeError("this plan was made for "
-                            + ("device" if self.device_output else "NumPy") + " arrays")
+        check_planned(volume, (self.frames, self.rows, self.cols, self.channels),
+                      self.device_output, self.runtime.context)
         if not volume.on_device:
             check_host_values(volume, self.request.patch_size)
-        elif volume.array.context != self.runtime.context:
-            raise ValueError("image lives in another OpenCL context than the runtime's")
 
         queue = self.runtime.queue
         gy, gx, n, dim = len(self.grid_y), len(self.grid_x), self.request.n, self.dim
