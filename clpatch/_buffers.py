@@ -39,3 +39,12 @@ def halve_until_fits(fits: Callable[[int, int], bool], frames: int, rows: int,
         else:
             raise DeviceResourceError(error)
     return frames, rows
+
+
+def tile_limits(profile: Any, tile_bytes: int | None, max_buffer: int) -> tuple[int, int]:
+    """(largest buffer, all buffers) in bytes that one tile of an engine may use: the
+    device's allocation limit (at most `max_buffer`) and half its memory, or `tile_bytes`
+    for both when given (tests force tiling with it)."""
+    if tile_bytes is not None:
+        return int(tile_bytes), int(tile_bytes)
+    return int(min(profile.max_mem_alloc_size, max_buffer)), int(profile.global_mem_size // 2)

@@ -41,7 +41,7 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
 
-from ._buffers import BufferPool, halve_until_fits
+from ._buffers import BufferPool, halve_until_fits, tile_limits
 from ._images import Volume, as_volume, check_host_values, check_planned
 from .runtime import Runtime, resolve_runtime
 from .scheduler import SearchConfig, SearchRequest, choose_search
@@ -296,11 +296,7 @@ class BM3DPlan:
         return largest, whole
 
     def _plan_tiles(self, tile_bytes: int | None) -> list[_Tile]:
-        profile = self.runtime.profile
-        largest = int(min(profile.max_mem_alloc_size, MAX_BUFFER_BYTES))
-        total = int(profile.global_mem_size // 2)
-        if tile_bytes is not None:
-            largest = total = int(tile_bytes)
+        largest, total = tile_limits(self.runtime.profile, tile_bytes, MAX_BUFFER_BYTES)
 
         def tiles(rc: int) -> list[_Tile]:
             return [self._tile(a, min(self.rows, a + rc)) for a in range(0, self.rows, rc)]

@@ -43,7 +43,7 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
 
-from ._buffers import BufferPool, halve_until_fits
+from ._buffers import BufferPool, halve_until_fits, tile_limits
 from ._images import Volume, as_volume, check_host_values, check_planned, magnitude_limit
 from .kernels import max_group_size
 from .runtime import Runtime, resolve_runtime
@@ -245,11 +245,7 @@ class NLMeansPlan:
         return max(sizes), sum(sizes)
 
     def _plan_tiles(self, tile_bytes: int | None) -> list[_Tile]:
-        profile = self.runtime.profile
-        largest = int(min(profile.max_mem_alloc_size, MAX_BUFFER_BYTES))
-        total = int(profile.global_mem_size // 2)
-        if tile_bytes is not None:
-            largest = total = int(tile_bytes)
+        largest, total = tile_limits(self.runtime.profile, tile_bytes, MAX_BUFFER_BYTES)
         frames_per_tile = self.frames
         if self.video:
             frames_per_tile = min(self.frames, max(VIDEO_FRAMES_PER_TILE, 2 * self.temporal_window + 1))
