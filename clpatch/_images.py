@@ -128,3 +128,25 @@ def check_planned(volume: Volume, shape: tuple[int, int, int, int], device_outpu
                         + ("device" if device_output else "NumPy") + " arrays")
     if volume.on_device and volume.array.context != context:
         raise ValueError("image lives in another OpenCL context than the runtime's")
+
+
+def channels_last(image: Any, channel_axis: int | None, video: bool) -> tuple[Any, Any]:
+    """The image with channels last, and a function restoring the caller's layout
+    (`channel_axis` as in scikit-image; None: already last). Device arrays must already
+    have their channels last."""
+    if channel_axis is None:
+        return image, lambda out: out
+    ndim = len(image.shape)
+    if not isinstance(channel_axis, (int, np.integer)) or isinstance(channel_axis, bool):
+        raise TypeError(f"channel_axis must be an integer or None, got {channel_axis!r}")
+    expected = 4 if video else 3
+    if ndim != expected:
+        raise ValueError(f"channel_axis={channel_axis} needs a {expected}-D input, got shape {image.shape}")
+    if not -ndim <= channel_axis < ndim:
+        raise ValueError(f"channel_axis must be in [{-ndim}, {ndim - 1}], got {channel_axis}")
+    axis = channel_axis % ndim
+    if axis == ndim - 1:
+        return image, lambda out: out
+    if isinstance(image, cla.Array):
+        raise ValueError("device arrays must have their channels last (channel_axis=-1)")
+    return np.moveaxis(image, axis, -1), lambda out: np.moveaxis(out, -1, axis)

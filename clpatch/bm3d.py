@@ -42,10 +42,10 @@ import pyopencl as cl
 import pyopencl.array as cla
 
 from ._buffers import BufferPool, halve_until_fits, tile_limits
-from ._images import Volume, as_volume, check_host_values, check_planned
+from ._images import Volume, as_volume, channels_last, check_host_values, check_planned
 from .runtime import Runtime, resolve_runtime
 from .scheduler import SearchConfig, SearchRequest, choose_search
-from .search import MAX_BUFFER_BYTES, SearchPlan, min_candidates
+from .search import MAX_BUFFER_BYTES, MAX_WINDOW, SearchPlan, _check_int, min_candidates
 
 __all__ = ["AGGREGATIONS", "BM3DPlan", "PRESETS", "StageParams", "bm3d", "stage_params"]
 
@@ -102,14 +102,6 @@ def _pair(name: str, value: Any) -> tuple[Any, Any]:
     return (value, value)
 
 
-def _int(name: str, value: Any, lo: int, hi: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an integer, got {type(value).__name__}")
-    if not lo <= value <= hi:
-        raise ValueError(f"{name} must be in [{lo}, {hi}], got {value}")
-    return int(value)
-
-
 def _float(name: str, value: Any, *, positive: bool = True) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise TypeError(f"{name} must be a number, got {type(value).__name__}")
@@ -136,15 +128,15 @@ def stage_params(preset: str = "fast", **overrides: Any) -> tuple[StageParams, S
             raise TypeError(f"unknown BM3D parameter {key!r}; accepted: {sorted(cfg)}")
         if value is not None:
             cfg[key] = value
-    p = _int("patch_size", cfg["patch_size"], 2, MAX_PATCH)
+    p = _check_int("patch_size", cfg["patch_size"], 2, MAX_PATCH)
     if p != 8 and overrides.get("transform_2d") is None:
         cfg["transform_2d"] = "dct"
-    stages = _int("stages", cfg["stages"], 1, 2)
+    stages = _check_int("stages", cfg["stages"], 1, 2)
     per = {k: _pair(k, cfg[k]) for k in _PER_STAGE}
     lam = _float("lambda_3d", cfg["lambda_3d"])
     out = []
     for s in (0, 1):
-        n = _int("n", per["n"][s], 1, MAX_GROUP)
+        n = _check_int("n", per["n"][s], 1, MAX_GROUP)
         if n & (n - 1):
             raise ValueError(f"n must be a power of 2 (1, 2, 4, 8, 16 or 32), got {n}")
         t2, t1 = per["transform_2d"][s], per["transform_1d"][s]
@@ -155,8 +147,8 @@ def stage_params(preset: str = "fast", **overrides: Any) -> tuple[StageParams, S
         if t2 == "bior1.5" and p != 8:
             raise ValueError(f"transform_2d='bior1.5' needs patch_size=8, got {p}")
         out.append(StageParams(
-            stage=s + 1, patch_size=p, step=_int("step", per["step"][s], 1, p),
-            window=_int("window", per["window"][s], 1, 127), n=n,
+            stage=s + 1, patch_size=p, step=_check_int("step", per["step"][s], 1, p),
+            window=_check_int("window", per["window"][s], 1, MAX_WINDOW), n=n,
             tau_match=_float("tau_match", per["tau_match"][s], positive=False),
             transform_2d=t2, transform_1d=t1, lambda_3d=lam,
             beta=_float("beta", per["beta"][s], positive=False)))
@@ -484,24 +476,6 @@ def _trim(cache: dict) -> None:
         del cache[key]
 
 
-def _move_channels(image: Any, channel_axis: int | None) -> tuple[Any, Any]:
-    if channel_axis is None:
-        return image, lambda out: out
-    if isinstance(channel_axis, bool) or not isinstance(channel_axis, (int, np.integer)):
-        raise TypeError(f"channel_axis must be an integer or None, got {channel_axis!r}")
-    ndim = len(image.shape)
-    if ndim != 3:
-        raise ValueError(f"channel_axis={channel_axis} needs a 3-D input, got shape {image.shape}")
-    if not -3 <= channel_axis < 3:
-        raise ValueError(f"channel_axis must be in [-3, 2], got {channel_axis}")
-    axis = channel_axis % 3
-    if axis == 2:
-        return image, lambda out: out
-    if isinstance(image, cla.Array):
-        raise ValueError("device arrays must have their channels last (channel_axis=-1)")
-    return np.moveaxis(image, axis, -1), lambda out: np.moveaxis(out, -1, axis)
-
-
 def bm3d(image: Any, sigma: float, *, preset: str = "fast", patch_size: int | None = None,
          step: Any = None, window: Any = None, n: Any = None, transform_2d: Any = None,
          transform_1d: Any = None, stages: int | None = None, lambda_3d: float | None = None,
@@ -530,7 +504,7 @@ def bm3d(image: Any, sigma: float, *, preset: str = "fast", patch_size: int | No
     Returns float32 of the input's shape, NumPy for NumPy input, device array for device input.
     """
     _float("sigma", sigma)
-    image, restore = _move_channels(image, channel_axis)
+    image, restore = channels_last(image, channel_axis, video=False)
     volume = as_volume(image, video=False)
     if volume.channels not in (1, 3):
         raise ValueError(f"image must be (H, W), (H, W, 1) or (H, W, 3), got shape {image.shape}")

@@ -44,7 +44,14 @@ import pyopencl as cl
 import pyopencl.array as cla
 
 from ._buffers import BufferPool, halve_until_fits, tile_limits
-from ._images import Volume, as_volume, check_host_values, check_planned, magnitude_limit
+from ._images import (
+    Volume,
+    as_volume,
+    channels_last,
+    check_host_values,
+    check_planned,
+    magnitude_limit,
+)
 from .kernels import max_group_size
 from .runtime import Runtime, resolve_runtime
 from .scheduler import SearchConfig, SearchRequest, choose_search
@@ -427,26 +434,6 @@ def _trim(cache: dict) -> None:
         del cache[key]
 
 
-def _move_channels(image: Any, channel_axis: int | None, video: bool) -> tuple[Any, Any]:
-    """The image with channels last, and a function restoring the caller's layout."""
-    if channel_axis is None:
-        return image, lambda out: out
-    ndim = len(image.shape)
-    if not isinstance(channel_axis, (int, np.integer)) or isinstance(channel_axis, bool):
-        raise TypeError(f"channel_axis must be an integer or None, got {channel_axis!r}")
-    expected = 4 if video else 3
-    if ndim != expected:
-        raise ValueError(f"channel_axis={channel_axis} needs a {expected}-D input, got shape {image.shape}")
-    if not -ndim <= channel_axis < ndim:
-        raise ValueError(f"channel_axis must be in [{-ndim}, {ndim - 1}], got {channel_axis}")
-    axis = channel_axis % ndim
-    if axis == ndim - 1:
-        return image, lambda out: out
-    if isinstance(image, cla.Array):
-        raise ValueError("device arrays must have their channels last (channel_axis=-1)")
-    return np.moveaxis(image, axis, -1), lambda out: np.moveaxis(out, -1, axis)
-
-
 def _denoise(image: Any, sigma: float, *, video: bool, patch_size: int, step: int, window: int,
              n: int, temporal_window: int, h: float | None, flat_beta: float,
              aggregation: str | None, channel_axis: int | None, search_channels: str,
@@ -456,7 +443,7 @@ def _denoise(image: Any, sigma: float, *, video: bool, patch_size: int, step: in
     if h is not None:
         _check_positive("h", h)
     _check_positive("flat_beta", flat_beta)
-    image, restore = _move_channels(image, channel_axis, video)
+    image, restore = channels_last(image, channel_axis, video)
     volume = as_volume(image, video=video)
     p = _check_int("patch_size", patch_size, 1, MAX_PATCH)
     s = _check_int("step", step, 1, p)
