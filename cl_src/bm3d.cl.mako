@@ -37,7 +37,14 @@
 ${agg.pragmas(aggregation)}
 //
 // Layouts. The image band is planar float, img[((f * C + c) * H + y) * W + x] with nf frames
-// (frame_base: video frame of band frame 0) and H rows (band_y0: image row of band row 0).
+// and H rows (band_y0: image row of band row 0).
+% if video:
+// Video: the band is a ring of nf frame slots; video frame t lives in slot
+// (t - frame_base) % nf (t >= frame_base), and the reference frame of launch frame fr is
+// video frame ref_fb + fr.
+% else:
+// The reference frame of launch frame fr is band frame ref_fb + fr.
+% endif
 // Search results: dist[ref * N + j] and pos[(ref * N + j) * ${DIM}] (${"t, y, x" if video else "y, x"}, whole
 // image coordinates), ref = (fr * out_gy + row) * gx + col for reference frame fr.
 // The accumulator interleaves numerator and denominator over the band:
@@ -211,7 +218,11 @@ void bm3d_filter(__global const float *restrict img,
                  __global const int *restrict pos, __global const float *restrict dist,
                  const int out_gy, const int gx, __global const int *restrict ys,
                  __global const int *restrict xs, const int row_first, const int nrows,
-                 const int col_first, const int ref_fb, __global ${ACC} *acc, const float tau,
+                 const int col_first, const int ref_fb, __global ${ACC} *acc,
+% if video:
+                 const int acc_nf,
+% endif
+                 const float tau,
                  const float s0, const float s1, const float s2,
                  const float scale_num, const float scale_den)
 {
@@ -226,6 +237,11 @@ void bm3d_filter(__global const float *restrict img,
     const int ti = row_first + (zz - fr * nrows);
     const int ref = (fr * out_gy + ti) * gx + gj;
     const int rt = ref_fb + fr;
+% if video:
+    const int rslot = (rt - frame_base) % nf;
+% else:
+    const int rslot = rt;
+% endif
     const int ry = ys[ti], rx = xs[gj];
     const float sig[3] = {s0, s1, s2};
 
@@ -235,7 +251,7 @@ void bm3d_filter(__global const float *restrict img,
     for (int j = 0; j < ${N}; ++j) {
         similar += dist[ref * ${N} + j] <= tau;
 % if video:
-        const bool self = pos[(ref * ${N} + j) * 3] - frame_base == rt
+        const bool self = pos[(ref * ${N} + j) * 3] == rt
                           && pos[(ref * ${N} + j) * 3 + 1] == ry && pos[(ref * ${N} + j) * 3 + 2] == rx;
 % else:
         const bool self = pos[(ref * ${N} + j) * 2] == ry && pos[(ref * ${N} + j) * 2 + 1] == rx;
@@ -251,19 +267,25 @@ void bm3d_filter(__global const float *restrict img,
         k *= 2;
 
     // Band offsets of column y, row 0, channel 0 of this work-item's patches (-1: not in
-    // the group).
+    // the group)${"; video: aoff, the same in the accumulator's ring of acc_nf slots" if video else ""}.
     int off[${R}];
+% if video:
+    int aoff[${R}];
+% endif
 % for r in range(R):
     {
         const int m = z + ${ZG * r};
         if (m >= k) {
             off[${r}] = -1;
         } else if (m == 0) {
-            off[${r}] = ((rt * ${C}) * H + ry - band_y0) * W + rx + y;
+            off[${r}] = ((rslot * ${C}) * H + ry - band_y0) * W + rx + y;
+% if video:
+            aoff[${r}] = ((((rt - frame_base) % acc_nf) * ${C}) * H + ry - band_y0) * W + rx + y;
+% endif
         } else {
             const int j = m - 1 + (m - 1 >= where ? 1 : 0);
 % if video:
-            const int tb = pos[(ref * ${N} + j) * 3] - frame_base;
+            const int tb = (pos[(ref * ${N} + j) * 3] - frame_base) % nf;
             const int yb = pos[(ref * ${N} + j) * 3 + 1] - band_y0;
             const int xb = pos[(ref * ${N} + j) * 3 + 2];
 % else:
@@ -272,6 +294,9 @@ void bm3d_filter(__global const float *restrict img,
             const int xb = pos[(ref * ${N} + j) * 2 + 1];
 % endif
             off[${r}] = ((tb * ${C}) * H + yb) * W + xb + y;
+% if video:
+            aoff[${r}] = ((((pos[(ref * ${N} + j) * 3] - frame_base) % acc_nf) * ${C}) * H + yb) * W + xb + y;
+% endif
         }
     }
 % endfor
@@ -347,7 +372,7 @@ void bm3d_filter(__global const float *restrict img,
         if (off[${r}] >= 0) {
 % for kk in range(P):
             {
-                const int at = 2 * (off[${r}] + ${c} * H * W + ${kk} * W);
+                const int at = 2 * (${"aoff" if video else "off"}[${r}] + ${c} * H * W + ${kk} * W);
                 const float wk = wy * kaiser1d[${kk}];
                 ADD_NUM(at, wk * A[${r}][${kk}]);
                 ADD_DEN(at + 1, wk);
@@ -414,28 +439,29 @@ __kernel void bm3d_finalize(__global const ${ACC} *restrict acc, const int H, co
 }
 
 //
-// Zeroes the accumulator (count elements). A kernel, not a fill: Oclgrind's
+// Zeroes acc[first ... first + count - 1]. A kernel, not a fill: Oclgrind's
 // uninitialised-memory checker does not see fills.
 //
-__kernel void bm3d_clear(__global ${ACC} *acc, const int count)
+__kernel void bm3d_clear(__global ${ACC} *acc, const int first, const int count)
 {
     const int i = get_global_id(0);
     if (i < count)
-        acc[i] = 0;
+        acc[first + i] = 0;
 }
 
 % if colour:
 //
 // CBM3D's opponent colour transform (Dabov et al., ICIP 2007), in place on the planar band
 // (C = 3): Y = (R + G + B) / 3, U = (R - B) / 2, V = (R - 2G + B) / 4. With `lum`, Y is
-// also written alone to lum[(f * H + y) * W + x] (video: the search reads one channel).
+// also written alone to lum[(f * H + y) * W + x]. Frames f0 ... f0 + nf - 1 of the band.
 // Launch: global (W, H, nf).
 //
-__kernel void bm3d_to_opponent(__global float *restrict img, const int nf, const int H,
-                               const int W, __global float *restrict lum, const int write_lum)
+__kernel void bm3d_to_opponent(__global float *restrict img, const int f0, const int nf,
+                               const int H, const int W, __global float *restrict lum,
+                               const int write_lum)
 {
-    const int x = get_global_id(0), y = get_global_id(1), f = get_global_id(2);
-    if (x >= W || y >= H || f >= nf)
+    const int x = get_global_id(0), y = get_global_id(1), f = f0 + get_global_id(2);
+    if (x >= W || y >= H || f >= f0 + nf)
         return;
     const int at = (f * 3 * H + y) * W + x;
     const float r = img[at], g = img[at + H * W], b = img[at + 2 * H * W];

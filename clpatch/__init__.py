@@ -16,6 +16,7 @@ from .profiles import DeviceProfile, family_profile
 from .runtime import Runtime, default_runtime, list_devices, select_device
 from .scheduler import SearchConfig
 from .search import SearchPlan, SearchResult, grid_positions, search_patches
+from .vbm3d import VBM3DPlan, vbm3d
 
 __version__ = "0.1.0"
 
@@ -32,6 +33,7 @@ __all__ = [
     "SearchConfig",
     "SearchPlan",
     "SearchResult",
+    "VBM3DPlan",
     "bm3d",
     "default_runtime",
     "family_profile",
@@ -41,4 +43,5 @@ __all__ = [
     "nlmeans_video",
     "search_patches",
     "select_device",
+    "vbm3d",
 ]

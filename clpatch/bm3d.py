@@ -381,7 +381,8 @@ class BM3DPlan:
         if self.colour:
             hb = chunk.y_hi - chunk.y_lo
             events.append(("transform", stage.opponent(
-                self.runtime.queue, (self.cols, hb, 1), None, planar, np.int32(1), np.int32(hb),
+                self.runtime.queue, (self.cols, hb, 1), None, planar, np.int32(0), np.int32(1),
+                np.int32(hb),
                 np.int32(self.cols), planar, np.int32(0))))
         return planar
 
@@ -422,7 +423,7 @@ class BM3DPlan:
         item = 8 if self.aggregation == "fixed" else 4
         count = 2 * ch * hb * w
         acc = self._pool.get("acc", count * item)
-        events.append(("clear", stage.clear(queue, (count,), None, acc, i32(count))))
+        events.append(("clear", stage.clear(queue, (count,), None, acc, i32(0), i32(count))))
         ys = self._pool.get("ys", gy * 4)
         cl.enqueue_copy(queue, ys, stage.search.grid_y[chunk.g0:chunk.g1].astype(np.int32))
 
