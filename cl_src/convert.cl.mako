@@ -4,7 +4,8 @@
 <%page args="src_type"/>
 //
 // to_planar: copies a block of `frames` x `rows` x `cols` pixels with `channels` channels
-// from a strided source into dst[((f * channels + c) * rows + y) * cols + x] as float.
+// from a strided source into dst[dst_base + ((f * channels + c) * rows + y) * cols + x] as
+// float (dst_base: where the block starts in dst, e.g. a slot of a ring of frames).
 //
 // Launch: global (cols, rows, frames), any local size; each work-item copies all channels
 // of one pixel (no division by the channel count: Oclgrind cannot check the code it makes).
@@ -17,7 +18,7 @@
 __kernel void to_planar(__global const ${src_type} *restrict src, const long base,
                         const long sf, const long sy, const long sx, const long sc,
                         const int frames, const int rows, const int cols, const int channels,
-                        __global float *restrict dst)
+                        __global float *restrict dst, const long dst_base)
 {
     const int x = get_global_id(0), y = get_global_id(1), f = get_global_id(2);
     if (x >= cols || y >= rows || f >= frames)
@@ -30,6 +31,6 @@ __kernel void to_planar(__global const ${src_type} *restrict src, const long bas
 % else:
         const float v = (float)src[at];
 % endif
-        dst[((long)(f * channels + c) * rows + y) * cols + x] = v;
+        dst[dst_base + ((long)(f * channels + c) * rows + y) * cols + x] = v;
     }
 }

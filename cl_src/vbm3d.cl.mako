@@ -115,6 +115,17 @@ inline bool key_less(const float d1, const int t1, const int y1, const int x1,
     }
 </%def>
 
+## Moves the candidate counters (ck, cdy, cdx) to the next offset, row by row.
+<%def name="advance()">
+    if (++cdx > h) {
+        cdx = -h;
+        if (++cdy > h) {
+            cdy = -h;
+            ++ck;
+        }
+    }
+</%def>
+
 <%def name="args()">
     __global const float *restrict img, const int nf, const int H, const int W,
     const int frame_base, const int t_ref, const int t_lo, const int t_hi,
@@ -161,8 +172,11 @@ __kernel void vbm3d_search(${args()})
     }
     ${list_decl("best", N)}
     ${list_decl("fr", Q)}
-    // Centres of the next frame's windows, and the reference frame's kept positions.
+    // Centres of the next frame's windows (nc), and the reference frame's kept positions
+    // (ns); entries beyond the counts are zeros, never used as centres.
     int cy[${Q}], cx[${Q}], sy[${Q}], sx[${Q}];
+    for (int j = 0; j < ${Q}; ++j)
+        cy[j] = cx[j] = sy[j] = sx[j] = 0;
     int nc = 1, ns = 0;
     cy[0] = ry;
     cx[0] = rx;
@@ -225,15 +239,14 @@ inline float patch_distance(const float *ref, __global const float *c, const int
     return s;
 }
 
-__kernel __attribute__((reqd_work_group_size(${LANES * RPG_WINDOW}, 1, 1)))
+__kernel __attribute__((reqd_work_group_size(${LANES}, ${RPG_WINDOW}, 1)))
 void vbm3d_search(${args()})
 {
     __local float l_d[${RPG_WINDOW}][${LANES * Q}];
     __local int l_y[${RPG_WINDOW}][${LANES * Q}], l_x[${RPG_WINDOW}][${LANES * Q}];
     __local int l_cy[${RPG_WINDOW}][${Q}], l_cx[${RPG_WINDOW}][${Q}], l_nc[${RPG_WINDOW}];
-    const int lid = get_local_id(0);
-    const int lane = lid % ${LANES}, me = lid / ${LANES};
-    const int gj = get_group_id(0) * ${RPG_WINDOW} + me, gi = get_group_id(1);
+    const int lane = get_local_id(0), me = get_local_id(1);
+    const int gj = get_global_id(1), gi = get_global_id(2);
     const bool live = gj < gx;
     const int ref = gi * gx + gj;
     const int ry = ys[gi], rx = xs[live ? gj : gx - 1];
@@ -246,7 +259,11 @@ void vbm3d_search(${args()})
     }
     ${list_decl("best", N)}
     ${list_decl("fr", Q)}
+    // Centres of the next frame's windows (nc), and the reference frame's kept positions
+    // (ns); entries beyond the counts are zeros, never used as centres.
     int cy[${Q}], cx[${Q}], sy[${Q}], sx[${Q}];
+    for (int j = 0; j < ${Q}; ++j)
+        cy[j] = cx[j] = sy[j] = sx[j] = 0;
     int nc = 1, ns = 0;
     cy[0] = ry;
     cx[0] = rx;
@@ -341,16 +358,15 @@ inline float lane_sum(float v)
 }
 % endif
 
-__kernel __attribute__((reqd_work_group_size(${P * RPG_PATCH}, 1, 1)))
+__kernel __attribute__((reqd_work_group_size(${P}, ${RPG_PATCH}, 1)))
 void vbm3d_search(${args()})
 {
 % if not SHFL:
     __local float l_part[${RPG_PATCH}][${P}][${P + 1}];
     __local float l_sum[${RPG_PATCH}][${P}];
 % endif
-    const int lid = get_local_id(0);
-    const int lane = lid % ${P}, me = lid / ${P};
-    const int gj = get_group_id(0) * ${RPG_PATCH} + me, gi = get_group_id(1);
+    const int lane = get_local_id(0), me = get_local_id(1);
+    const int gj = get_global_id(1), gi = get_global_id(2);
     const bool live = gj < gx;
     const int ref = gi * gx + gj;
     const int ry = ys[gi], rx = xs[live ? gj : gx - 1];
@@ -362,7 +378,11 @@ void vbm3d_search(${args()})
     }
     ${list_decl("best", N)}
     ${list_decl("fr", Q)}
+    // Centres of the next frame's windows (nc), and the reference frame's kept positions
+    // (ns); entries beyond the counts are zeros, never used as centres.
     int cy[${Q}], cx[${Q}], sy[${Q}], sx[${Q}];
+    for (int j = 0; j < ${Q}; ++j)
+        cy[j] = cx[j] = sy[j] = sx[j] = 0;
     int nc = 1, ns = 0;
     cy[0] = ry;
     cx[0] = rx;
@@ -376,15 +396,15 @@ void vbm3d_search(${args()})
         }
         ${list_clear("fr", Q)}
         __global const float *g = GUIDE(t);
-        const int side = 2 * h + 1;
         const int count = first ? ${NC1} : ${NC2};
+        // Candidate c is offset (cdy, cdx) of window ck, enumerated row by row; the counters
+        // advance without divisions (Oclgrind cannot check the code divisions compile to).
+        int ck = 0, cdy = -h, cdx = -h;
 % if SHFL:
         for (int c = 0; c < count; ++c) {
-            const int k = c / (side * side), o = c - k * side * side;
-            const int y = (k < nc ? cy[k] : 0) + o / side - h;
-            const int x = (k < nc ? cx[k] : 0) + o % side - h;
-            const bool ok = k < nc && y >= 0 && y <= H - ${P} && x >= 0 && x <= W - ${P}
-                            && !seen_before(k, y, x, cy, cx, h);
+            const int y = cy[ck] + cdy, x = cx[ck] + cdx;
+            const bool ok = ck < nc && y >= 0 && y <= H - ${P} && x >= 0 && x <= W - ${P}
+                            && !seen_before(ck, y, x, cy, cx, h);
             __global const float *p = g + clamp(y, 0, H - ${P}) * W + clamp(x, 0, W - ${P}) + lane;
             float s = 0.0f;
             for (int r = 0; r < ${P}; ++r) {
@@ -395,23 +415,31 @@ void vbm3d_search(${args()})
             if (ok) {
                 ${list_insert("fr", Q, "d", "t", "y", "x")}
             }
+            ${advance()}
         }
 % else:
         for (int c0 = 0; c0 < count; c0 += ${P}) {
             // Round: lane l computes column l of candidates c0 ... c0 + ${P - 1}, then sums
-            // candidate c0 + l's columns.
+            // candidate c0 + l's columns; every lane then inserts the round's candidates.
+            int by[${P}], bx[${P}];
+            bool bok[${P}];
             for (int i = 0; i < ${P}; ++i) {
-                const int c = min(c0 + i, count - 1);
-                const int k = c / (side * side), o = c - k * side * side;
-                const int y = clamp((k < nc ? cy[k] : 0) + o / side - h, 0, H - ${P});
-                const int x = clamp((k < nc ? cx[k] : 0) + o % side - h, 0, W - ${P});
-                __global const float *p = g + y * W + x + lane;
+                const bool in = c0 + i < count;
+                const int y = cy[min(ck, ${Q - 1})] + cdy, x = cx[min(ck, ${Q - 1})] + cdx;
+                by[i] = y;
+                bx[i] = x;
+                bok[i] = in && ck < nc && y >= 0 && y <= H - ${P} && x >= 0 && x <= W - ${P}
+                         && !seen_before(ck, y, x, cy, cx, h);
+                __global const float *p = g + clamp(y, 0, H - ${P}) * W + clamp(x, 0, W - ${P}) + lane;
                 float s = 0.0f;
                 for (int r = 0; r < ${P}; ++r) {
                     const float d = col[r] - p[r * W];
                     s = fma(d, d, s);
                 }
                 l_part[me][i][lane] = s;
+                if (in) {
+                    ${advance()}
+                }
             }
             barrier(CLK_LOCAL_MEM_FENCE);
             {
@@ -421,18 +449,11 @@ void vbm3d_search(${args()})
                 l_sum[me][lane] = s;
             }
             barrier(CLK_LOCAL_MEM_FENCE);
-            for (int i = 0; i < ${P} && c0 + i < count; ++i) {
-                const int c = c0 + i;
-                const int k = c / (side * side), o = c - k * side * side;
-                const int y = (k < nc ? cy[k] : 0) + o / side - h;
-                const int x = (k < nc ? cx[k] : 0) + o % side - h;
-                const bool ok = k < nc && y >= 0 && y <= H - ${P} && x >= 0 && x <= W - ${P}
-                                && !seen_before(k, y, x, cy, cx, h);
-                const float d = l_sum[me][i];
-                if (ok) {
-                    ${list_insert("fr", Q, "d", "t", "y", "x")}
+            for (int i = 0; i < ${P}; ++i)
+                if (bok[i]) {
+                    const float d = l_sum[me][i];
+                    ${list_insert("fr", Q, "d", "t", "by[i]", "bx[i]")}
                 }
-            }
         }
 % endif
         nc = 0;

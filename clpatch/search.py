@@ -403,7 +403,7 @@ class SearchPlan:
         event = kernel(queue, (self.cols, rows, frames), None, src_buf,
                        np.int64(base), np.int64(sf), np.int64(sy), np.int64(sx), np.int64(sc),
                        np.int32(frames), np.int32(rows), np.int32(self.cols),
-                       np.int32(channels), planar)
+                       np.int32(channels), planar, np.int64(0))
         self.last_events.append(("convert", event))
         if volume.on_device:
             self._check_device_values(planar, frames * channels * rows * self.cols)

@@ -41,7 +41,7 @@ import pyopencl as cl
 import pyopencl.array as cla
 
 from ._buffers import BufferPool, tile_limits
-from ._images import as_volume, channels_last, check_host_values, magnitude_limit
+from ._images import CL_TYPES, Volume, as_volume, channels_last, check_host_values, magnitude_limit
 from .bm3d import (
     AGGREGATIONS,
     MAX_GROUP,
@@ -198,13 +198,14 @@ class _Stage:
         self.ys = plan._int_buffer(self.grid_y)
         self.xs = plan._int_buffer(self.grid_x)
 
-    def search_sizes(self, variant: str) -> tuple[tuple[int, int], tuple[int, int]]:
+    def search_sizes(self, variant: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """(global, local) sizes of the search: naive (columns, rows); the others (lanes,
+        columns, rows), each work-group `group` references of `lanes` work-items."""
         gy, gx = len(self.grid_y), len(self.grid_x)
         if variant == "naive":
             local = self.group
             return (-(-gx // local) * local, gy), (local, 1)
-        local = self.lanes * self.group
-        return (-(-gx // self.group) * local, gy), (local, 1)
+        return ((self.lanes, -(-gx // self.group) * self.group, gy), (self.lanes, self.group, 1))
 
 
 class VBM3DPlan:
@@ -237,6 +238,7 @@ class VBM3DPlan:
         self._check_memory(memory_bytes)
         self.stages = [_Stage(self, sp) for sp in self.params]
         self._pool = BufferPool(runtime.context)
+        self._converts: dict[str, Any] = {}
         self.keep_events = False
         self.last_events: list[tuple[str, Any]] = []
 
@@ -283,26 +285,44 @@ class VBM3DPlan:
 
     def run(self, video: Any, sigma: float, *, data_range: float | None = None) -> Any:
         """Denoise a whole video (T, H, W[, C]) of the planned frame shape: float32 of the
-        same shape, NumPy for NumPy input, a device array for device input (its frames are
-        read back to the host one at a time on the way in)."""
+        same shape, NumPy for NumPy input, a device array for device input (converted frame
+        by frame on the device)."""
         volume = as_volume(video, name="frames", video=True)
         if (volume.rows, volume.cols, volume.channels) != (self.rows, self.cols, self.channels):
             raise ValueError(f"frames shape {tuple(video.shape)} differs from the planned frame "
                              f"shape {(self.rows, self.cols, self.channels)}")
         if volume.on_device:
-            host = video.get()
+            if volume.array.context != self.runtime.context:
+                raise ValueError("frames live in another OpenCL context than the runtime's")
+            peak = self._device_peak(volume)
             output = cla.empty(self.runtime.queue, tuple(video.shape), np.float32)
+            frames: Iterator[Any] = (_DeviceFrame(volume, t) for t in range(volume.frames))
         else:
-            host = video
+            check_host_values(volume, self.params[0].patch_size, name="frames")
+            peak = float(np.abs(video).max())
             output = np.empty(tuple(video.shape), np.float32)
-        check_host_values(as_volume(host, name="frames", video=True), self.params[0].patch_size,
-                          name="frames")
-        peak = float(np.abs(host).max())
-        for t, frame in enumerate(self._stream(iter(host), sigma, data_range, peak, host.dtype,
+            frames = iter(video)
+        for t, frame in enumerate(self._stream(frames, sigma, data_range, peak, volume.dtype,
                                                output if volume.on_device else None)):
             if not volume.on_device:
                 output[t] = frame.reshape(output.shape[1:])
         return output
+
+    def _device_peak(self, volume: Volume) -> float:
+        """The largest |value| of a device video, checked finite and small enough for
+        float32 distances."""
+        array = volume.array
+        if array.flags.forc:
+            peak = max(abs(float(cla.max(array).get())), abs(float(cla.min(array).get())))
+        else:  # pyopencl reduces contiguous arrays only
+            peak = float(np.abs(array.get()).max())
+        limit = magnitude_limit(self.params[0].patch_size, 1)
+        if not math.isfinite(peak):
+            raise ValueError("frames contain NaN or infinite values")
+        if peak > limit:
+            raise ValueError(f"frames values must satisfy |x| <= {limit:.3g} so that float32 "
+                             f"patch distances cannot overflow (largest |x| is {peak:.3g})")
+        return peak
 
     def stream(self, frames: Iterable[Any], sigma: float, *, data_range: float | None = None,
                peak: float | None = None) -> Iterator[np.ndarray]:
@@ -315,7 +335,9 @@ class VBM3DPlan:
         _float("sigma", sigma)
         return self._stream(iter(frames), sigma, data_range, peak, None, None)
 
-    def _frame_array(self, frame: Any, index: int) -> np.ndarray:
+    def _frame_array(self, frame: Any, index: int) -> Any:
+        if isinstance(frame, _DeviceFrame):
+            return frame
         if isinstance(frame, cla.Array):
             frame = frame.get()
         frame = np.asarray(frame)
@@ -346,7 +368,7 @@ class VBM3DPlan:
             else:
                 frame = self._frame_array(frame, state.uploaded)
                 if state.uploaded == 0:
-                    first = float(np.abs(frame).max()) if frame.size else 0.0
+                    first = peak if isinstance(frame, _DeviceFrame) else float(np.abs(frame).max())
                     if data_range is None:
                         data_range = default_data_range(dtype or frame.dtype,
                                                         peak if peak is not None else first)
@@ -393,7 +415,9 @@ class VBM3DPlan:
         if not self.keep_events:
             self.last_events = []
 
-    def _check_frame(self, frame: np.ndarray, state: _StreamState, limit: float) -> None:
+    def _check_frame(self, frame: Any, state: _StreamState, limit: float) -> None:
+        if isinstance(frame, _DeviceFrame):
+            return  # the whole video was checked on the device
         index = state.uploaded
         if frame.dtype.kind == "f" and not np.isfinite(frame).all():
             raise ValueError(f"frame {index} contains NaN or infinite values")
@@ -422,23 +446,45 @@ class VBM3DPlan:
         self._clear(0, state.uploaded, events)
         state.uploaded += 1
 
-    def _put_frame(self, frame: np.ndarray, t: int, events: list) -> None:
-        """Frame t into its slot of the noisy ring (opponent colours for colour)."""
-        queue, i32 = self.runtime.queue, np.int32
+    def _put_frame(self, frame: Any, t: int, events: list) -> None:
+        """Frame t (a NumPy frame or a `_DeviceFrame`) into its slot of the noisy ring, as
+        planar float (opponent colours for colour), converted on the device."""
+        queue, i32, i64 = self.runtime.queue, np.int32, np.int64
         bufs = self._buffers()
-        frame_items = self.channels * self.rows * self.cols
+        if isinstance(frame, _DeviceFrame):
+            volume = frame.volume
+            sf, sy, sx, sc = volume.element_strides()
+            base, dtype = volume.element_offset() + frame.index * sf, volume.dtype
+            source = volume.array.base_data
+        else:
+            block = frame.reshape(self.rows, self.cols, self.channels)
+            if block.dtype == np.float64 and not self.runtime.profile.fp64:
+                block = block.astype(np.float32)
+            block = np.ascontiguousarray(block)
+            dtype, base = block.dtype, 0
+            sy, sx = self.cols * self.channels, self.channels
+            sc = 1
+            source = self._pool.get("staging", block.nbytes)
+            events.append(("upload", cl.enqueue_copy(queue, source, block, is_blocking=False)))
+        if dtype == np.float64 and not self.runtime.profile.fp64:
+            raise TypeError("float64 device arrays need a device with fp64 support")
         slot = t % self.slots
-        planar = np.ascontiguousarray(
-            np.moveaxis(frame.reshape(self.rows, self.cols, self.channels), -1, 0),
-            dtype=np.float32)
-        events.append(("upload", cl.enqueue_copy(queue, bufs["noisy"], planar,
-                                                 dst_offset=slot * frame_items * 4,
-                                                 is_blocking=False)))
+        frame_items = self.channels * self.rows * self.cols
+        events.append(("convert", self._convert(dtype)(
+            queue, (self.cols, self.rows, 1), None, source, i64(base), i64(0), i64(sy), i64(sx),
+            i64(sc), i32(1), i32(self.rows), i32(self.cols), i32(self.channels), bufs["noisy"],
+            i64(slot * frame_items))))
         if self.colour:
-            stage = self.stages[0]
-            events.append(("transform", stage.opponent(
+            events.append(("transform", self.stages[0].opponent(
                 queue, (self.cols, self.rows, 1), None, bufs["noisy"], i32(slot), i32(1),
                 i32(self.rows), i32(self.cols), bufs["noisy"], i32(0))))
+
+    def _convert(self, dtype: np.dtype) -> Any:
+        name = CL_TYPES[np.dtype(dtype)]
+        if name not in self._converts:
+            program = self.runtime.programs.get("convert.cl.mako", src_type=name)
+            self._converts[name] = cl.Kernel(program, "to_planar")
+        return self._converts[name]
 
     def search(self, video: Any, t: int, *, stage: int = 1) -> tuple[np.ndarray, np.ndarray]:
         """The search of one reference frame, for tests and inspection: (positions
@@ -551,6 +597,14 @@ class VBM3DPlan:
         frame = np.empty(shape, np.float32)
         cl.enqueue_copy(queue, frame, out)
         return frame
+
+
+@dataclass(frozen=True)
+class _DeviceFrame:
+    """Frame `index` of a device video, converted in place of a NumPy frame."""
+
+    volume: Volume
+    index: int
 
 
 @dataclass

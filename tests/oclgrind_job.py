@@ -3,6 +3,7 @@
     python tests/oclgrind_job.py search VARIANT TABLE [--video] [--channels C]
     python tests/oclgrind_job.py nlmeans AGGREGATION AVERAGING [--video] [--channels C]
     python tests/oclgrind_job.py bm3d AGGREGATION [--channels C]
+    python tests/oclgrind_job.py vbm3d SEARCH_VARIANT AGGREGATION [--channels C]
     python tests/oclgrind_job.py planted race|uninit_local|uninit_private|uninit_global
 
 Runs on the device CLPATCH_DEVICE names (the tests set `oclgrind`) and refuses any other.
@@ -10,7 +11,8 @@ Runs on the device CLPATCH_DEVICE names (the tests set `oclgrind`) and refuses a
 oracle (exit 1 with the reason when it differs); `nlmeans` likewise runs NL-means with one
 aggregation strategy and averaging kernel against its NumPy reference; `bm3d` runs both
 BM3D stages (CBM3D with 3 channels) with one aggregation strategy against the NumPy
-reference, keeping every buffer alive (see `keep_buffers_alive`); `planted` runs a
+reference, keeping every buffer alive (see `keep_buffers_alive`); `vbm3d` runs VBM3D on a
+tiny video with one search variant and aggregation against its NumPy reference; `planted` runs a
 test-only kernel with a planted bug, which Oclgrind must report on stderr. Oclgrind's own
 diagnostics go to stderr; the test reads them there. One configuration per process: Oclgrind's
 uninitialised-value plugin reports false positives once a second plan in the same
@@ -172,6 +174,25 @@ def run_bm3d(aggregation: str, channels: int) -> None:
     print(f"ok: bm3d {aggregation} on {image.shape} (max error {error:.2g})")
 
 
+def run_vbm3d(variant: str, aggregation: str, channels: int) -> None:
+    from tests.reference.vbm3d import vbm3d_reference
+
+    keep_buffers_alive()
+    runtime = simulator_runtime()
+    # 4 frames with temporal radius 1 (a ring of 6 frame slots, 4 accumulator slots), both
+    # stages; 14 x 17 puts the last grid row and column off the step lattice.
+    frames = np.stack([smooth_noisy((14, 17) + ((channels,) if channels > 1 else ()), seed=t)
+                       for t in range(4)])
+    out = clpatch.vbm3d(frames, 20.0, temporal_radius=1, variant=variant,
+                        aggregation=aggregation, runtime=runtime)
+    expected = vbm3d_reference(frames.astype(np.float64), 20.0, temporal_radius=1)
+    error = float(np.abs(out - expected).max())
+    if out.shape != frames.shape or not error <= 1e-3:
+        sys.exit(f"vbm3d {variant} {aggregation} on {frames.shape}: shape {out.shape}, "
+                 f"error {error}")
+    print(f"ok: vbm3d {variant} {aggregation} on {frames.shape} (max error {error:.2g})")
+
+
 def run_planted(kernel_name: str) -> None:
     runtime = simulator_runtime()
     program = runtime.programs.build(PLANTED, template="<planted bugs>")
@@ -205,6 +226,10 @@ def main() -> None:
     bm3d = jobs.add_parser("bm3d")
     bm3d.add_argument("aggregation")
     bm3d.add_argument("--channels", type=int, default=1)
+    vbm3d = jobs.add_parser("vbm3d")
+    vbm3d.add_argument("variant")
+    vbm3d.add_argument("aggregation")
+    vbm3d.add_argument("--channels", type=int, default=1)
     planted = jobs.add_parser("planted")
     planted.add_argument("kernel", choices=("race", "uninit_local", "uninit_private",
                                             "uninit_global"))
@@ -215,6 +240,8 @@ def main() -> None:
         run_nlmeans(args.aggregation, args.averaging, args.video, args.channels)
     elif args.job == "bm3d":
         run_bm3d(args.aggregation, args.channels)
+    elif args.job == "vbm3d":
+        run_vbm3d(args.variant, args.aggregation, args.channels)
     else:
         run_planted(args.kernel)
 

@@ -142,7 +142,8 @@ def run_convert(runtime, program):
     dst_buf = cl.Buffer(runtime.context, mf.WRITE_ONLY, src.size * 4)
     i64, i32 = np.int64, np.int32
     cl.Kernel(program, "to_planar")(runtime.queue, (3, 2, 1), None, src_buf, i64(0), i64(0),
-                                    i64(3), i64(1), i64(0), i32(1), i32(2), i32(3), i32(1), dst_buf)
+                                    i64(3), i64(1), i64(0), i32(1), i32(2), i32(3), i32(1), dst_buf,
+                                    i64(0))
     out = np.empty(src.shape, np.float32)
     cl.enqueue_copy(runtime.queue, out, dst_buf)
     np.testing.assert_array_equal(out, src.astype(np.float32))

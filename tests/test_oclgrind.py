@@ -120,6 +120,18 @@ def test_bm3d_colour_runs_clean():
     assert_clean("bm3d", "fixed", "--channels", "3")
 
 
+# VBM3D: each search variant (the window and patch ones synchronise through local memory)
+# with the filter in video mode over frame rings; colour once.
+@pytest.mark.parametrize("variant,aggregation", [("naive", "fixed"), ("window", "cas"),
+                                                 ("patch", "fixed")])
+def test_vbm3d_runs_clean(variant, aggregation):
+    assert_clean("vbm3d", variant, aggregation)
+
+
+def test_vbm3d_colour_runs_clean():
+    assert_clean("vbm3d", "window", "fixed", "--channels", "3")
+
+
 # ---- negative controls: the harness must see planted bugs -------------------------------
 
 def test_planted_local_memory_race_is_reported():
