@@ -311,11 +311,23 @@ class VBM3DPlan:
     def _device_peak(self, volume: Volume) -> float:
         """The largest |value| of a device video, checked finite and small enough for
         float32 distances."""
-        array = volume.array
-        if array.flags.forc:
-            peak = max(abs(float(cla.max(array).get())), abs(float(cla.min(array).get())))
-        else:  # pyopencl reduces contiguous arrays only
-            peak = float(np.abs(array.get()).max())
+        if volume.array.flags.forc:
+            views = [volume.array]
+        else:
+            # pyopencl reduces contiguous arrays only: convert frame by frame.
+            items = self.channels * self.rows * self.cols
+            scratch = self._pool.get("peak", items * 4)
+            views = []
+            for t in range(volume.frames):
+                self._convert_frame(_DeviceFrame(volume, t), scratch, 0, [])
+                views.append(cla.Array(self.runtime.queue, (items,), np.float32,
+                                       data=scratch).copy())
+        peak = 0.0
+        for view in views:
+            # x * 0 is NaN for NaN and infinite x: the sum finds both.
+            if not math.isfinite(float(cla.sum(view * 0).get())):
+                raise ValueError("frames contain NaN or infinite values")
+            peak = max(peak, abs(float(cla.max(view).get())), abs(float(cla.min(view).get())))
         limit = magnitude_limit(self.params[0].patch_size, 1)
         if not math.isfinite(peak):
             raise ValueError("frames contain NaN or infinite values")
@@ -449,8 +461,19 @@ class VBM3DPlan:
     def _put_frame(self, frame: Any, t: int, events: list) -> None:
         """Frame t (a NumPy frame or a `_DeviceFrame`) into its slot of the noisy ring, as
         planar float (opponent colours for colour), converted on the device."""
-        queue, i32, i64 = self.runtime.queue, np.int32, np.int64
+        slot = t % self.slots
         bufs = self._buffers()
+        self._convert_frame(frame, bufs["noisy"], slot * self.channels * self.rows * self.cols,
+                            events)
+        if self.colour:
+            i32 = np.int32
+            events.append(("transform", self.stages[0].opponent(
+                self.runtime.queue, (self.cols, self.rows, 1), None, bufs["noisy"], i32(slot),
+                i32(1), i32(self.rows), i32(self.cols), bufs["noisy"], i32(0))))
+
+    def _convert_frame(self, frame: Any, dst: Any, dst_base: int, events: list) -> None:
+        """A NumPy frame or a `_DeviceFrame` as planar float32 at dst[dst_base ...]."""
+        queue, i32, i64 = self.runtime.queue, np.int32, np.int64
         if isinstance(frame, _DeviceFrame):
             volume = frame.volume
             sf, sy, sx, sc = volume.element_strides()
@@ -468,16 +491,10 @@ class VBM3DPlan:
             events.append(("upload", cl.enqueue_copy(queue, source, block, is_blocking=False)))
         if dtype == np.float64 and not self.runtime.profile.fp64:
             raise TypeError("float64 device arrays need a device with fp64 support")
-        slot = t % self.slots
-        frame_items = self.channels * self.rows * self.cols
         events.append(("convert", self._convert(dtype)(
             queue, (self.cols, self.rows, 1), None, source, i64(base), i64(0), i64(sy), i64(sx),
-            i64(sc), i32(1), i32(self.rows), i32(self.cols), i32(self.channels), bufs["noisy"],
-            i64(slot * frame_items))))
-        if self.colour:
-            events.append(("transform", self.stages[0].opponent(
-                queue, (self.cols, self.rows, 1), None, bufs["noisy"], i32(slot), i32(1),
-                i32(self.rows), i32(self.cols), bufs["noisy"], i32(0))))
+            i64(sc), i32(1), i32(self.rows), i32(self.cols), i32(self.channels), dst,
+            i64(dst_base))))
 
     def _convert(self, dtype: np.dtype) -> Any:
         name = CL_TYPES[np.dtype(dtype)]
