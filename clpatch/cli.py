@@ -297,13 +297,14 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 # ---- denoise and demo ---------------------------------------------------------------------
 
-DENOISE_METHODS = ("nlmeans", "bm3d")
+DENOISE_METHODS = ("nlmeans", "bm3d", "vbm3d")
 AGGREGATIONS = ("buffers", "fixed", "cas")
 BM3D_PRESETS = ("fast", "reference")
 # Options of `denoise` passed on to the method when given: (argparse dest, keyword, label).
 _METHOD_OPTIONS = (("preset", "preset", "preset"), ("patch_size", "patch_size", "patch"),
                    ("step", "step", "step"), ("window", "window", "window"), ("n", "n", "n"),
-                   ("h", "h", "h"), ("aggregation", "aggregation", "aggregation"))
+                   ("h", "h", "h"), ("aggregation", "aggregation", "aggregation"),
+                   ("temporal_radius", "temporal_radius", "temporal radius"))
 DEMO_SIGMA = 20.0
 DEMO_SEED = 0
 
@@ -328,6 +329,10 @@ def _method(name: str) -> Any:
         from .bm3d import bm3d
 
         return bm3d
+    if name == "vbm3d":
+        from .vbm3d import vbm3d
+
+        return vbm3d
     raise CommandError(f"unknown denoising method {name!r}; choose from {', '.join(DENOISE_METHODS)}")
 
 
@@ -394,6 +399,10 @@ def _denoise(name: str, image: np.ndarray, info: ImageInfo, args: argparse.Names
     """Denoise `image`, write args.output (when given) and print what happened."""
     import inspect
 
+    if args.method == "vbm3d":
+        raise CommandError(f"--method vbm3d denoises videos, and {name} is an image; give a "
+                           "directory of frames, a multi-page TIFF, a (T, H, W[, 3]) .npy array "
+                           "or a video file")
     function = _method(args.method)
     kwargs = {key: getattr(args, dest) for dest, key, _ in _METHOD_OPTIONS
               if getattr(args, dest, None) is not None}
@@ -465,6 +474,17 @@ def cmd_denoise(args: argparse.Namespace) -> int:
         args.sigma = args.add_noise
     if args.add_noise is None and (args.seed is not None or args.save_noisy):
         raise CommandError("--seed and --save-noisy go with --add-noise")
+    from .videoio import is_video_path
+
+    if is_video_path(args.input):
+        from .cli_video import VideoCommandError, denoise_video
+
+        try:
+            return denoise_video(args, _noise_seed(args.seed) if args.add_noise else None)
+        except VideoCommandError as exc:
+            raise CommandError(str(exc)) from None
+    if args.overwrite:
+        raise CommandError("--overwrite is for video outputs (directories of frames)")
     image, info = read_image(args.input)
     _check_output(args.output, info)
     _check_output(args.save_noisy, info)
@@ -540,17 +560,21 @@ def build_parser() -> argparse.ArgumentParser:
     search.set_defaults(func=cmd_search)
 
     denoise = commands.add_parser(
-        "denoise", help="denoise an image file",
+        "denoise", help="denoise an image or a video",
         description="Denoise an image (PNG, TIFF, JPEG: 8- or 16-bit grayscale, RGB, with or "
         "without alpha; or a .npy array) and write the result with the same bit depth and mode; "
         "alpha is kept as it is. Values and sigma share the file's units (0-255 for 8-bit, "
-        "0-65535 for 16-bit files).")
+        "0-65535 for 16-bit files). Videos (a directory of frames, a multi-page TIFF, a "
+        "(T, H, W[, 3]) .npy array, or with the 'video' extra a video file) are denoised with "
+        "--method vbm3d (streamed), bm3d (frame by frame) or nlmeans (video NL-means) and "
+        "written as OUT's kind of video.")
     denoise.add_argument("input", metavar="IN", help="noisy image file (or the clean image, with "
                          "--add-noise)")
     denoise.add_argument("output", metavar="OUT", help="denoised image to write; the format "
                          "comes from the extension (.png, .tif, .tiff, .jpg, .jpeg, .npy)")
     denoise.add_argument("--method", "-m", choices=DENOISE_METHODS, default="nlmeans",
-                         help="denoising method: nlmeans (default) or bm3d (CBM3D for colour)")
+                         help="denoising method: nlmeans (default), bm3d (CBM3D for colour) or, "
+                              "for videos, vbm3d")
     denoise.add_argument("--preset", choices=BM3D_PRESETS, default=None,
                          help="bm3d parameter set: fast (Davy-Ehret's defaults, the default) or "
                               "reference (the original BM3D's)")
@@ -583,6 +607,11 @@ def build_parser() -> argparse.ArgumentParser:
     denoise.add_argument("--aggregation", choices=AGGREGATIONS, default=None,
                          help="how overlapping patch estimates are summed (default: the "
                               "scheduler's choice for the device)")
+    denoise.add_argument("--temporal-radius", "-t", type=int, default=None,
+                         help="videos: frames searched on each side (default: vbm3d 4, nlmeans 4)")
+    denoise.add_argument("--overwrite", action="store_true",
+                         help="videos: write into a non-empty OUT directory (its frame_NNNNN "
+                              "files are replaced)")
     _add_device_option(denoise)
     denoise.set_defaults(func=cmd_denoise)
 
