@@ -112,6 +112,39 @@ def _float(name: str, value: Any, *, positive: bool = True) -> float:
     return value
 
 
+def merge_params(defaults: dict[str, Any], overrides: dict[str, Any],
+                 what: str) -> tuple[dict[str, Any], int]:
+    """(the defaults with the non-None overrides applied, patch size): unknown keys are a
+    TypeError; with a patch size other than 8 the 2-D transform defaults to the DCT in both
+    stages (Bior1.5 is defined on 8 points only)."""
+    cfg = dict(defaults)
+    for key, value in overrides.items():
+        if key not in cfg:
+            raise TypeError(f"unknown {what} parameter {key!r}; accepted: {sorted(cfg)}")
+        if value is not None:
+            cfg[key] = value
+    p = _check_int("patch_size", cfg["patch_size"], 2, MAX_PATCH)
+    if p != 8 and overrides.get("transform_2d") is None:
+        cfg["transform_2d"] = "dct"
+    return cfg, p
+
+
+def group_and_transforms(per: dict[str, tuple[Any, Any]], s: int,
+                         patch_size: int) -> tuple[int, str, str]:
+    """(n, transform_2d, transform_1d) of stage s + 1, checked, from per-stage pairs."""
+    n = _check_int("n", per["n"][s], 1, MAX_GROUP)
+    if n & (n - 1):
+        raise ValueError(f"n must be a power of 2 (1, 2, 4, 8, 16 or 32), got {n}")
+    t2, t1 = per["transform_2d"][s], per["transform_1d"][s]
+    if t2 not in _TRANSFORMS_2D:
+        raise ValueError(f"transform_2d must be one of {_TRANSFORMS_2D}, got {t2!r}")
+    if t1 not in _TRANSFORMS_1D:
+        raise ValueError(f"transform_1d must be one of {_TRANSFORMS_1D}, got {t1!r}")
+    if t2 == "bior1.5" and patch_size != 8:
+        raise ValueError(f"transform_2d='bior1.5' needs patch_size=8, got {patch_size}")
+    return n, t2, t1
+
+
 def stage_params(preset: str = "fast", **overrides: Any) -> tuple[StageParams, StageParams, int]:
     """(stage-1 params, stage-2 params, number of stages) for a preset plus overrides.
 
@@ -122,30 +155,13 @@ def stage_params(preset: str = "fast", **overrides: Any) -> tuple[StageParams, S
     """
     if preset not in PRESETS:
         raise ValueError(f"preset must be one of {sorted(PRESETS)}, got {preset!r}")
-    cfg = dict(PRESETS[preset])
-    for key, value in overrides.items():
-        if key not in cfg:
-            raise TypeError(f"unknown BM3D parameter {key!r}; accepted: {sorted(cfg)}")
-        if value is not None:
-            cfg[key] = value
-    p = _check_int("patch_size", cfg["patch_size"], 2, MAX_PATCH)
-    if p != 8 and overrides.get("transform_2d") is None:
-        cfg["transform_2d"] = "dct"
+    cfg, p = merge_params(PRESETS[preset], overrides, "BM3D")
     stages = _check_int("stages", cfg["stages"], 1, 2)
     per = {k: _pair(k, cfg[k]) for k in _PER_STAGE}
     lam = _float("lambda_3d", cfg["lambda_3d"])
     out = []
     for s in (0, 1):
-        n = _check_int("n", per["n"][s], 1, MAX_GROUP)
-        if n & (n - 1):
-            raise ValueError(f"n must be a power of 2 (1, 2, 4, 8, 16 or 32), got {n}")
-        t2, t1 = per["transform_2d"][s], per["transform_1d"][s]
-        if t2 not in _TRANSFORMS_2D:
-            raise ValueError(f"transform_2d must be one of {_TRANSFORMS_2D}, got {t2!r}")
-        if t1 not in _TRANSFORMS_1D:
-            raise ValueError(f"transform_1d must be one of {_TRANSFORMS_1D}, got {t1!r}")
-        if t2 == "bior1.5" and p != 8:
-            raise ValueError(f"transform_2d='bior1.5' needs patch_size=8, got {p}")
+        n, t2, t1 = group_and_transforms(per, s, p)
         out.append(StageParams(
             stage=s + 1, patch_size=p, step=_check_int("step", per["step"][s], 1, p),
             window=_check_int("window", per["window"][s], 1, MAX_WINDOW), n=n,

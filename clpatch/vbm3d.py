@@ -44,13 +44,14 @@ from ._buffers import BufferPool, tile_limits
 from ._images import CL_TYPES, Volume, as_volume, channels_last, check_host_values, magnitude_limit
 from .bm3d import (
     AGGREGATIONS,
-    MAX_GROUP,
     OPPONENT,
     WIENER_ENERGY_FLOOR,
     _float,
     _pair,
     choose_aggregation,
     default_data_range,
+    group_and_transforms,
+    merge_params,
 )
 from .errors import DeviceResourceError
 from .runtime import Runtime, resolve_runtime
@@ -60,7 +61,6 @@ __all__ = ["DEFAULTS", "VIDEO_SEARCHES", "VBM3DPlan", "VideoStageParams", "choos
            "search_layout", "vbm3d", "video_stage_params"]
 
 VIDEO_SEARCHES = ("naive", "window", "patch")
-MAX_PATCH = 16
 MAX_VIDEO_WINDOW = 31          # the window variant gives each window column a work-item
 MAX_Q = 8
 MAX_TEMPORAL_RADIUS = 16
@@ -98,32 +98,15 @@ def video_stage_params(**overrides: Any) -> tuple[VideoStageParams, VideoStagePa
     overrides. Per-stage parameters (step, window_ref, window_pred, q, n, tau_match,
     transform_2d, transform_1d, beta) take a scalar or a (stage 1, stage 2) pair; None keeps
     the default. With a patch size other than 8 the 2-D transform defaults to the DCT."""
-    cfg = dict(DEFAULTS)
-    for key, value in overrides.items():
-        if key not in cfg:
-            raise TypeError(f"unknown VBM3D parameter {key!r}; accepted: {sorted(cfg)}")
-        if value is not None:
-            cfg[key] = value
-    p = _check_int("patch_size", cfg["patch_size"], 2, MAX_PATCH)
-    if p != 8 and overrides.get("transform_2d") is None:
-        cfg["transform_2d"] = "dct"
+    cfg, p = merge_params(DEFAULTS, overrides, "VBM3D")
     stages = _check_int("stages", cfg["stages"], 1, 2)
     radius = _check_int("temporal_radius", cfg["temporal_radius"], 0, MAX_TEMPORAL_RADIUS)
     lam = _float("lambda_3d", cfg["lambda_3d"])
     per = {k: _pair(k, cfg[k]) for k in _PER_STAGE}
     out = []
     for s in (0, 1):
-        n = _check_int("n", per["n"][s], 1, MAX_GROUP)
-        if n & (n - 1):
-            raise ValueError(f"n must be a power of 2 (1, 2, 4, 8, 16 or 32), got {n}")
+        n, t2, t1 = group_and_transforms(per, s, p)
         q = _check_int("q", per["q"][s], 1, min(MAX_Q, n))
-        t2, t1 = per["transform_2d"][s], per["transform_1d"][s]
-        if t2 not in ("dct", "bior1.5"):
-            raise ValueError(f"transform_2d must be 'dct' or 'bior1.5', got {t2!r}")
-        if t1 not in ("haar", "hadamard"):
-            raise ValueError(f"transform_1d must be 'haar' or 'hadamard', got {t1!r}")
-        if t2 == "bior1.5" and p != 8:
-            raise ValueError(f"transform_2d='bior1.5' needs patch_size=8, got {p}")
         out.append(VideoStageParams(
             stage=s + 1, patch_size=p, step=_check_int("step", per["step"][s], 1, p),
             window_ref=_check_int("window_ref", per["window_ref"][s], 1, MAX_VIDEO_WINDOW),

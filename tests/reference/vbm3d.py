@@ -76,6 +76,7 @@ from typing import Any
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from clpatch.bm3d import _pair
 from clpatch.transforms import kaiser_window
 
 from .bm3d import OPP, OPP_INV, filter_stack
@@ -297,14 +298,6 @@ def build_groups(positions, distances, t_ref: int, grid_y, grid_x, tau: float, p
 
 
 # --------------------------------------------------------------------------- stages
-
-
-def _pair(name: str, value: Any) -> tuple[Any, Any]:
-    if isinstance(value, (tuple, list)):
-        if len(value) != 2:
-            raise ValueError(f"{name} must be a scalar or a (stage 1, stage 2) pair, got {value!r}")
-        return tuple(value)  # type: ignore[return-value]
-    return (value, value)
 
 
 def stage_params(stage: int, data_range: float = 255.0, **overrides: Any) -> dict[str, Any]:
