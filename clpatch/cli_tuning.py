@@ -109,14 +109,16 @@ def add_commands(commands: argparse._SubParsersAction,
     explain.add_argument("--n", "-n", type=int, default=None, dest="n",
                          help="default 16 (bm3d: the preset's)")
     explain.add_argument("--window", "-w", type=int, default=None,
-                         help="default 21 (bm3d: the preset's)")
+                         help="default 21 (bm3d: the preset's; vbm3d: its window in the "
+                              "reference's frame, 7)")
     explain.add_argument("--preset", choices=("fast", "reference"), default="fast",
                          help="bm3d only: the parameter set (default fast)")
     explain.add_argument("--channels", "-c", type=int, default=1)
     explain.add_argument("--metric", choices=("l2", "l1"), default="l2")
     explain.add_argument("--video", action="store_true", help="a video search (temporal window)")
-    explain.add_argument("--variant", choices=SEARCH_VARIANTS, default=None,
-                         help="force a variant (then the answer is 'forced')")
+    explain.add_argument("--variant", choices=SEARCH_VARIANTS + ("window", "patch"), default=None,
+                         help="force a variant (then the answer is 'forced'); vbm3d's are "
+                              "naive, window and patch")
     explain.add_argument("--tuning", metavar="FILE", help="read this tuning file instead of "
                          "$CLPATCH_TUNING or the user cache")
     add_device_option(explain)

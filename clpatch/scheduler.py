@@ -174,7 +174,7 @@ def complete(config: SearchConfig, request: SearchRequest, profile: DeviceProfil
                                batch=batch)
 
 
-OPERATIONS = ("search", "nlmeans", "bm3d")
+OPERATIONS = ("search", "nlmeans", "bm3d", "vbm3d")
 
 
 @dataclass
@@ -239,6 +239,8 @@ def explain(operation: str = "search", *, patch_size: int | None = None, step: i
     rt = resolve_runtime(runtime)
     if operation == "bm3d":
         return _explain_bm3d(rt, patch_size, step, n, window, channels, variant, preset)
+    if operation == "vbm3d":
+        return _explain_vbm3d(rt, patch_size, step, n, window, channels, variant)
     patch_size = 8 if patch_size is None else patch_size
     step = 4 if step is None else step
     n = 16 if n is None else n
@@ -261,6 +263,53 @@ def explain(operation: str = "search", *, patch_size: int | None = None, step: i
         if step > patch_size:
             explanation.notes.append("nlmeans needs step <= patch_size")
     return explanation
+
+
+@dataclass
+class VideoExplanation:
+    """What VBM3D runs and why (its video search is chosen by rule or forced, not tuned)."""
+
+    operation: str
+    device: str
+    variant: str
+    source: str
+    reason: str
+    notes: list[str] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        return "\n".join([f"{self.operation} on {self.device}",
+                          f"runs: {self.variant} video search (Davy-Ehret 4.2)",
+                          f"why:  {self.source} — {self.reason}", *self.notes])
+
+
+def _explain_vbm3d(rt: Any, patch_size: int | None, step: int | None, n: int | None,
+                   window: int | None, channels: int, variant: Any) -> VideoExplanation:
+    from .bm3d import choose_aggregation, filter_layout
+    from .vbm3d import choose_video_search, search_layout, video_stage_params
+
+    p1, p2, stages, radius = video_stage_params(patch_size=patch_size, step=step, n=n,
+                                                window_ref=window)
+    if channels not in (1, 3):
+        raise ValueError(f"vbm3d filters 1 or 3 channels, got {channels}")
+    chosen, why = choose_video_search(rt.profile, variant)
+    if why == "forced":
+        source, why = "forced", "given by the caller"
+    else:
+        source, why = "rule", why.removeprefix("rule: ")
+    out = VideoExplanation("vbm3d", rt.device.name.strip(), chosen, source, why)
+    for params in (p1, p2)[:stages]:
+        lanes, group = search_layout(chosen, params)
+        out.notes.append(
+            f"stage {params.stage}: patch {params.patch_size}, step {params.step}, window "
+            f"{params.window_ref} then {params.window_pred} around the {params.q} best of each "
+            f"frame, n {params.n}, +-{radius} frames; search {lanes} work-item(s) per reference"
+            f"; filter: {filter_layout(params, rt.profile)}")
+    kind, why = choose_aggregation(rt.profile)
+    out.notes.append(f"aggregation '{kind}' — rule: {why}")
+    if channels == 3:
+        out.notes.append("colour: groups matched on the opponent luminance Y")
+    out.notes.append("not tuned: clpatch autotune times the windowed searches only")
+    return out
 
 
 def _explain_bm3d(rt: Any, patch_size: int | None, step: int | None, n: int | None,

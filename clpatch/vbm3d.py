@@ -124,8 +124,11 @@ def choose_video_search(profile: Any, variant: str | None = None) -> tuple[str, 
             raise ValueError(f"variant must be one of {VIDEO_SEARCHES} or None, got {variant!r}")
         return variant, "forced"
     if profile.subgroup_ops == "intel":
-        return "patch", "rule: patch subdivision (4.2.4) on devices with Intel sub-groups (Davy-Ehret 4.5)"
-    return "window", "rule: window subdivision (4.2.3) (Davy-Ehret 4.5)"
+        return "patch", ("rule: patch subdivision (4.2.4) where Intel sub-groups exist, "
+                         "Davy-Ehret's choice for Intel GPUs (4.5)")
+    return "window", ("rule: window subdivision (4.2.3), Davy-Ehret's choice except on Intel "
+                      "GPUs (4.5); the fastest of the three on the H100 "
+                      "(benchmarks/results/vbm3d_h100.md)")
 
 
 def search_layout(variant: str, params: VideoStageParams) -> tuple[int, int]:

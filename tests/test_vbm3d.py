@@ -130,6 +130,15 @@ def test_search_layout_and_rule(runtime):
         choose_video_search(runtime.profile, "square")
 
 
+def test_explain(runtime):
+    from clpatch.scheduler import explain
+
+    text = str(explain("vbm3d", runtime=runtime))
+    assert "video search" in text and "why:  rule" in text and "stage 2: patch 8, step 4" in text
+    forced = str(explain("vbm3d", variant="naive", channels=3, runtime=runtime))
+    assert "runs: naive" in forced and "why:  forced" in forced and "colour" in forced
+
+
 # ---- the pipeline -------------------------------------------------------------------------
 
 def check_reference(out, video, *, what, atol=ATOL, **params):
