@@ -145,12 +145,13 @@ def search_layout(variant: str, params: VideoStageParams) -> tuple[int, int]:
 def _contributions(p: VideoStageParams, radius: int) -> int:
     """An upper bound of the patches aggregated into one pixel in one stage: a reference k
     frames away reaches at most window_ref // 2 + k · (window_pred // 2) pixels away, and
-    keeps at most q patches in any frame."""
+    keeps at most q patches in any frame (q + 1 in its own: the group always holds the
+    reference)."""
     total = 0
     for k in range(radius + 1):
         reach = p.patch_size - 1 + p.window_ref // 2 + k * (p.window_pred // 2)
         per_axis = -(-(2 * reach + 1) // p.step) + 1
-        total += (2 if k else 1) * per_axis * per_axis * min(p.q, p.n)
+        total += (2 if k else 1) * per_axis * per_axis * min(p.q + (0 if k else 1), p.n)
     return total
 
 
@@ -245,7 +246,9 @@ class VBM3DPlan:
         largest, total = tile_limits(self.runtime.profile, memory_bytes, MAX_BUFFER_BYTES)
         whole = sum(sizes.values()) + (sizes["accumulator"] if len(self.params) == 2 else 0)
         name, big = max(sizes.items(), key=lambda kv: kv[1])
-        if self.acc_slots * frame * 2 > _INT_MAX or big > largest or whole > total:
+        # The kernels index the rings with 32-bit integers.
+        too_many = max(self.acc_slots * frame * 2, self.slots * frame) > _INT_MAX
+        if too_many or big > largest or whole > total:
             raise DeviceResourceError(
                 f"VBM3D on {self.rows}x{self.cols}x{self.channels} frames with temporal radius "
                 f"{self.radius} needs {whole} bytes of device memory ({name}: {big} bytes in one "
