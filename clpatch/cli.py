@@ -13,7 +13,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import numpy as np
 
@@ -30,6 +30,9 @@ from .runtime import (
     select_device,
 )
 from .scheduler import SEARCH_VARIANTS
+
+if TYPE_CHECKING:
+    from .videoio import VideoInfo
 
 log = logging.getLogger("clpatch")
 
@@ -361,8 +364,9 @@ def _method_line(name: str, function: Any, sigma: float, kwargs: dict[str, Any])
     return ", ".join(parts)
 
 
-def _as_written(image: np.ndarray, info: ImageInfo) -> np.ndarray:
-    """The values an image file of `info`'s bit depth would hold: rounded and clipped."""
+def _as_written(image: np.ndarray, info: ImageInfo | VideoInfo) -> np.ndarray:
+    """The values a file of `info`'s bit depth (an image's or a video's) would hold:
+    rounded and clipped."""
     if info.bit_depth is None:
         return image
     return np.clip(np.rint(image), 0, info.peak)

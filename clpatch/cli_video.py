@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from ._progress import Progress
+from .cli import _as_written
 from .runtime import Runtime
 from .videoio import VideoInfo, VideoWriter, open_video
 
@@ -168,7 +169,7 @@ def _run(args: argparse.Namespace, info: VideoInfo, frames: Iterator[np.ndarray]
             if noisy_writer is not None:
                 noisy_writer.write(noisy)
             if clean is not None:
-                written = result if info.bit_depth is None else np.clip(np.rint(result), 0, info.peak)
+                written = _as_written(result, info)
                 squared["noisy"] += float(np.mean((noisy.astype(np.float64) - clean) ** 2))
                 squared["denoised"] += float(np.mean((written.astype(np.float64) - clean) ** 2))
             count += 1

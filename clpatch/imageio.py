@@ -339,6 +339,13 @@ def output_format(path: str | Path, info: ImageInfo) -> str:
     return fmt
 
 
+def quantize(array: np.ndarray, depth: int) -> np.ndarray:
+    """Round and clip to the range of a `depth`-bit file (8: 0–255, 16: 0–65535), as
+    uint8 or uint16."""
+    dtype = np.uint16 if depth == 16 else np.uint8
+    return np.clip(np.rint(array), 0, 2 ** depth - 1).astype(dtype)
+
+
 def write_image(path: str | Path, array: np.ndarray, info: ImageInfo) -> None:
     """Write `array` ((H, W) or (H, W, 3), in the units `read_image` gave) as `info` says.
 
@@ -362,9 +369,7 @@ def write_image(path: str | Path, array: np.ndarray, info: ImageInfo) -> None:
     if fmt == "NPY" and info.bit_depth is None:
         data = array.astype(np.float32)
     else:
-        depth = info.bit_depth or 8
-        dtype = np.uint16 if depth == 16 else np.uint8
-        data = np.clip(np.rint(array), 0, 2 ** depth - 1).astype(dtype)
+        data = quantize(array, info.bit_depth or 8)
     if info.alpha is not None:
         alpha = info.alpha
         if alpha.dtype != data.dtype:  # only for a float .npy source written as 8-bit

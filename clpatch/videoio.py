@@ -65,6 +65,7 @@ from .imageio import (
     _is_16bit_colour,
     _is_tiff,
     output_format,
+    quantize,
     read_image,
     write_image,
 )
@@ -448,11 +449,6 @@ def _frame_info(info: VideoInfo) -> ImageInfo:
     return ImageInfo(depth, mode, None, {"npy": "NPY", "tiff": "TIFF"}.get(info.kind, "PNG"))
 
 
-def _quantize(frame: np.ndarray, depth: int) -> np.ndarray:
-    """Round and clip to 0–255 (uint8) or 0–65535 (uint16), as `write_image` does."""
-    return np.clip(np.rint(frame), 0, 2 ** depth - 1).astype(np.uint16 if depth == 16 else np.uint8)
-
-
 class VideoWriter:
     """Writes a video frame by frame, in the form `info` describes (a context manager).
 
@@ -592,21 +588,21 @@ class VideoWriter:
                 raise ValueError(f"{self.path}: frame {index} is one too many; the .npy video "
                                  f"was opened for {self.info.frames} frames")
             depth = self.frame_info.bit_depth
-            self._memmap[index] = frame if depth is None else _quantize(frame, depth)
+            self._memmap[index] = frame if depth is None else quantize(frame, depth)
         elif self.kind == "directory":
             write_image(self.path / f"frame_{index:05d}{self._suffix}", frame, self.frame_info)
         elif self.kind == "tiff":
             self._write_page(frame)
         else:
             try:
-                self._ffmpeg.append_data(_quantize(frame, 8))
+                self._ffmpeg.append_data(quantize(frame, 8))
             except Exception as exc:
                 raise ImageFileError(f"{self.path}: cannot write frame {index} "
                                      f"({_first_line(exc)})") from None
         self.written += 1
 
     def _write_page(self, frame: np.ndarray) -> None:
-        data = _quantize(frame, self.frame_info.bit_depth or 8)
+        data = quantize(frame, self.frame_info.bit_depth or 8)
         try:
             if data.ndim == 3 and data.dtype == np.uint16:  # 16-bit colour, through tifffile
                 self._tiff.write(data, photometric="rgb", planarconfig="contig", contiguous=False)
