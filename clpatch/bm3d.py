@@ -185,6 +185,20 @@ def choose_aggregation(profile: Any, aggregation: str | None = None) -> tuple[st
     return "cas", "no 64-bit atomics: float atomics emulated with compare-and-swap"
 
 
+def fixed_point_scales(stage: int, contributions: int, peak: float,
+                       sigmas: np.ndarray) -> tuple[float, float]:
+    """(numerator, denominator) fixed-point scales of a stage: powers of two for which no
+    pixel's sum can leave int64, given at most `contributions` patches per pixel, |values|
+    <= peak, and the stage's largest group weight (1 for stage 1; 1 / (σ² · Wiener floor)
+    for stage 2)."""
+    w_max = 1.0 if stage == 1 else 1.0 / (float(np.min(sigmas)) ** 2 * WIENER_ENERGY_FLOOR)
+    den = contributions * w_max
+    num = den * max(peak, 1e-30) * 16.0  # filtered values may overshoot the input
+    num_scale, den_scale = (2.0 ** max(-100, min(100, math.floor(math.log2(2.0 ** 62 / b))))
+                            for b in (num, den))
+    return num_scale, den_scale
+
+
 def default_data_range(dtype: np.dtype, peak: float | None) -> float:
     """255 for 8-bit and float images above 1, the type's maximum for other integers,
     1 for float images within [-1, 1] (peak: max |x|, None when unknown)."""
@@ -330,12 +344,7 @@ class BM3DPlan:
         for stage in self.stages:
             p = stage.params
             per_axis = -(-(p.patch_size + 2 * (p.window // 2)) // p.step) + 1
-            contributions = per_axis * per_axis * p.n
-            w_max = 1.0 if p.stage == 1 else 1.0 / (float(np.min(sigmas)) ** 2 * WIENER_ENERGY_FLOOR)
-            den = contributions * w_max
-            num = den * max(peak, 1e-30) * 16.0  # filtered values may overshoot the input
-            out.append(tuple(2.0 ** max(-100, min(100, math.floor(math.log2(2.0 ** 62 / b))))
-                             for b in (num, den)))
+            out.append(fixed_point_scales(p.stage, per_axis * per_axis * p.n, peak, sigmas))
         return out
 
     def run(self, image: Any, sigma: float, *, data_range: float | None = None) -> Any:

@@ -45,11 +45,11 @@ from ._images import CL_TYPES, Volume, as_volume, channels_last, check_host_valu
 from .bm3d import (
     AGGREGATIONS,
     OPPONENT,
-    WIENER_ENERGY_FLOOR,
     _float,
     _pair,
     choose_aggregation,
     default_data_range,
+    fixed_point_scales,
     group_and_transforms,
     merge_params,
 )
@@ -260,15 +260,8 @@ class VBM3DPlan:
     def _scales(self, peak: float, sigmas: np.ndarray) -> list[tuple[float, float]]:
         if self.aggregation != "fixed":
             return [(1.0, 1.0)] * len(self.stages)
-        out = []
-        for stage in self.stages:
-            p = stage.params
-            w_max = 1.0 if p.stage == 1 else 1.0 / (float(np.min(sigmas)) ** 2 * WIENER_ENERGY_FLOOR)
-            den = _contributions(p, self.radius) * w_max
-            num = den * max(peak, 1e-30) * 16.0  # filtered values may overshoot the input
-            out.append(tuple(2.0 ** max(-100, min(100, math.floor(math.log2(2.0 ** 62 / b))))
-                             for b in (num, den)))
-        return out
+        return [fixed_point_scales(s.params.stage, _contributions(s.params, self.radius), peak,
+                                   sigmas) for s in self.stages]
 
     # ---- running ---------------------------------------------------------------------------
 
