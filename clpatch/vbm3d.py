@@ -285,7 +285,8 @@ class VBM3DPlan:
             output = np.empty(tuple(video.shape), np.float32)
             frames = iter(video)
         for t, frame in enumerate(self._stream(frames, sigma, data_range, peak, volume.dtype,
-                                               output if volume.on_device else None)):
+                                               output if volume.on_device else None,
+                                               checked=True)):
             if not volume.on_device:
                 output[t] = frame.reshape(output.shape[1:])
         return output
@@ -343,7 +344,9 @@ class VBM3DPlan:
         return frame
 
     def _stream(self, frames: Iterator[Any], sigma: float, data_range: float | None,
-                peak: float | None, dtype: Any, device_out: Any) -> Iterator[np.ndarray]:
+                peak: float | None, dtype: Any, device_out: Any,
+                checked: bool = False) -> Iterator[np.ndarray]:
+        """The stream; `checked`: the frames' values were checked already (a whole video)."""
         sigma = _float("sigma", sigma)
         if data_range is not None:
             data_range = _float("data_range", data_range)
@@ -362,16 +365,16 @@ class VBM3DPlan:
             else:
                 frame = self._frame_array(frame, state.uploaded)
                 if state.uploaded == 0:
-                    first = peak if isinstance(frame, _DeviceFrame) else float(np.abs(frame).max())
                     if data_range is None:
-                        data_range = default_data_range(dtype or frame.dtype,
-                                                        peak if peak is not None else first)
+                        known = peak if peak is not None else float(np.abs(frame).max())
+                        data_range = default_data_range(dtype or frame.dtype, known)
                     if peak is None:
                         peak = 4.0 * data_range
                         state.bound = peak
                     state.scales = self._scales(peak, sigmas)
                     state.tau_unit = (data_range / 255.0) ** 2
-                self._check_frame(frame, state, limit)
+                if not checked:
+                    self._check_frame(frame, state, limit)
                 self._upload(frame, state, events)
             end = state.total is not None
             progress = True
@@ -409,9 +412,7 @@ class VBM3DPlan:
         if not self.keep_events:
             self.last_events = []
 
-    def _check_frame(self, frame: Any, state: _StreamState, limit: float) -> None:
-        if isinstance(frame, _DeviceFrame):
-            return  # the whole video was checked on the device
+    def _check_frame(self, frame: np.ndarray, state: _StreamState, limit: float) -> None:
         index = state.uploaded
         if frame.dtype.kind == "f" and not np.isfinite(frame).all():
             raise ValueError(f"frame {index} contains NaN or infinite values")
