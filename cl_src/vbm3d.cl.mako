@@ -134,17 +134,71 @@ inline bool key_less(const float d1, const int t1, const int y1, const int x1,
 </%def>
 
 ## The frames in search order: t_ref, t_ref + 1 ... t_hi, then t_ref - 1 ... t_lo. Inside,
-## `t` is the frame, `back` whether it is on the backward pass, `first` whether t == t_ref.
+## `t` is the frame, `back` whether it is on the backward pass, `first` whether t == t_ref,
+## `h` the half-window; the backward pass starts from the reference frame's kept positions.
 <%def name="frame_loop()">
     for (int step_ = 0; step_ <= (t_hi - t_ref) + (t_ref - t_lo); ++step_) {
         const bool first = step_ == 0;
         const bool back = step_ > t_hi - t_ref;
         const int t = back ? t_ref - (step_ - (t_hi - t_ref)) : t_ref + step_;
         const int h = first ? ${H1} : ${H2};
+        if (back && t == t_ref - 1) {
+            // The backward pass starts again from the reference frame's kept positions.
+            for (int j = 0; j < ns; ++j) {
+                cy[j] = sy[j];
+                cx[j] = sx[j];
+            }
+            nc = ns;
+        }
 </%def>
 
-% if variant == "naive":
-// ---- 4.2.2: one work-item per reference.
+## The reference patch into private memory (naive and window variants).
+<%def name="load_patch()">
+    float patch[${P * P}];
+    {
+        __global const float *g = GUIDE(t_ref) + ry * W + rx;
+        for (int r = 0; r < ${P}; ++r)
+            for (int k = 0; k < ${P}; ++k)
+                patch[r * ${P} + k] = g[r * W + k];
+    }
+</%def>
+
+<%def name="centres_decl()">
+    // Centres of the next frame's windows (nc), and the reference frame's kept positions
+    // (ns); entries beyond the counts are zeros, never used as centres.
+    int cy[${Q}], cx[${Q}], sy[${Q}], sx[${Q}];
+    for (int j = 0; j < ${Q}; ++j)
+        cy[j] = cx[j] = sy[j] = sx[j] = 0;
+    int nc = 1, ns = 0;
+    cy[0] = ry;
+    cx[0] = rx;
+</%def>
+
+## After a frame: its kept list `fr` joins the overall list and gives the next centres.
+<%def name="keep_frame()">
+        nc = 0;
+        for (int j = 0; j < ${Q}; ++j)
+            if (fr_d[j] < INFINITY) {
+                ${list_insert("best", N, "fr_d[j]", "t", "fr_y[j]", "fr_x[j]")}
+                cy[nc] = fr_y[j];
+                cx[nc] = fr_x[j];
+                ++nc;
+            }
+        ${keep_reference_frame()}
+</%def>
+
+<%def name="keep_reference_frame()">
+        if (first) {
+            for (int j = 0; j < nc; ++j) {
+                sy[j] = cy[j];
+                sx[j] = cx[j];
+            }
+            ns = nc;
+        }
+</%def>
+
+% if variant != "patch":
+// Sum of squared differences between a private patch and the candidate at c.
 inline float patch_distance(const float *ref, __global const float *c, const int W)
 {
     float s = 0.0f;
@@ -155,7 +209,10 @@ inline float patch_distance(const float *ref, __global const float *c, const int
         }
     return s;
 }
+% endif
 
+% if variant == "naive":
+// ---- 4.2.2: one work-item per reference.
 __kernel void vbm3d_search(${args()})
 {
     const int gj = get_global_id(0), gi = get_global_id(1);
@@ -163,31 +220,11 @@ __kernel void vbm3d_search(${args()})
         return;
     const int ref = gi * gx + gj;
     const int ry = ys[gi], rx = xs[gj];
-    float patch[${P * P}];
-    {
-        __global const float *g = GUIDE(t_ref) + ry * W + rx;
-        for (int r = 0; r < ${P}; ++r)
-            for (int k = 0; k < ${P}; ++k)
-                patch[r * ${P} + k] = g[r * W + k];
-    }
+    ${load_patch()}
     ${list_decl("best", N)}
     ${list_decl("fr", Q)}
-    // Centres of the next frame's windows (nc), and the reference frame's kept positions
-    // (ns); entries beyond the counts are zeros, never used as centres.
-    int cy[${Q}], cx[${Q}], sy[${Q}], sx[${Q}];
-    for (int j = 0; j < ${Q}; ++j)
-        cy[j] = cx[j] = sy[j] = sx[j] = 0;
-    int nc = 1, ns = 0;
-    cy[0] = ry;
-    cx[0] = rx;
+    ${centres_decl()}
     ${frame_loop()}
-        if (back && t == t_ref - 1) {
-            for (int j = 0; j < ns; ++j) {
-                cy[j] = sy[j];
-                cx[j] = sx[j];
-            }
-            nc = ns;
-        }
         ${list_clear("fr", Q)}
         __global const float *g = GUIDE(t);
         for (int k = 0; k < nc; ++k)
@@ -203,21 +240,7 @@ __kernel void vbm3d_search(${args()})
                     ${list_insert("fr", Q, "d", "t", "y", "x")}
                 }
             }
-        nc = 0;
-        for (int j = 0; j < ${Q}; ++j)
-            if (fr_d[j] < INFINITY) {
-                ${list_insert("best", N, "fr_d[j]", "t", "fr_y[j]", "fr_x[j]")}
-                cy[nc] = fr_y[j];
-                cx[nc] = fr_x[j];
-                ++nc;
-            }
-        if (first) {
-            for (int j = 0; j < nc; ++j) {
-                sy[j] = cy[j];
-                sx[j] = cx[j];
-            }
-            ns = nc;
-        }
+        ${keep_frame()}
     }
     ${write_results("best")}
 }
@@ -228,17 +251,6 @@ __kernel void vbm3d_search(${args()})
 // lane 0 merges the lanes' lists through local memory, keeps the frame's ${Q} best and the
 // overall ${N} best, and publishes the next frame's centres. ${RPG_WINDOW} reference(s) per
 // work-group.
-inline float patch_distance(const float *ref, __global const float *c, const int W)
-{
-    float s = 0.0f;
-    for (int r = 0; r < ${P}; ++r)
-        for (int k = 0; k < ${P}; ++k) {
-            const float d = ref[r * ${P} + k] - c[r * W + k];
-            s = fma(d, d, s);
-        }
-    return s;
-}
-
 __kernel __attribute__((reqd_work_group_size(${LANES}, ${RPG_WINDOW}, 1)))
 void vbm3d_search(${args()})
 {
@@ -250,31 +262,11 @@ void vbm3d_search(${args()})
     const bool live = gj < gx;
     const int ref = gi * gx + gj;
     const int ry = ys[gi], rx = xs[live ? gj : gx - 1];
-    float patch[${P * P}];
-    {
-        __global const float *g = GUIDE(t_ref) + ry * W + rx;
-        for (int r = 0; r < ${P}; ++r)
-            for (int k = 0; k < ${P}; ++k)
-                patch[r * ${P} + k] = g[r * W + k];
-    }
+    ${load_patch()}
     ${list_decl("best", N)}
     ${list_decl("fr", Q)}
-    // Centres of the next frame's windows (nc), and the reference frame's kept positions
-    // (ns); entries beyond the counts are zeros, never used as centres.
-    int cy[${Q}], cx[${Q}], sy[${Q}], sx[${Q}];
-    for (int j = 0; j < ${Q}; ++j)
-        cy[j] = cx[j] = sy[j] = sx[j] = 0;
-    int nc = 1, ns = 0;
-    cy[0] = ry;
-    cx[0] = rx;
+    ${centres_decl()}
     ${frame_loop()}
-        if (back && t == t_ref - 1) {
-            for (int j = 0; j < ns; ++j) {
-                cy[j] = sy[j];
-                cx[j] = sx[j];
-            }
-            nc = ns;
-        }
         ${list_clear("fr", Q)}
         const int dx = lane - h;
         if (dx <= h) {
@@ -323,13 +315,7 @@ void vbm3d_search(${args()})
             cy[j] = l_cy[me][j];
             cx[j] = l_cx[me][j];
         }
-        if (first) {
-            for (int j = 0; j < nc; ++j) {
-                sy[j] = cy[j];
-                sx[j] = cx[j];
-            }
-            ns = nc;
-        }
+        ${keep_reference_frame()}
     }
     if (live && lane == 0) {
         ${write_results("best")}
@@ -378,22 +364,8 @@ void vbm3d_search(${args()})
     }
     ${list_decl("best", N)}
     ${list_decl("fr", Q)}
-    // Centres of the next frame's windows (nc), and the reference frame's kept positions
-    // (ns); entries beyond the counts are zeros, never used as centres.
-    int cy[${Q}], cx[${Q}], sy[${Q}], sx[${Q}];
-    for (int j = 0; j < ${Q}; ++j)
-        cy[j] = cx[j] = sy[j] = sx[j] = 0;
-    int nc = 1, ns = 0;
-    cy[0] = ry;
-    cx[0] = rx;
+    ${centres_decl()}
     ${frame_loop()}
-        if (back && t == t_ref - 1) {
-            for (int j = 0; j < ns; ++j) {
-                cy[j] = sy[j];
-                cx[j] = sx[j];
-            }
-            nc = ns;
-        }
         ${list_clear("fr", Q)}
         __global const float *g = GUIDE(t);
         const int count = first ? ${NC1} : ${NC2};
@@ -456,21 +428,7 @@ void vbm3d_search(${args()})
                 }
         }
 % endif
-        nc = 0;
-        for (int j = 0; j < ${Q}; ++j)
-            if (fr_d[j] < INFINITY) {
-                ${list_insert("best", N, "fr_d[j]", "t", "fr_y[j]", "fr_x[j]")}
-                cy[nc] = fr_y[j];
-                cx[nc] = fr_x[j];
-                ++nc;
-            }
-        if (first) {
-            for (int j = 0; j < nc; ++j) {
-                sy[j] = cy[j];
-                sx[j] = cx[j];
-            }
-            ns = nc;
-        }
+        ${keep_frame()}
     }
     if (live && lane == 0) {
         ${write_results("best")}
