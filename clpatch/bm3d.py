@@ -9,8 +9,9 @@ Algorithms 9 and 10, padded by the device profile's ``bank_padding``):
    difference per pixel is ``<= tau_match[0]``, 2500 in 8-bit units²), hard thresholding of
    the 3-D spectrum at ``lambda_3d · σ`` (2.7σ), group weight ``1 / kept coefficients``;
 2. *final estimate*: groups matched on the basic estimate (``tau_match[1]`` = 400), empirical
-   Wiener shrinkage ``w = B² / (B² + σ²)`` with B the spectrum of the same group cut from the
-   basic estimate, group weight ``1 / (σ² · max(Σ w², 2⁻¹⁰))``.
+   Wiener shrinkage ``w = B² / (B² + mu2·σ²)`` with B the spectrum of the same group cut from
+   the basic estimate (``mu2`` = 1, the original's), group weight
+   ``1 / (mu2·σ² · max(Σ w², 2⁻¹⁰))``.
 
 A group is the reference patch followed by its nearest neighbours in ascending distance;
 its size is the largest power of 2 ≤ min(n, number of similar patches). Every filtered
@@ -76,17 +77,18 @@ class StageParams:
     transform_1d: str
     lambda_3d: float = 2.7
     beta: float = 2.0
+    mu2: float = 1.0
 
 
 PRESETS: dict[str, dict[str, Any]] = {
     # Davy–Ehret's defaults (their Table 7).
     "fast": dict(patch_size=8, window=21, step=4, n=(8, 8), transform_2d=("bior1.5", "dct"),
-                 transform_1d="hadamard", tau_match=(2500.0, 400.0), lambda_3d=2.7, beta=2.0,
-                 stages=2),
+                 transform_1d="hadamard", tau_match=(2500.0, 400.0), lambda_3d=2.7, mu2=1.0,
+                 beta=2.0, stages=2),
     # The original BM3D parameters (Dabov et al., normal profile).
     "reference": dict(patch_size=8, window=39, step=3, n=(16, 32),
                       transform_2d=("bior1.5", "dct"), transform_1d="haar",
-                      tau_match=(2500.0, 400.0), lambda_3d=2.7, beta=2.0, stages=2),
+                      tau_match=(2500.0, 400.0), lambda_3d=2.7, mu2=1.0, beta=2.0, stages=2),
 }
 
 _PER_STAGE = ("window", "step", "n", "transform_2d", "transform_1d", "tau_match", "beta")
@@ -149,7 +151,7 @@ def stage_params(preset: str = "fast", **overrides: Any) -> tuple[StageParams, S
     """(stage-1 params, stage-2 params, number of stages) for a preset plus overrides.
 
     window, step, n, transform_2d, transform_1d, tau_match and beta take a scalar (both
-    stages) or a (stage 1, stage 2) pair; patch_size, lambda_3d and stages one value; None
+    stages) or a (stage 1, stage 2) pair; patch_size, lambda_3d, mu2 and stages one value; None
     keeps the preset's. With a patch size other than 8 the 2-D transform defaults to the
     DCT in both stages (Bior1.5 is defined on 8 points only).
     """
@@ -159,6 +161,7 @@ def stage_params(preset: str = "fast", **overrides: Any) -> tuple[StageParams, S
     stages = _check_int("stages", cfg["stages"], 1, 2)
     per = {k: _pair(k, cfg[k]) for k in _PER_STAGE}
     lam = _float("lambda_3d", cfg["lambda_3d"])
+    mu2 = _float("mu2", cfg["mu2"])
     out = []
     for s in (0, 1):
         n, t2, t1 = group_and_transforms(per, s, p)
@@ -167,7 +170,7 @@ def stage_params(preset: str = "fast", **overrides: Any) -> tuple[StageParams, S
             window=_check_int("window", per["window"][s], 1, MAX_WINDOW), n=n,
             tau_match=_float("tau_match", per["tau_match"][s], positive=False),
             transform_2d=t2, transform_1d=t1, lambda_3d=lam,
-            beta=_float("beta", per["beta"][s], positive=False)))
+            beta=_float("beta", per["beta"][s], positive=False), mu2=mu2))
     return out[0], out[1], stages
 
 
@@ -344,7 +347,9 @@ class BM3DPlan:
         for stage in self.stages:
             p = stage.params
             per_axis = -(-(p.patch_size + 2 * (p.window // 2)) // p.step) + 1
-            out.append(fixed_point_scales(p.stage, per_axis * per_axis * p.n, peak, sigmas))
+            # Stage 2 divides by mu2·σ²: its weights scale like those of a noise mu2^½·σ.
+            noise = sigmas * math.sqrt(p.mu2) if p.stage == 2 else sigmas
+            out.append(fixed_point_scales(p.stage, per_axis * per_axis * p.n, peak, noise))
         return out
 
     def run(self, image: Any, sigma: float, *, data_range: float | None = None) -> Any:
@@ -455,7 +460,7 @@ class BM3DPlan:
         if p.stage == 1:
             shrink = [p.lambda_3d * float(v) for v in sigmas]
         else:
-            shrink = [float(v) ** 2 for v in sigmas]
+            shrink = [p.mu2 * float(v) ** 2 for v in sigmas]
         shrink = (shrink + [0.0, 0.0])[:3]
         tau = p.tau_match * tau_unit * p.patch_size ** 2
         images = (noisy, guide) if p.stage == 2 else (noisy,)
@@ -505,9 +510,9 @@ def _trim(cache: dict) -> None:
 def bm3d(image: Any, sigma: float, *, preset: str = "fast", patch_size: int | None = None,
          step: Any = None, window: Any = None, n: Any = None, transform_2d: Any = None,
          transform_1d: Any = None, stages: int | None = None, lambda_3d: float | None = None,
-         tau_match: Any = None, aggregation: str | None = None, data_range: float | None = None,
-         channel_axis: int | None = None, variant: str | SearchConfig | None = None,
-         runtime: Runtime | None = None) -> Any:
+         mu2: float | None = None, tau_match: Any = None, aggregation: str | None = None,
+         data_range: float | None = None, channel_axis: int | None = None,
+         variant: str | SearchConfig | None = None, runtime: Runtime | None = None) -> Any:
     """Denoise an image with BM3D (grayscale) or CBM3D (RGB), Davy–Ehret's GPU design.
 
     image: (H, W), (H, W, 1) or (H, W, 3) RGB, any real dtype, NumPy or pyopencl array.
@@ -519,8 +524,10 @@ def bm3d(image: Any, sigma: float, *, preset: str = "fast", patch_size: int | No
         take one value or a (stage 1, stage 2) pair.
     patch_size: 8 (2 to 16; sizes other than 8 use the DCT); n: powers of 2 up to 32 (capped
         for tiny images); stages: 2, or 1 for the basic estimate only; lambda_3d: hard
-        threshold in units of sigma (2.7); tau_match: matching thresholds (2500, 400), mean
-        squared difference per pixel on a 0–255 scale.
+        threshold in units of sigma (2.7); mu2: Wiener regularisation, w = B² / (B² + mu2·σ²)
+        (1; the `bm3d` PyPI package uses lambda_3d=3.0, mu2=0.4 for white noise);
+        tau_match: matching thresholds (2500, 400), mean squared difference per pixel on a
+        0–255 scale.
     aggregation: None (device's best), "fixed" or "cas" (see the module doc).
     data_range: the image's nominal range, scaling the matching thresholds by
         (data_range / 255)²; None: 255 for 8-bit data and floats above 1, the dtype's
@@ -536,7 +543,8 @@ def bm3d(image: Any, sigma: float, *, preset: str = "fast", patch_size: int | No
         raise ValueError(f"image must be (H, W), (H, W, 1) or (H, W, 3), got shape {image.shape}")
     p1, p2, count = stage_params(preset, patch_size=patch_size, step=step, window=window, n=n,
                                  transform_2d=transform_2d, transform_1d=transform_1d,
-                                 stages=stages, lambda_3d=lambda_3d, tau_match=tau_match)
+                                 stages=stages, lambda_3d=lambda_3d, mu2=mu2,
+                                 tau_match=tau_match)
     p = p1.patch_size
     if p > volume.rows or p > volume.cols:
         raise ValueError(f"patch_size {p} is larger than the image ({volume.rows}x{volume.cols})")

@@ -97,6 +97,20 @@ def test_cas_aggregation(runtime):
     check_reference(out, image, what="cas aggregation")
 
 
+@pytest.mark.parametrize("aggregation", ["fixed", "cas"])
+def test_wiener_mu2(runtime, aggregation):
+    # The bm3d package's white-noise shrinkage (lambda 3.0, mu2 0.4). mu2 < 1 raises the
+    # Wiener weights by 1 / mu2, which the fixed-point scales must allow for.
+    if aggregation == "fixed" and not fixed_available(runtime):
+        pytest.skip("no 64-bit atomics")
+    image = smooth_noisy((37, 45), seed=7)
+    params = dict(lambda_3d=3.0, mu2=0.4)
+    out = clpatch.bm3d(image, SIGMA, aggregation=aggregation, runtime=runtime, **params)
+    check_reference(out, image, what=f"mu2 0.4, {aggregation}", **params)
+    default = clpatch.bm3d(image, SIGMA, lambda_3d=3.0, runtime=runtime)
+    assert np.abs(out - default).max() > 0.1, "mu2 changed nothing"
+
+
 @pytest.mark.slow
 def test_smallest_groups_patch_4(runtime):
     # Groups of 1 then 2 patches of 4 x 4.
@@ -364,6 +378,8 @@ BAD = [
     (dict(stages=3), ValueError, "stages"),
     (dict(stages=0), ValueError, "stages"),
     (dict(lambda_3d=0.0), ValueError, "lambda_3d"),
+    (dict(mu2=0.0), ValueError, "mu2"),
+    (dict(mu2="1"), TypeError, "mu2"),
     (dict(tau_match=-1.0), ValueError, "tau_match"),
     (dict(aggregation="atomic"), ValueError, "aggregation"),
     (dict(data_range=0.0), ValueError, "data_range"),

@@ -22,9 +22,9 @@ Group filtering (:func:`filter_stack`), per channel:
   3-D DC included (Dabov et al. exempt none; on a camera.png crop, exempting the DC changed
   the PSNR by < 0.001 dB, so this choice is invisible in quality but fixed for the kernels);
   group weight ``1 / N`` with N the number of coefficients kept (1 when N = 0);
-- stage 2: empirical Wiener shrinkage ``w = B² / (B² + σ²)`` with B the 3-D spectrum of the
-  same group cut from the basic estimate (the oracle), applied to the noisy spectrum; group
-  weight ``1 / (σ² max(Σ w², 2⁻¹⁰))`` (clpatch's floor, see clpatch/bm3d.py);
+- stage 2: empirical Wiener shrinkage ``w = B² / (B² + mu2·σ²)`` (mu2 = 1: the original's)
+  with B the 3-D spectrum of the same group cut from the basic estimate (the oracle),
+  applied to the noisy spectrum; group weight ``1 / (mu2·σ² max(Σ w², 2⁻¹⁰))`` (clpatch's floor, see clpatch/bm3d.py);
 - inverse 3-D transform. The threshold is uniform: the coefficients are thresholded as they
   come out of the transform, also for Bior1.5 whose rows 0 and 1 are not of unit norm
   (scaling the threshold by the row norms instead moved stage 1 by ~0.02 dB on camera).
@@ -38,7 +38,8 @@ CBM3D: RGB → the opponent space of the CBM3D paper (Dabov et al., ICIP 2007)
 each channel is filtered with its own noise level ``σ_c = σ·‖row_c‖`` (σ/√3, σ/√2, σ√6/4)
 and aggregated separately; the result goes back to RGB with the exact inverse.
 Not reproduced: the original's σ > 40 settings (τ = 5000, prefiltered matching), and the
-``bm3d`` PyPI package's newer shrinkage parameters (λ = 3.0, μ² = 0.4, τ = 3000).
+``bm3d`` PyPI package's staggered reference grid (rows of references shifted by 0, 1, 2
+columns in turn; its λ = 3.0 and μ² = 0.4 are reachable through ``lambda_3d`` and ``mu2``).
 """
 
 from __future__ import annotations
@@ -130,7 +131,7 @@ def inverse_transform_3d(spec: np.ndarray, transform_2d: str, transform_1d: str)
 
 def filter_stack(stack: np.ndarray, sigma: float, *, stage: int = 1, oracle: np.ndarray | None = None,
                  transform_2d: str = "bior1.5", transform_1d: str = "hadamard",
-                 lambda_3d: float = 2.7) -> tuple[np.ndarray, np.ndarray]:
+                 lambda_3d: float = 2.7, mu2: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
     """BM3D's collaborative filtering of groups.
 
     stack: (..., k, p, p) noisy patches (leading axes: a batch of groups), k a power of 2.
@@ -159,10 +160,10 @@ def filter_stack(stack: np.ndarray, sigma: float, *, stage: int = 1, oracle: np.
         if oracle.shape != stack.shape:
             raise ValueError(f"oracle shape {oracle.shape} != stack shape {stack.shape}")
         b2 = transform_3d(oracle, transform_2d, transform_1d) ** 2
-        w = b2 / (b2 + sigma * sigma)
+        w = b2 / (b2 + mu2 * sigma * sigma)
         spec = spec * w
         energy = (w * w).sum(axis=axes)
-        weight = 1.0 / (sigma * sigma * np.maximum(energy, WIENER_ENERGY_FLOOR))
+        weight = 1.0 / (mu2 * sigma * sigma * np.maximum(energy, WIENER_ENERGY_FLOOR))
     else:
         raise ValueError(f"stage must be 1 or 2, got {stage}")
     return inverse_transform_3d(spec, transform_2d, transform_1d), weight
@@ -220,7 +221,8 @@ def bm3d_stage(noisy: np.ndarray, sigmas, params: StageParams, basic: np.ndarray
                 oracle = sliding_window_view(basic[..., c], (p, p))[ys, xs]
             est, weight = filter_stack(view[ys, xs], sigmas[c], stage=params.stage, oracle=oracle,
                                        transform_2d=params.transform_2d,
-                                       transform_1d=params.transform_1d, lambda_3d=params.lambda_3d)
+                                       transform_1d=params.transform_1d, lambda_3d=params.lambda_3d,
+                                       mu2=params.mu2)
             wk = weight[:, None, None, None] * kaiser              # (B, k, p, p) by broadcasting
             wk = np.broadcast_to(wk, est.shape)
             num[c] += np.bincount(flat, weights=(wk * est).ravel(), minlength=rows * cols)
@@ -232,7 +234,8 @@ def bm3d_reference(image, sigma: float, preset: str = "fast", **overrides) -> np
     """BM3D (grayscale) or CBM3D ((H, W, 3) RGB) of ``image``; float64, the input's shape.
 
     overrides: patch_size, step, window, n, transform_2d, transform_1d, tau_match, lambda_3d,
-    beta (scalars or (stage 1, stage 2) pairs where per-stage), stages (1 = basic estimate only).
+    mu2, beta (scalars or (stage 1, stage 2) pairs where per-stage), stages (1 = basic estimate
+    only).
     """
     sigma = float(sigma)
     if not np.isfinite(sigma) or sigma <= 0:
