@@ -9,7 +9,7 @@ import pytest
 from clpatch.transforms import transform_pair
 from tests.helpers import load_image
 from tests.reference import bm3d as R
-from tests.reference.search import brute_force_search
+from tests.reference.search import brute_force_search, grid
 
 SIGMA = 20.0
 
@@ -152,6 +152,44 @@ def test_block_match_agrees_with_search_oracle():
                 d = ((image[y:y + p, x:x + p] - image[cy:cy + p, cx:cx + p]) ** 2).sum()
                 assert d == pytest.approx(dist[i, j, m], rel=1e-10, abs=1e-6)
     assert np.all(counts == n)           # everything passes an infinite threshold
+
+
+def test_staggered_columns():
+    # cols 30, p 8: last 22 is off the step-3 lattice (0..21).
+    table = R.staggered_columns(30, 8, 3, (0, 2, 1))
+    np.testing.assert_array_equal(table[0], [0, 3, 6, 9, 12, 15, 18, 21, 22])
+    np.testing.assert_array_equal(table[1], [0, 1, 4, 7, 10, 13, 16, 19, 22])
+    np.testing.assert_array_equal(table[2], [0, 2, 5, 8, 11, 14, 17, 20, 22])
+    # last on the lattice (cols 29): it is the border column of every row, never doubled
+    table = R.staggered_columns(29, 8, 3, (0, 2))
+    np.testing.assert_array_equal(table[0], [0, 3, 6, 9, 12, 15, 18, 21])
+    np.testing.assert_array_equal(table[1], [0, 1, 4, 7, 10, 13, 16, 21])
+    np.testing.assert_array_equal(R.staggered_columns(30, 8, 3, (0,))[0], grid(30, 8, 3))
+    with pytest.raises(ValueError):
+        R.staggered_columns(30, 8, 3, (0, 3))
+
+
+def test_staggered_block_match_and_coverage():
+    rng = np.random.default_rng(12)
+    image = rng.uniform(0, 255, (31, 29))
+    p, step, window, n = 8, 3, 9, 4
+    gy, gx, pos, dist, counts = R.block_match(image, p, step, window, n, tau=1e9,
+                                              shifts=(0, 2, 1))
+    assert gx.shape == (len(gy), 8)
+    plain = R.block_match(image, p, step, window, n, tau=1e9)
+    # rows with shift 0 are the plain grid's rows
+    np.testing.assert_array_equal(dist[::3], plain[3][::3])
+    covered = np.zeros(image.shape, bool)
+    for i, y in enumerate(gy):
+        for j, x in enumerate(gx[i]):
+            covered[y:y + p, x:x + p] = True
+            for m in range(n):
+                cy, cx = pos[i, j, m]
+                d = ((image[y:y + p, x:x + p] - image[cy:cy + p, cx:cx + p]) ** 2).sum()
+                assert d == pytest.approx(dist[i, j, m], rel=1e-10, abs=1e-6)
+    assert covered.all()
+    out = R.bm3d_reference(image, SIGMA, "reference", shifts=(0, 2, 1), window=9)
+    assert np.isfinite(out).all() and out.shape == image.shape
 
 
 def test_block_match_threshold_gives_powers_of_two():

@@ -24,7 +24,8 @@ Group filtering (:func:`filter_stack`), per channel:
   group weight ``1 / N`` with N the number of coefficients kept (1 when N = 0);
 - stage 2: empirical Wiener shrinkage ``w = B² / (B² + mu2·σ²)`` (mu2 = 1: the original's)
   with B the 3-D spectrum of the same group cut from the basic estimate (the oracle),
-  applied to the noisy spectrum; group weight ``1 / (mu2·σ² max(Σ w², 2⁻¹⁰))`` (clpatch's floor, see clpatch/bm3d.py);
+  applied to the noisy spectrum; group weight ``1 / (mu2·σ² max(Σ w², 2⁻¹⁰))`` (clpatch's
+  floor, see clpatch/bm3d.py);
 - inverse 3-D transform. The threshold is uniform: the coefficients are thresholded as they
   come out of the transform, also for Bior1.5 whose rows 0 and 1 are not of unit norm
   (scaling the threshold by the row norms instead moved stage 1 by ~0.02 dB on camera).
@@ -75,21 +76,45 @@ def _box_sum(terms: np.ndarray, p: int) -> np.ndarray:
     return s[p:, p:] - s[:-p, p:] - s[p:, :-p] + s[:-p, :-p]
 
 
-def block_match(guide: np.ndarray, patch_size: int, step: int, window: int, n: int, tau: float):
+def staggered_columns(cols: int, patch_size: int, step: int, shifts) -> np.ndarray:
+    """(len(shifts), m) reference columns of a staggered grid, one row per shift s.
+
+    Every row has the same m columns: the lattice ``j·step`` (j·step < last), each moved left
+    by s and kept >= 0 (so column 0 is always a reference), then the border column
+    ``last = cols - patch_size``. With ``shifts = (0,)`` this is the plain grid. Shifts
+    (0, 2, 1) give the pattern of the ``bm3d`` PyPI package for step 3: consecutive rows of
+    references start 0, 1 and 2 columns to the right of a multiple of 3, so the edges of
+    neighbouring rows' patches never line up.
+    """
+    last = cols - patch_size
+    if any(not 0 <= s < step for s in shifts) or not len(shifts):
+        raise ValueError(f"shifts must be in [0, step), got {shifts}")
+    if len(shifts) == 1 and shifts[0] == 0:
+        return grid(cols, patch_size, step)[None]
+    lattice = np.arange(0, last, step) if last > 0 else np.zeros(0, dtype=int)
+    return np.array([np.concatenate([np.maximum(lattice - s, 0), [last]]) for s in shifts])
+
+
+def block_match(guide: np.ndarray, patch_size: int, step: int, window: int, n: int, tau: float,
+                shifts=(0,)):
     """Groups of similar patches on a single-channel guide (H, W).
 
     Returns (grid_y, grid_x, positions, distances, counts): positions (gy, gx, n, 2) as (y, x),
     ascending distance, the reference first; distances (gy, gx, n); counts (gy, gx) = the
     group size k (power of 2). Entries beyond k are the next candidates in order (or -1/inf
-    when there are none) and are not part of the group.
+    when there are none) and are not part of the group. ``shifts``: reference row i uses
+    the columns of shift ``shifts[i % len(shifts)]`` (:func:`staggered_columns`); grid_x is
+    1-D for the plain grid, else (gy, gx) per row.
     """
     guide = np.asarray(guide, dtype=np.float64)
     rows, cols = guide.shape
     p = patch_size
-    gy, gx = grid(rows, p, step), grid(cols, p, step)
+    gy = grid(rows, p, step)
+    table = staggered_columns(cols, p, step, tuple(shifts))
+    gxs = table[np.arange(len(gy)) % len(table)]              # (gy, gx)
     offsets = window_offsets(window)
     vy, vx = rows - p + 1, cols - p + 1                     # valid top-left positions
-    dist = np.full((len(gy), len(gx), len(offsets)), np.inf)
+    dist = np.full(gxs.shape + (len(offsets),), np.inf)
     for o, (dy, dx) in enumerate(offsets):
         ys = slice(max(0, -dy), min(rows, rows - dy))
         xs = slice(max(0, -dx), min(cols, cols - dx))
@@ -97,16 +122,16 @@ def block_match(guide: np.ndarray, patch_size: int, step: int, window: int, n: i
             continue
         diff = np.zeros_like(guide)
         diff[ys, xs] = guide[ys, xs] - guide[ys.start + dy:ys.stop + dy, xs.start + dx:xs.stop + dx]
-        d = _box_sum(diff * diff, p)[np.ix_(gy, gx)]
-        ok = ((gy + dy >= 0) & (gy + dy < vy))[:, None] & ((gx + dx >= 0) & (gx + dx < vx))[None, :]
+        d = _box_sum(diff * diff, p)[gy[:, None], gxs]
+        ok = ((gy + dy >= 0) & (gy + dy < vy))[:, None] & ((gxs + dx >= 0) & (gxs + dx < vx))
         dist[..., o] = np.where(ok, d, np.inf)
     order = np.argsort(dist, axis=-1, kind="stable")[..., :n]
     best = np.take_along_axis(dist, order, -1)
-    pos = np.stack([gy[:, None, None] + offsets[order, 0], gx[None, :, None] + offsets[order, 1]], -1)
+    pos = np.stack([gy[:, None, None] + offsets[order, 0], gxs[:, :, None] + offsets[order, 1]], -1)
     pos = np.where(np.isfinite(best)[..., None], pos, -1)
     similar = np.sum(best <= tau * p * p, axis=-1)           # the reference (d = 0) always counts
     counts = 2 ** np.floor(np.log2(np.maximum(similar, 1))).astype(int)
-    return gy, gx, pos, best, counts
+    return gy, (gxs[0] if len(table) == 1 else gxs), pos, best, counts
 
 
 # --------------------------------------------------------------------------- group filtering
@@ -184,12 +209,13 @@ def _check_image(image) -> tuple[np.ndarray, bool]:
 
 
 def bm3d_stage(noisy: np.ndarray, sigmas, params: StageParams, basic: np.ndarray | None = None,
-               groups=None) -> np.ndarray:
+               groups=None, shifts=(0,)) -> np.ndarray:
     """One BM3D stage on a working-space image (H, W, C) (opponent space for colour).
 
     sigmas: per-channel noise std (length C). Channel 0 is the guide: the groups are matched
     on ``noisy[..., 0]`` (stage 1) or ``basic[..., 0]`` (stage 2) unless ``groups`` (the output
-    of :func:`block_match`) is given. Returns the stage's estimate (H, W, C).
+    of :func:`block_match`) is given; ``shifts`` staggers the reference grid
+    (:func:`staggered_columns`). Returns the stage's estimate (H, W, C).
     """
     noisy = np.asarray(noisy, dtype=np.float64)
     rows, cols, channels = noisy.shape
@@ -203,7 +229,8 @@ def bm3d_stage(noisy: np.ndarray, sigmas, params: StageParams, basic: np.ndarray
         basic = np.asarray(basic, dtype=np.float64)
     guide = noisy[..., 0] if params.stage == 1 else basic[..., 0]
     if groups is None:
-        groups = block_match(guide, p, params.step, params.window, params.n, params.tau_match)
+        groups = block_match(guide, p, params.step, params.window, params.n, params.tau_match,
+                             shifts)
     _, _, positions, _, counts = groups
     kaiser = kaiser_window(p, params.beta)
     num = np.zeros((channels, rows * cols))
@@ -230,12 +257,14 @@ def bm3d_stage(noisy: np.ndarray, sigmas, params: StageParams, basic: np.ndarray
     return (num / den).T.reshape(rows, cols, channels)
 
 
-def bm3d_reference(image, sigma: float, preset: str = "fast", **overrides) -> np.ndarray:
+def bm3d_reference(image, sigma: float, preset: str = "fast", shifts=(0,),
+                   **overrides) -> np.ndarray:
     """BM3D (grayscale) or CBM3D ((H, W, 3) RGB) of ``image``; float64, the input's shape.
 
     overrides: patch_size, step, window, n, transform_2d, transform_1d, tau_match, lambda_3d,
     mu2, beta (scalars or (stage 1, stage 2) pairs where per-stage), stages (1 = basic estimate
-    only).
+    only). shifts: the reference rows' column shifts in both stages (see
+    :func:`staggered_columns`; the kernels use the plain grid, shifts (0,)).
     """
     sigma = float(sigma)
     if not np.isfinite(sigma) or sigma <= 0:
@@ -248,8 +277,8 @@ def bm3d_reference(image, sigma: float, preset: str = "fast", **overrides) -> np
     else:
         work = img
         sigmas = np.array([sigma])
-    basic = bm3d_stage(work, sigmas, p1)
-    out = basic if stages == 1 else bm3d_stage(work, sigmas, p2, basic=basic)
+    basic = bm3d_stage(work, sigmas, p1, shifts=shifts)
+    out = basic if stages == 1 else bm3d_stage(work, sigmas, p2, basic=basic, shifts=shifts)
     if colour:
         return out @ OPP_INV.T
     return out.reshape(np.shape(image))
