@@ -92,7 +92,8 @@ class ProgramCache:
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
         self._programs: dict[str, Any] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # guards the dictionaries and the counter
+        self._building: dict[str, threading.Lock] = {}  # one lock per program being built
         self.builds = 0  # programs compiled from source by this cache (for tests and logs)
 
     def get(self, template: str, **params: Any) -> Any:
@@ -106,12 +107,22 @@ class ProgramCache:
         device = self.runtime.device
         key = hashlib.sha256("\0".join(
             (source, " ".join(options), device_identity(device))).encode()).hexdigest()
+        # Threads may build different programs at the same time (pyopencl releases the GIL
+        # in clBuildProgram; autotune's --jobs relies on it); one program is built once.
         with self._lock:
             program = self._programs.get(key)
+            if program is not None:
+                return program
+            key_lock = self._building.setdefault(key, threading.Lock())
+        with key_lock:
+            with self._lock:
+                program = self._programs.get(key)
             if program is None:
                 program = self._load_or_build(key, source, template, params or {}, options)
-                self._programs[key] = program
-            return program
+                with self._lock:
+                    self._programs[key] = program
+                    self._building.pop(key, None)
+        return program
 
     def _binary_path(self, key: str) -> Path | None:
         folder = cache_dir()
@@ -144,7 +155,8 @@ class ProgramCache:
                 f"profile: {self.runtime.profile.family}\n"
                 f"source saved as: {saved}\n"
                 f"build log:\n{_build_log(exc)}") from exc
-        self.builds += 1
+        with self._lock:
+            self.builds += 1
         if path is not None:
             self._store(path, program)
         return program
