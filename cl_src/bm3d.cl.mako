@@ -7,7 +7,7 @@
 ## aggregation ("fixed" | "cas", see lib/aggregate.mako), video (positions hold (t, y, x)),
 ## colour (bool: the opponent colour kernels are included). The profile gives the
 ## local-memory padding x of the transposes (bank_padding: NVIDIA 1, AMD 2, Intel 4).
-<%page args="patch, n, channels, stage, transform_2d, transform_1d, beta, aggregation, video=False, colour=False"/>
+<%page args="patch, n, channels, stage, transform_2d, transform_1d, beta, aggregation, video=False, colour=False, stagger=False"/>
 <%namespace name="agg" file="lib/aggregate.mako"/>
 <%!
     import math
@@ -205,8 +205,11 @@ __constant float kaiser1d[${P}] = {${", ".join(gen.literal(v) for v in w1d)}};
 // it; its size k is the largest power of 2 <= min(N, number of results with distance <= tau)
 // (the reference counts even when ties pushed it out of the results).
 // Stage 1: hard thresholding of the 3-D spectrum at thr_c = lambda * sigma_c, weight 1 / kept
-// (1 when none kept). Stage 2: Wiener shrinkage w = B^2 / (B^2 + sigma_c^2) with B the
-// spectrum of the same group cut from `basic`, weight 1 / (sigma_c^2 * max(sum w^2, ${EPS})).
+// (1 when none kept). Stage 2: Wiener shrinkage w = B^2 / (B^2 + s_c) with B the spectrum of
+// the same group cut from `basic` and s_c = mu2 * sigma_c^2, weight 1 / (s_c * max(sum w^2, ${EPS})).
+% if stagger:
+// Staggered grid: xs holds every reference's column, gx per entry of ys.
+% endif
 // Every filtered pixel is added to the accumulator with weight * Kaiser window.
 //
 __kernel __attribute__((reqd_work_group_size(${G}, 1, 1)))
@@ -242,7 +245,11 @@ void bm3d_filter(__global const float *restrict img,
 % else:
     const int rslot = rt;
 % endif
+% if stagger:
+    const int ry = ys[ti], rx = xs[ti * gx + gj];
+% else:
     const int ry = ys[ti], rx = xs[gj];
+% endif
     const float sig[3] = {s0, s1, s2};
 
     // Where the reference is among the results (${N}: absent), and the group size k.

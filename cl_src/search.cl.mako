@@ -5,8 +5,10 @@
 ##
 ## Rendered with: variant ("naive" | "rowband" | "square"), patch (P), n (N), channels (C),
 ## metric ("l2" | "l1"), table ("ordered" | "unordered"), video (bool), and per variant
-## step (S) and width (L) and rows (R) for rowband, tile (T) for square.
-<%page args="variant, patch, n, channels, metric, table, video, step=None, width=None, rows=None, tile=None, batch=1"/>
+## step (S) and width (L) and rows (R) for rowband, tile (T) for square; shift_max (SM) > 0
+## for a staggered grid (naive and rowband only): lattice row i's references sit shift[i]
+## columns left of the lattice columns (never left of column 0), shift[i] <= SM < S.
+<%page args="variant, patch, n, channels, metric, table, video, step=None, width=None, rows=None, tile=None, batch=1, shift_max=0"/>
 <%namespace name="nn" file="lib/nn_table.mako"/>
 <%namespace name="m" file="lib/metric.mako"/>
 <%
@@ -87,6 +89,9 @@ ${nn.pack_defines()}
 __kernel void search_naive(${common_args()},
     __global const int *restrict ys, __global const int *restrict xs, const int ny, const int nx)
 {
+% if shift_max:
+    // Staggered grid: xs holds every reference's column, ny rows of nx.
+% endif
     const int j = get_global_id(0);
     const int i = get_global_id(1);
     const int f = get_global_id(2);
@@ -94,7 +99,11 @@ __kernel void search_naive(${common_args()},
         return;
     const int t = ref_f0 + f;
     const int ry = ys[i];
+% if shift_max:
+    const int rx = xs[i * nx + j];
+% else:
     const int rx = xs[j];
+% endif
     ${nn.declare(N, table)}
     const int t_lo = max(0, t - tw), t_hi = min(nf - 1, t + tw);
     const int y_lo = max(0, ry - radius), y_hi = min(H - ${P}, ry + radius);
@@ -119,11 +128,11 @@ __kernel void search_naive(${common_args()},
 
 % elif variant == "rowband":
 <%
-    S, L, R, K = step, width, rows, batch
-    M = (L - P) // S + 1          # lattice columns per work-group
-    LU = (M - 1) * S + P          # work-items whose column sums are read
+    S, L, R, K, SM = step, width, rows, batch, shift_max
+    M = (L - P - SM) // S + 1     # lattice columns per work-group
+    LU = (M - 1) * S + P + SM     # work-items whose column sums are read
     HC = (R - 1) * S + P          # rows of one work-item's column
-    assert M >= 1 and R * M <= L, (L, P, S, R)
+    assert M >= 1 and R * M <= L and 0 <= SM < S, (L, P, S, R, SM)
 %>
 //
 // Convolution (Davy-Ehret 4.1.3, rows = 1) and column (4.1.5, rows = k + 1) searches.
@@ -138,6 +147,11 @@ __kernel void search_naive(${common_args()},
 // Launch: global (ceil(nx / ${M}) * ${L}, ceil(ny / ${R}), frames), local (${L}, 1, 1).
 //   oy       band row of the first lattice row (lattice rows are oy + i * ${S}, i < ny)
 //   ny, nx   lattice rows and columns (lattice columns are j * ${S}, j < nx)
+% if SM:
+//   shifts   per lattice row of the launch (ny): its references are at
+//            max(0, j * ${S} - shifts[i]) (a staggered grid); the work-group's column sums
+//            start ${SM} columns left of its first lattice column to reach them.
+% endif
 //
 // Patch distance from ${P} neighbouring column sums.
 inline float column_sum(__local const float *sums)
@@ -150,7 +164,7 @@ inline float column_sum(__local const float *sums)
 
 __kernel __attribute__((reqd_work_group_size(${L}, 1, 1)))
 void search_rowband(${common_args()},
-    const int oy, const int ny, const int nx)
+    const int oy, const int ny, const int nx${", __global const int *restrict shifts" if SM else ""})
 {
     // Double-buffered: batch k writes part[k & 1], so one barrier per batch suffices.
     __local float part[2][${K}][${R}][${L}];
@@ -161,14 +175,24 @@ void search_rowband(${common_args()},
     const int t = ref_f0 + f;
     const int x0 = j0 * ${S};
     const int ry0 = oy + i0 * ${S};
+% if SM:
+    const int col = clamp(x0 - ${SM} + lid, 0, W - 1);
+% else:
     const int col = min(x0 + lid, W - 1);
+% endif
 
     // The reference this work-item tracks, if any.
     // (tj from tr by a multiply, not '%': Oclgrind cannot check the code a div/rem pair makes.)
     const int tr = lid / ${M};
     const int tj = lid - tr * ${M};
     const bool tracker = lid < ${R * M} && i0 + tr < ny && j0 + tj < nx;
+% if SM:
+    const int shift = tracker ? shifts[i0 + tr] : 0;
+    const int ry = ry0 + tr * ${S}, rx = max(0, x0 + tj * ${S} - shift);
+    const int sum0 = rx - x0 + ${SM};   // its first column sum
+% else:
     const int ry = ry0 + tr * ${S}, rx = x0 + tj * ${S};
+% endif
 
     // Reference column. Reads are clamped into the band: clamped values only ever meet
     // candidates that no tracker accepts.
@@ -182,7 +206,11 @@ void search_rowband(${common_args()},
     // Offsets for which at least one reference of the work-group has a valid candidate.
     const int ry_last = ry0 + (min(ny - i0, ${R}) - 1) * ${S};
     const int dy_lo = max(-radius, -ry_last), dy_hi = min(radius, H - ${P} - ry0);
+% if SM:
+    const int dx_lo = max(-radius, -(x0 + (min(nx - j0, ${M}) - 1) * ${S})), dx_hi = min(radius, W - ${P} - max(0, x0 - ${SM}));
+% else:
     const int dx_lo = max(-radius, -(x0 + (min(nx - j0, ${M}) - 1) * ${S})), dx_hi = min(radius, W - ${P} - x0);
+% endif
     const int t_lo = max(0, t - tw), t_hi = min(nf - 1, t + tw);
     int buf = 0;
     for (int tc = t_lo; tc <= t_hi; ++tc) {
@@ -216,7 +244,11 @@ void search_rowband(${common_args()},
 % endfor
                 barrier(CLK_LOCAL_MEM_FENCE);
                 if (tracker) {
+% if SM:
+${tracker_batch("column_sum(&part[buf][%s][tr][sum0])", P, K, N, table)}
+% else:
 ${tracker_batch("column_sum(&part[buf][%s][tr][tj * " + str(S) + "])", P, K, N, table)}
+% endif
                 }
                 buf ^= 1;
             }
@@ -232,7 +264,7 @@ ${tracker_batch("column_sum(&part[buf][%s][tr][tj * " + str(S) + "])", P, K, N, 
 % elif variant == "square":
 <%
     T, K = tile, batch
-    assert P == 8 and T >= 2, (P, T)
+    assert P == 8 and T >= 2 and not shift_max, (P, T, shift_max)
     assert K == 1 or K % 4 == 0, K
 %>
 //

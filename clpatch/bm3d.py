@@ -13,6 +13,11 @@ Algorithms 9 and 10, padded by the device profile's ``bank_padding``):
    the basic estimate (``mu2`` = 1, the original's), group weight
    ``1 / (mu2·σ² · max(Σ w², 2⁻¹⁰))``.
 
+References lie on a grid of step ``step`` plus the last row and column; with ``stagger``
+(the reference preset) grid row i's references sit i mod step columns right of the lattice
+(column 0 and the last column stay references of every row), as in the ``bm3d`` package,
+so the patch edges of neighbouring rows do not line up.
+
 A group is the reference patch followed by its nearest neighbours in ascending distance;
 its size is the largest power of 2 ≤ min(n, number of similar patches). Every filtered
 patch is aggregated with its group's weight times a Kaiser window (β = 2) into a numerator
@@ -78,17 +83,20 @@ class StageParams:
     lambda_3d: float = 2.7
     beta: float = 2.0
     mu2: float = 1.0
+    stagger: bool = False
 
 
 PRESETS: dict[str, dict[str, Any]] = {
     # Davy–Ehret's defaults (their Table 7).
     "fast": dict(patch_size=8, window=21, step=4, n=(8, 8), transform_2d=("bior1.5", "dct"),
                  transform_1d="hadamard", tau_match=(2500.0, 400.0), lambda_3d=2.7, mu2=1.0,
-                 beta=2.0, stages=2),
-    # The original BM3D parameters (Dabov et al., normal profile).
+                 beta=2.0, stagger=False, stages=2),
+    # The original BM3D parameters (Dabov et al., normal profile), on the staggered grid of
+    # the bm3d package (Tampere's current implementation).
     "reference": dict(patch_size=8, window=39, step=3, n=(16, 32),
                       transform_2d=("bior1.5", "dct"), transform_1d="haar",
-                      tau_match=(2500.0, 400.0), lambda_3d=2.7, mu2=1.0, beta=2.0, stages=2),
+                      tau_match=(2500.0, 400.0), lambda_3d=2.7, mu2=1.0, beta=2.0, stagger=True,
+                      stages=2),
 }
 
 _PER_STAGE = ("window", "step", "n", "transform_2d", "transform_1d", "tau_match", "beta")
@@ -151,9 +159,9 @@ def stage_params(preset: str = "fast", **overrides: Any) -> tuple[StageParams, S
     """(stage-1 params, stage-2 params, number of stages) for a preset plus overrides.
 
     window, step, n, transform_2d, transform_1d, tau_match and beta take a scalar (both
-    stages) or a (stage 1, stage 2) pair; patch_size, lambda_3d, mu2 and stages one value; None
-    keeps the preset's. With a patch size other than 8 the 2-D transform defaults to the
-    DCT in both stages (Bior1.5 is defined on 8 points only).
+    stages) or a (stage 1, stage 2) pair; patch_size, lambda_3d, mu2, stagger and stages one
+    value; None keeps the preset's. With a patch size other than 8 the 2-D transform defaults
+    to the DCT in both stages (Bior1.5 is defined on 8 points only).
     """
     if preset not in PRESETS:
         raise ValueError(f"preset must be one of {sorted(PRESETS)}, got {preset!r}")
@@ -162,6 +170,9 @@ def stage_params(preset: str = "fast", **overrides: Any) -> tuple[StageParams, S
     per = {k: _pair(k, cfg[k]) for k in _PER_STAGE}
     lam = _float("lambda_3d", cfg["lambda_3d"])
     mu2 = _float("mu2", cfg["mu2"])
+    stagger = cfg["stagger"]
+    if not isinstance(stagger, (bool, np.bool_)):
+        raise TypeError(f"stagger must be True or False, got {stagger!r}")
     out = []
     for s in (0, 1):
         n, t2, t1 = group_and_transforms(per, s, p)
@@ -170,8 +181,17 @@ def stage_params(preset: str = "fast", **overrides: Any) -> tuple[StageParams, S
             window=_check_int("window", per["window"][s], 1, MAX_WINDOW), n=n,
             tau_match=_float("tau_match", per["tau_match"][s], positive=False),
             transform_2d=t2, transform_1d=t1, lambda_3d=lam,
-            beta=_float("beta", per["beta"][s], positive=False), mu2=mu2))
+            beta=_float("beta", per["beta"][s], positive=False), mu2=mu2,
+            stagger=bool(stagger)))
     return out[0], out[1], stages
+
+
+def stagger_shifts(step: int) -> tuple[int, ...]:
+    """Column shifts of a staggered grid, one per reference row in turn: row i's references
+    sit i mod step columns right of a lattice column (as shifts left, kept >= 0), so the
+    patch edges of neighbouring rows never line up. For step 3 this is the bm3d package's
+    pattern (0, 1, 2 to the right); step 1 has nothing to stagger."""
+    return tuple((-i) % step for i in range(step)) if step > 1 else ()
 
 
 def choose_aggregation(profile: Any, aggregation: str | None = None) -> tuple[str, str]:
@@ -242,12 +262,16 @@ class _Stage:
         request = SearchRequest(params.patch_size, params.step, params.n, params.window, 1, "l2",
                                 False)
         config = choose_search(request, rt.profile, variant, rt.tuning)
-        self.search = SearchPlan(rt, 1, plan.rows, plan.cols, 1, request, config)
+        shifts = stagger_shifts(params.step) if params.stagger else ()
+        self.search = SearchPlan(rt, 1, plan.rows, plan.cols, 1, request, config,
+                                 stagger=shifts)
+        self.staggered = bool(self.search.stagger)
+        extra = {"stagger": True} if self.staggered else {}
         program = rt.programs.get(
             "bm3d.cl.mako", patch=params.patch_size, n=params.n, channels=plan.channels,
             stage=params.stage, transform_2d=params.transform_2d,
             transform_1d=params.transform_1d, beta=params.beta, aggregation=plan.aggregation,
-            colour=plan.colour)
+            colour=plan.colour, **extra)
         self.filter = cl.Kernel(program, "bm3d_filter")
         self.group = min(params.n, 8) * params.patch_size
         self.finalize = cl.Kernel(program, "bm3d_finalize")
@@ -289,7 +313,8 @@ class BM3DPlan:
         self.aggregation, self.aggregation_reason = choose_aggregation(runtime.profile, aggregation)
         self.stages = [_Stage(self, p, variant) for p in self.params]
         self._pool = BufferPool(runtime.context)
-        self._xs = [self._int_buffer(s.search.grid_x) for s in self.stages]
+        self._xs = [None if s.staggered else self._int_buffer(s.search.grid_x)
+                    for s in self.stages]
         self.tiles = self._plan_tiles(tile_bytes)
         self.last_events: list[tuple[str, Any]] = []
 
@@ -347,6 +372,8 @@ class BM3DPlan:
         for stage in self.stages:
             p = stage.params
             per_axis = -(-(p.patch_size + 2 * (p.window // 2)) // p.step) + 1
+            if stage.staggered:     # column 0 is a reference of every row besides the lattice
+                per_axis += 1
             # Stage 2 divides by mu2·σ²: its weights scale like those of a noise mu2^½·σ.
             noise = sigmas * math.sqrt(p.mu2) if p.stage == 2 else sigmas
             out.append(fixed_point_scales(p.stage, per_axis * per_axis * p.n, peak, noise))
@@ -456,6 +483,10 @@ class BM3DPlan:
         events.append(("clear", stage.clear(queue, (count,), None, acc, i32(0), i32(count))))
         ys = self._pool.get("ys", gy * 4)
         cl.enqueue_copy(queue, ys, stage.search.grid_y[chunk.g0:chunk.g1].astype(np.int32))
+        xs = self._xs[s]
+        if stage.staggered:     # every reference's column, the chunk's rows
+            xs = self._pool.get("xs", gy * gx * 4)
+            cl.enqueue_copy(queue, xs, np.ascontiguousarray(stage.search.ref_x[chunk.g0:chunk.g1]))
 
         if p.stage == 1:
             shrink = [p.lambda_3d * float(v) for v in sigmas]
@@ -470,7 +501,7 @@ class BM3DPlan:
             events.append(("filter" + tag, stage.filter(
                 queue, (stage.group, gx, nrows), (stage.group, 1, 1), *images, i32(1), i32(hb),
                 i32(w), i32(0), i32(chunk.y_lo), pos, dist, i32(gy), i32(gx), ys,
-                self._xs[s], i32(r0), i32(nrows), i32(0), i32(0), acc, f32(tau),
+                xs, i32(r0), i32(nrows), i32(0), i32(0), acc, f32(tau),
                 *(f32(v) for v in shrink), f32(scales[0]), f32(scales[1]))))
 
         rows = tile.b - tile.a
@@ -510,16 +541,17 @@ def _trim(cache: dict) -> None:
 def bm3d(image: Any, sigma: float, *, preset: str = "fast", patch_size: int | None = None,
          step: Any = None, window: Any = None, n: Any = None, transform_2d: Any = None,
          transform_1d: Any = None, stages: int | None = None, lambda_3d: float | None = None,
-         mu2: float | None = None, tau_match: Any = None, aggregation: str | None = None,
-         data_range: float | None = None, channel_axis: int | None = None,
-         variant: str | SearchConfig | None = None, runtime: Runtime | None = None) -> Any:
+         mu2: float | None = None, tau_match: Any = None, stagger: bool | None = None,
+         aggregation: str | None = None, data_range: float | None = None,
+         channel_axis: int | None = None, variant: str | SearchConfig | None = None,
+         runtime: Runtime | None = None) -> Any:
     """Denoise an image with BM3D (grayscale) or CBM3D (RGB), Davy–Ehret's GPU design.
 
     image: (H, W), (H, W, 1) or (H, W, 3) RGB, any real dtype, NumPy or pyopencl array.
     sigma: standard deviation of the noise, in the image's units (20 for a 0–255 image).
     preset: "fast" (Davy–Ehret's defaults: window 21, step 4, 8/8 neighbours, Bior1.5/DCT,
         Hadamard) or "reference" (the original BM3D: window 39, step 3, 16/32 neighbours,
-        Bior1.5/DCT, Haar). Every other argument overrides the preset; window, step, n,
+        Bior1.5/DCT, Haar, on the staggered grid). Every other argument overrides the preset; window, step, n,
         transform_2d ("bior1.5" | "dct"), transform_1d ("hadamard" | "haar") and tau_match
         take one value or a (stage 1, stage 2) pair.
     patch_size: 8 (2 to 16; sizes other than 8 use the DCT); n: powers of 2 up to 32 (capped
@@ -527,7 +559,9 @@ def bm3d(image: Any, sigma: float, *, preset: str = "fast", patch_size: int | No
         threshold in units of sigma (2.7); mu2: Wiener regularisation, w = B² / (B² + mu2·σ²)
         (1; the `bm3d` PyPI package uses lambda_3d=3.0, mu2=0.4 for white noise);
         tau_match: matching thresholds (2500, 400), mean squared difference per pixel on a
-        0–255 scale.
+        0–255 scale; stagger: the reference patches of consecutive grid rows start 0, 1, …,
+        step − 1 columns right of the step lattice, so their edges never line up (the bm3d
+        package's grid; True in the reference preset, False in the fast one).
     aggregation: None (device's best), "fixed" or "cas" (see the module doc).
     data_range: the image's nominal range, scaling the matching thresholds by
         (data_range / 255)²; None: 255 for 8-bit data and floats above 1, the dtype's
@@ -544,7 +578,7 @@ def bm3d(image: Any, sigma: float, *, preset: str = "fast", patch_size: int | No
     p1, p2, count = stage_params(preset, patch_size=patch_size, step=step, window=window, n=n,
                                  transform_2d=transform_2d, transform_1d=transform_1d,
                                  stages=stages, lambda_3d=lambda_3d, mu2=mu2,
-                                 tau_match=tau_match)
+                                 tau_match=tau_match, stagger=stagger)
     p = p1.patch_size
     if p > volume.rows or p > volume.cols:
         raise ValueError(f"patch_size {p} is larger than the image ({volume.rows}x{volume.cols})")

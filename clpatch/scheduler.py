@@ -339,6 +339,9 @@ def _explain_bm3d(rt: Any, patch_size: int | None, step: int | None, n: int | No
                              f"n {params.n}, window {params.window}: {config.describe()} "
                              f"[{config.source}] — {config.reason}")
         out.notes.append(line)
+    if p1.stagger and p1.step > 1:
+        out.notes.append(f"grid: staggered (grid row i's references sit i mod {p1.step} columns "
+                         "right of the lattice, as in the bm3d package)")
     kind, why = choose_aggregation(rt.profile)
     out.notes.append(f"aggregation '{kind}' — rule: {why}")
     if channels == 3:

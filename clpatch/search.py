@@ -58,7 +58,8 @@ class SearchResult:
                top-left corners of the matched patches.
     distances: float32, (gy, gx, n) or (T, gy, gx, n), ascending along the last axis;
                sums of squared (l2) or absolute (l1) differences over patch and channels.
-    grid_y, grid_x: int32, top-left rows / columns of the reference patches.
+    grid_y, grid_x: int32, top-left rows / columns of the reference patches (grid_x is
+               (gy, gx), one row of columns per grid row, for a plan's staggered grid).
     positions and distances are NumPy arrays for NumPy input, device arrays for device input.
     """
 
@@ -187,7 +188,11 @@ class SearchPlan:
 
     def __init__(self, runtime: Runtime, frames: int, rows: int, cols: int, channels: int,
                  request: SearchRequest, config: SearchConfig, *, temporal_window: int = 0,
-                 device_output: bool = False, video: bool = False) -> None:
+                 device_output: bool = False, video: bool = False,
+                 stagger: tuple[int, ...] = ()) -> None:
+        """`stagger` (internal, BM3D's): column shifts s_i of a staggered grid, one per grid
+        row in turn: row i's lattice references move to max(0, x - s_i), each s_i < step,
+        and the last column (x = cols - p) is always a border column of its own."""
         self.runtime = runtime
         self.frames, self.rows, self.cols, self.channels = frames, rows, cols, channels
         self.request = request
@@ -200,6 +205,25 @@ class SearchPlan:
         self.grid_x = grid_positions(cols, p, s)
         self.lattice_rows = (rows - p) // s + 1
         self.lattice_cols = (cols - p) // s + 1
+        self.stagger = tuple(int(v) for v in stagger) if any(stagger) else ()
+        if any(not 0 <= v < s for v in self.stagger):
+            raise ValueError(f"stagger shifts must lie in [0, step={s}), got {stagger}")
+        if self.stagger:
+            if video:
+                raise ValueError("a staggered grid is for images, not video")
+            self.lattice_cols = -(-(cols - p) // s)          # j * step < cols - p
+            shifts = np.array(self.stagger)[np.arange(len(self.grid_y)) % len(self.stagger)]
+            self.row_shifts = shifts.astype(np.int32)
+            lattice = self.grid_x[:self.lattice_cols]
+            self.ref_x = np.concatenate(
+                [np.maximum(lattice[None, :] - shifts[:, None], 0),
+                 np.broadcast_to(self.grid_x[self.lattice_cols:], (len(shifts), 1))],
+                axis=1).astype(np.int32)
+            if config.variant == "square":
+                config = choose_search(request, runtime.profile, SearchConfig(
+                    "column", source=config.source,
+                    reason=config.reason + "; column instead of square: square has no "
+                    "staggered grid"))
         self.dim = 3 if video else 2
         self.last_events: list[tuple[str, Any]] = []
         self._pool = BufferPool(runtime.context)
@@ -214,6 +238,8 @@ class SearchPlan:
         r = self.request
         params = dict(patch=r.patch_size, n=r.n, channels=r.channels, metric=r.metric,
                       table=config.table, video=self.video)
+        if self.stagger:
+            params["shift_max"] = max(self.stagger)
         if config.variant == "naive":
             params["variant"] = "naive"
         elif config.variant == "square":
@@ -369,7 +395,8 @@ class SearchPlan:
         if not self.video:
             positions, distances = positions[0], distances[0]
         r = self.request
-        return SearchResult(positions, distances, self.grid_y.copy(), self.grid_x.copy(),
+        grid_x = self.ref_x.copy() if self.stagger else self.grid_x.copy()
+        return SearchResult(positions, distances, self.grid_y.copy(), grid_x,
                             r.patch_size, r.step, r.window, r.n, r.metric, self.temporal_window,
                             self.config)
 
@@ -458,10 +485,13 @@ class SearchPlan:
             if g_lo >= g_hi or col_lo >= col_hi:
                 return
             ys = self.grid_y[g_lo:g_hi] - chunk.y_lo
-            xs_buf = _int_buffer(self.runtime, self.grid_x[col_lo:col_hi])
+            xs_buf = None if self.stagger else _int_buffer(self.runtime, self.grid_x[col_lo:col_hi])
             lw = self._naive_group
             for f0, f1, r0, r1 in self._splits(ref_frames, g_hi - g_lo, col_hi - col_lo,
                                                candidates):
+                if self.stagger:   # every reference's column, rows r0..r1 of the piece
+                    xs_buf = _int_buffer(self.runtime,
+                                         self.ref_x[g_lo + r0:g_lo + r1, col_lo:col_hi].ravel())
                 global_size = (-(-(col_hi - col_lo) // lw) * lw, r1 - r0, f1 - f0)
                 event = self._naive(queue, global_size, (lw, 1, 1), *common,
                                     i32(chunk.r0 - chunk.f_lo + f0), *tail,
@@ -475,7 +505,7 @@ class SearchPlan:
             naive(chunk.g0, chunk.g1, 0, gx)
             return
         # Structured variants over the lattice rows and columns of this chunk.
-        if chunk.g0 < lattice_hi:
+        if chunk.g0 < lattice_hi and self.lattice_cols > 0:
             nx = self.lattice_cols
             for f0, f1, r0, r1 in self._splits(ref_frames, lattice_hi - chunk.g0, nx, candidates):
                 oy = int(self.grid_y[chunk.g0 + r0]) - chunk.y_lo
@@ -485,13 +515,18 @@ class SearchPlan:
                     global_size = (-(-nx // (t - 1)) * t, -(-ny // (t - 1)) * t, f1 - f0)
                     local_size = (t, t, 1)
                 else:
-                    per_row = (config.group - p) // self.request.step + 1
+                    shift_max = max(self.stagger, default=0)
+                    per_row = (config.group - p - shift_max) // self.request.step + 1
                     global_size = (-(-nx // per_row) * config.group, -(-ny // config.rows), f1 - f0)
                     local_size = (config.group, 1, 1)
+                extra = ()
+                if self.stagger:
+                    g = chunk.g0 + r0
+                    extra = (_int_buffer(self.runtime, self.row_shifts[g:g + ny]),)
                 event = self._main(queue, global_size, local_size, *common,
                                    i32(chunk.r0 - chunk.f_lo + f0), *tail,
                                    i32(out_row0 + r0), i32(0), i32(out_f0 + f0),
-                                   i32(oy), i32(ny), i32(nx))
+                                   i32(oy), i32(ny), i32(nx), *extra)
                 self.last_events.append(("search", event))
         # Grid column off the lattice (x = W - p), for the lattice rows.
         if self.lattice_cols < gx:

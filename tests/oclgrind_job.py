@@ -2,7 +2,7 @@
 
     python tests/oclgrind_job.py search VARIANT TABLE [--video] [--channels C]
     python tests/oclgrind_job.py nlmeans AGGREGATION AVERAGING [--video] [--channels C]
-    python tests/oclgrind_job.py bm3d AGGREGATION [--channels C]
+    python tests/oclgrind_job.py bm3d AGGREGATION [--channels C] [--stagger]
     python tests/oclgrind_job.py vbm3d SEARCH_VARIANT AGGREGATION [--channels C]
     python tests/oclgrind_job.py planted race|uninit_local|uninit_private|uninit_global
 
@@ -154,7 +154,7 @@ def smooth_noisy(shape, seed: int) -> np.ndarray:
     return (base + np.random.default_rng(seed).normal(0, 20, shape)).astype(np.float32)
 
 
-def run_bm3d(aggregation: str, channels: int) -> None:
+def run_bm3d(aggregation: str, channels: int, stagger: bool = False) -> None:
     from tests.reference.bm3d import bm3d_reference
 
     keep_buffers_alive()
@@ -163,9 +163,12 @@ def run_bm3d(aggregation: str, channels: int) -> None:
     image = smooth_noisy(shape, seed=len(aggregation) + 5 * channels)
     # Patch 8 (the paper's conflict-free transposes), step 4, both stages; window 7 keeps
     # the search short while every reference still has 16 or more candidates (n = 8).
+    # --stagger: step 3 on the staggered grid, searched by the column variant (its shifted
+    # column sums) with the naive kernel for the last row and column.
+    extra = dict(step=3, stagger=True) if stagger else {}
     out = clpatch.bm3d(image, 20.0, preset="fast", window=WINDOW, aggregation=aggregation,
-                       runtime=runtime)
-    expected = bm3d_reference(image.astype(np.float64), 20.0, "fast", window=WINDOW)
+                       variant="column" if stagger else None, runtime=runtime, **extra)
+    expected = bm3d_reference(image.astype(np.float64), 20.0, "fast", window=WINDOW, **extra)
     if out.shape != image.shape:
         sys.exit(f"bm3d {aggregation} returned shape {out.shape} for {image.shape}")
     error = float(np.abs(out - expected).max())
@@ -226,6 +229,7 @@ def main() -> None:
     bm3d = jobs.add_parser("bm3d")
     bm3d.add_argument("aggregation")
     bm3d.add_argument("--channels", type=int, default=1)
+    bm3d.add_argument("--stagger", action="store_true")
     vbm3d = jobs.add_parser("vbm3d")
     vbm3d.add_argument("variant")
     vbm3d.add_argument("aggregation")
@@ -239,7 +243,7 @@ def main() -> None:
     elif args.job == "nlmeans":
         run_nlmeans(args.aggregation, args.averaging, args.video, args.channels)
     elif args.job == "bm3d":
-        run_bm3d(args.aggregation, args.channels)
+        run_bm3d(args.aggregation, args.channels, args.stagger)
     elif args.job == "vbm3d":
         run_vbm3d(args.variant, args.aggregation, args.channels)
     else:

@@ -25,6 +25,7 @@ from clpatch.bm3d import (
     stage_params,
 )
 from clpatch.bm3d import bm3d as bm3d_fn
+from clpatch.scheduler import SearchConfig
 from clpatch.transforms import bior15_matrices, dct_matrix, haar_matrix, hadamard_matrix, transform_pair
 from tests.helpers import assert_close, load_image
 from tests.reference.bm3d import bm3d_reference
@@ -95,6 +96,44 @@ def test_cas_aggregation(runtime):
     image = smooth_noisy((37, 45), seed=1)
     out = clpatch.bm3d(image, SIGMA, aggregation="cas", runtime=runtime)
     check_reference(out, image, what="cas aggregation")
+
+
+STAGGERED = [
+    # (shape, params, variant): last column on the step-3 lattice (29 - 8 = 21) or off it
+    # (31 - 8 = 23), windows >= 11 so that n = 32 is not capped for tiny images;
+    # step 2 (shifts 0, 1) and step 4 (square -> column); every variant.
+    ((31, 29), dict(preset="reference", window=11), "naive"),
+    ((31, 31), dict(preset="reference", window=13), "convolution"),
+    ((30, 29), dict(preset="reference", window=11), SearchConfig("column", rows=2, batch=4)),
+    ((29, 34), dict(preset="reference", window=15), SearchConfig("column", rows=3)),
+    ((27, 23), dict(stagger=True, step=2, window=7), "column"),
+    ((37, 45), dict(stagger=True), None),
+]
+
+
+@pytest.mark.parametrize("shape,params,variant", STAGGERED,
+                         ids=[f"{s[0]}x{s[1]}-{i}" for i, (s, _, _) in enumerate(STAGGERED)])
+def test_staggered_grid(runtime, shape, params, variant):
+    params = dict(params)
+    preset = params.pop("preset", "fast")
+    image = smooth_noisy(shape, seed=shape[0] + shape[1])
+    out = clpatch.bm3d(image, SIGMA, preset=preset, variant=variant, runtime=runtime, **params)
+    check_reference(out, image, preset, what=f"staggered {shape} {params} {variant}", **params)
+
+
+def test_staggered_colour_cas(runtime):
+    image = smooth_noisy((26, 31, 3), seed=9)
+    out = clpatch.bm3d(image, SIGMA, preset="reference", window=11, aggregation="cas",
+                       runtime=runtime)
+    check_reference(out, image, "reference", what="staggered CBM3D, cas", window=11)
+
+
+def test_stagger_changes_the_grid(runtime):
+    image = smooth_noisy((40, 40), seed=10)
+    plain = clpatch.bm3d(image, SIGMA, preset="reference", stagger=False, runtime=runtime)
+    check_reference(plain, image, "reference", what="plain reference grid", stagger=False)
+    staggered = clpatch.bm3d(image, SIGMA, preset="reference", runtime=runtime)
+    assert np.abs(plain - staggered).max() > 0.01
 
 
 @pytest.mark.parametrize("aggregation", ["fixed", "cas"])
@@ -379,6 +418,7 @@ BAD = [
     (dict(stages=0), ValueError, "stages"),
     (dict(lambda_3d=0.0), ValueError, "lambda_3d"),
     (dict(mu2=0.0), ValueError, "mu2"),
+    (dict(stagger=1), TypeError, "stagger"),
     (dict(mu2="1"), TypeError, "mu2"),
     (dict(tau_match=-1.0), ValueError, "tau_match"),
     (dict(aggregation="atomic"), ValueError, "aggregation"),

@@ -120,6 +120,10 @@ def test_bm3d_colour_runs_clean():
     assert_clean("bm3d", "fixed", "--channels", "3")
 
 
+def test_bm3d_staggered_grid_runs_clean():
+    assert_clean("bm3d", "fixed", "--stagger")
+
+
 # VBM3D: each search variant (the window and patch ones synchronise through local memory)
 # with the filter in video mode over frame rings; colour once.
 @pytest.mark.parametrize("variant,aggregation", [("naive", "fixed"), ("window", "cas"),

@@ -38,9 +38,12 @@ CBM3D: RGB → the opponent space of the CBM3D paper (Dabov et al., ICIP 2007)
 (the noisy Y in stage 1, the basic estimate's Y in stage 2) and shared by the three channels;
 each channel is filtered with its own noise level ``σ_c = σ·‖row_c‖`` (σ/√3, σ/√2, σ√6/4)
 and aggregated separately; the result goes back to RGB with the exact inverse.
-Not reproduced: the original's σ > 40 settings (τ = 5000, prefiltered matching), and the
-``bm3d`` PyPI package's staggered reference grid (rows of references shifted by 0, 1, 2
-columns in turn; its λ = 3.0 and μ² = 0.4 are reachable through ``lambda_3d`` and ``mu2``).
+Grid: references every ``step`` rows and columns plus the last row and column; with
+``stagger`` (the reference preset) grid row i uses the columns of :func:`staggered_columns`
+for the shift ``stagger_shifts(step)[i % step]`` (clpatch's table, the bm3d package's pattern
+for step 3).
+Not reproduced: the original's σ > 40 settings (τ = 5000, prefiltered matching). The bm3d
+package's white-noise λ = 3.0 and μ² = 0.4 are reachable through ``lambda_3d`` and ``mu2``.
 """
 
 from __future__ import annotations
@@ -48,7 +51,14 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from clpatch.bm3d import OPPONENT, OPPONENT_INV, WIENER_ENERGY_FLOOR, StageParams, stage_params
+from clpatch.bm3d import (
+    OPPONENT,
+    OPPONENT_INV,
+    WIENER_ENERGY_FLOOR,
+    StageParams,
+    stage_params,
+    stagger_shifts,
+)
 from clpatch.transforms import kaiser_window, transform_pair
 
 from .search import grid
@@ -209,13 +219,13 @@ def _check_image(image) -> tuple[np.ndarray, bool]:
 
 
 def bm3d_stage(noisy: np.ndarray, sigmas, params: StageParams, basic: np.ndarray | None = None,
-               groups=None, shifts=(0,)) -> np.ndarray:
+               groups=None) -> np.ndarray:
     """One BM3D stage on a working-space image (H, W, C) (opponent space for colour).
 
     sigmas: per-channel noise std (length C). Channel 0 is the guide: the groups are matched
     on ``noisy[..., 0]`` (stage 1) or ``basic[..., 0]`` (stage 2) unless ``groups`` (the output
-    of :func:`block_match`) is given; ``shifts`` staggers the reference grid
-    (:func:`staggered_columns`). Returns the stage's estimate (H, W, C).
+    of :func:`block_match`) is given; ``params.stagger`` staggers the reference grid
+    (:func:`staggered_columns` with clpatch's shift table). Returns the stage's estimate.
     """
     noisy = np.asarray(noisy, dtype=np.float64)
     rows, cols, channels = noisy.shape
@@ -229,6 +239,7 @@ def bm3d_stage(noisy: np.ndarray, sigmas, params: StageParams, basic: np.ndarray
         basic = np.asarray(basic, dtype=np.float64)
     guide = noisy[..., 0] if params.stage == 1 else basic[..., 0]
     if groups is None:
+        shifts = (stagger_shifts(params.step) or (0,)) if params.stagger else (0,)
         groups = block_match(guide, p, params.step, params.window, params.n, params.tau_match,
                              shifts)
     _, _, positions, _, counts = groups
@@ -257,14 +268,12 @@ def bm3d_stage(noisy: np.ndarray, sigmas, params: StageParams, basic: np.ndarray
     return (num / den).T.reshape(rows, cols, channels)
 
 
-def bm3d_reference(image, sigma: float, preset: str = "fast", shifts=(0,),
-                   **overrides) -> np.ndarray:
+def bm3d_reference(image, sigma: float, preset: str = "fast", **overrides) -> np.ndarray:
     """BM3D (grayscale) or CBM3D ((H, W, 3) RGB) of ``image``; float64, the input's shape.
 
     overrides: patch_size, step, window, n, transform_2d, transform_1d, tau_match, lambda_3d,
-    mu2, beta (scalars or (stage 1, stage 2) pairs where per-stage), stages (1 = basic estimate
-    only). shifts: the reference rows' column shifts in both stages (see
-    :func:`staggered_columns`; the kernels use the plain grid, shifts (0,)).
+    mu2, beta (scalars or (stage 1, stage 2) pairs where per-stage), stagger, stages (1 = basic
+    estimate only).
     """
     sigma = float(sigma)
     if not np.isfinite(sigma) or sigma <= 0:
@@ -277,8 +286,8 @@ def bm3d_reference(image, sigma: float, preset: str = "fast", shifts=(0,),
     else:
         work = img
         sigmas = np.array([sigma])
-    basic = bm3d_stage(work, sigmas, p1, shifts=shifts)
-    out = basic if stages == 1 else bm3d_stage(work, sigmas, p2, basic=basic, shifts=shifts)
+    basic = bm3d_stage(work, sigmas, p1)
+    out = basic if stages == 1 else bm3d_stage(work, sigmas, p2, basic=basic)
     if colour:
         return out @ OPP_INV.T
     return out.reshape(np.shape(image))
