@@ -18,6 +18,31 @@ def _csv_ints(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
 
 
+def results_json(results: list, jobs: int) -> str:
+    """The `--json` file: every request's rule and tuned choices with every timing, and the
+    request's wall time (with the part spent building programs)."""
+    from .tuning import config_to_json
+
+    return json.dumps([{
+        "request": vars(r.request), "rule": config_to_json(r.rule), "rule_ms": r.rule_time_ms,
+        "tuned": config_to_json(r.chosen), "tuned_ms": r.time_ms, "speedup": r.speedup,
+        "timings": [[config_to_json(c), ms] for c, ms in r.timings],
+        "rejected": [[config_to_json(c), why] for c, why in r.rejected],
+        "seconds": round(r.seconds, 2), "build_seconds": round(r.build_seconds, 2),
+        "jobs": jobs,
+    } for r in results], indent=1)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
 def cmd_explain(args: argparse.Namespace) -> int:
     from .runtime import Runtime
     from .scheduler import explain
@@ -32,7 +57,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 
 def cmd_autotune(args: argparse.Namespace) -> int:
-    from .autotune import QUICK_REQUESTS, autotune, grid_requests, summary_table
+    from .autotune import QUICK_REQUESTS, autotune, default_jobs, grid_requests, summary_table
     from .bench import parse_size
     from .runtime import Runtime
 
@@ -48,28 +73,20 @@ def cmd_autotune(args: argparse.Namespace) -> int:
                                  args.windows or FULL_GRID["window"],
                                  args.channels or FULL_GRID["channels"])
     size = parse_size(args.size) if args.size else None
+    jobs = args.jobs if args.jobs is not None else default_jobs()
     print(f"tuning {len(requests)} request(s) on {runtime.device.name.strip()}"
-          + (" (quick)" if args.quick else ""), file=sys.stderr)
-    def results_json(results: list) -> str:
-        from .tuning import config_to_json
-
-        return json.dumps([{
-            "request": vars(r.request), "rule": config_to_json(r.rule), "rule_ms": r.rule_time_ms,
-            "tuned": config_to_json(r.chosen), "tuned_ms": r.time_ms, "speedup": r.speedup,
-            "timings": [[config_to_json(c), ms] for c, ms in r.timings],
-            "rejected": [[config_to_json(c), why] for c, why in r.rejected],
-        } for r in results], indent=1)
-
+          + (" (quick)" if args.quick else "")
+          + (f", building {jobs} programs at a time" if jobs > 1 else ""), file=sys.stderr)
     done: list = []
 
     def save(result) -> None:  # after every request, so an interrupted run keeps its work
         done.append(result)
         cache.save()
         if args.json:
-            Path(args.json).write_text(results_json(done))
+            Path(args.json).write_text(results_json(done, jobs))
 
     results = autotune(runtime, requests, quick=args.quick, size=size, repeats=args.repeats,
-                       cache=cache, verbose=args.verbose, on_result=save)
+                       cache=cache, verbose=args.verbose, on_result=save, jobs=jobs)
     print(summary_table(results))
     print(f"\ntuning cache written to {cache.path}")
     return 0
@@ -142,6 +159,10 @@ def add_commands(commands: argparse._SubParsersAction,
     tune.add_argument("--windows", type=_csv_ints, help="e.g. 21,39")
     tune.add_argument("--channels", type=_csv_ints, help="e.g. 1,3")
     tune.add_argument("--json", metavar="FILE", help="also write every timing to this JSON file")
+    tune.add_argument("--jobs", "-j", type=_positive_int, default=None, metavar="N",
+                      help="programs built at once (in worker processes), before any of a "
+                           "stage's configurations is timed (default: the number of CPUs, at "
+                           "most 8; 1 builds each just before timing it)")
     add_device_option(tune)
     tune.set_defaults(func=cmd_autotune)
 

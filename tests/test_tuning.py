@@ -208,3 +208,91 @@ def test_source_hash_covers_every_template_the_search_uses():
             assert included in TUNED_TEMPLATES, f"{name} uses {included}, which the hash misses"
     # Changing another kernel family (NL-means) must not make search tunings stale.
     assert "nlmeans.cl.mako" not in TUNED_TEMPLATES
+
+
+def test_parallel_builds_time_the_same_configurations(runtime, tmp_path):
+    """`--jobs 2` builds each stage's programs ahead, two at a time (in two processes); the
+    same configurations are timed (stage 1 of --quick is fixed; times are not compared)."""
+    spec = runtime.device.name.strip()
+    timed = {}
+    for jobs in (1, 2):
+        out = tmp_path / f"jobs{jobs}.json"
+        assert cli.main(["autotune", "--quick", "--device", spec, "--size", "64x64",
+                         "--repeats", "1", "--jobs", str(jobs), "--output",
+                         str(tmp_path / f"tuning{jobs}.json"), "--json", str(out)]) == 0
+        (row,) = json.loads(out.read_text())
+        assert row["jobs"] == jobs and row["seconds"] >= row["build_seconds"] >= 0
+        configs = [json.dumps(c, sort_keys=True) for c, _ in row["timings"]]
+        assert len(configs) == len(set(configs)) >= 6
+        assert all(ms > 0 for _, ms in row["timings"])
+        assert json.dumps(row["tuned"], sort_keys=True) in configs
+        assert row["tuned_ms"] == min(ms for _, ms in row["timings"])
+        timed[jobs] = (set(configs), row["rejected"])
+    assert timed[1] == timed[2]
+
+
+@pytest.mark.parametrize("builds", ["threads", "processes"])
+def test_a_failed_prebuild_is_rejected_with_its_reason_and_not_rebuilt(runtime, monkeypatch,
+                                                                       builds):
+    import threading
+
+    from clpatch.autotune import _MEMORY_PER_BUILD_PROCESS
+    from clpatch.errors import KernelBuildError
+
+    builders = []
+    original = SearchPlan._kernel_for
+
+    def failing(self, config):
+        if config.variant == "column":
+            builders.append(threading.current_thread().name)
+            raise KernelBuildError("building search.cl.mako for this device failed\nbuild log: ...")
+        return original(self, config)
+
+    monkeypatch.setattr(SearchPlan, "_kernel_for", failing)
+    rt = clpatch.Runtime(runtime.device, profiling=True)
+    if builds == "processes" and rt.profile.global_mem_size < 2 * _MEMORY_PER_BUILD_PROCESS:
+        pytest.skip("too little device memory for two build processes")
+    with Autotuner(rt, size=SIZE, quick=True, repeats=1, warmup=0, jobs=2,
+                   builds=builds) as tuner:
+        assert tuner._builder.how == builds
+        result = tuner.tune(REQUEST)
+    reasons = [why for c, why in result.rejected if c.variant == "column"]
+    assert reasons == ["cannot run: building search.cl.mako for this device failed"] * 2
+    assert all(c.variant != "column" for c, _ in result.timings) and len(result.timings) >= 4
+    # Each failing configuration was built once, ahead, in a build thread; never again
+    # (the build processes do not see the monkeypatch: their builds succeed, and the tuning
+    # process's plan construction after them fails).
+    assert len(builders) == 2 and all(name.startswith("clpatch-build") for name in builders)
+
+
+def test_jobs_must_be_positive(runtime, capsys):
+    rt = clpatch.Runtime(runtime.device, profiling=True)
+    with pytest.raises(ValueError, match="jobs"):
+        Autotuner(rt, jobs=0)
+    assert cli.main(["autotune", "--jobs", "0"]) != 0
+    assert "--jobs" in capsys.readouterr().err
+
+
+def test_program_cache_builds_a_program_once_when_threads_ask_together(runtime):
+    """The program cache lets threads build different programs at once (autotune --jobs)
+    and builds a program that several threads ask for only once."""
+    import threading
+    import time
+
+    cache = clpatch.Runtime(runtime.device).programs
+    tag = time.time_ns()
+    sources = [f"__kernel void k(__global float *x) {{ x[0] = {i}.0f; }} // {tag} {i}\n"
+               for i in range(3)]
+    got: list = []
+
+    def ask(source: str) -> None:
+        got.append((source, cache.build(source)))
+
+    threads = [threading.Thread(target=ask, args=(s,)) for s in sources * 3]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(got) == 9 and cache.builds <= 3
+    for source in sources:
+        assert len({id(p) for s, p in got if s == source}) == 1
