@@ -149,8 +149,10 @@ __kernel void search_naive(${common_args()},
 //   ny, nx   lattice rows and columns (lattice columns are j * ${S}, j < nx)
 % if SM:
 //   shifts   per lattice row of the launch (ny): its references are at
-//            max(0, j * ${S} - shifts[i]) (a staggered grid); the work-group's column sums
-//            start ${SM} columns left of its first lattice column to reach them.
+//            max(0, j * ${S} - shifts[i]) (a staggered grid), and column nx - 1 is the
+//            border column W - ${P} of every row (it lies within ${S} columns right of
+//            lattice column nx - 2). The work-group's column sums start ${SM} columns left
+//            of its first lattice column to reach them all.
 % endif
 //
 // Patch distance from ${P} neighbouring column sums.
@@ -188,7 +190,8 @@ void search_rowband(${common_args()},
     const bool tracker = lid < ${R * M} && i0 + tr < ny && j0 + tj < nx;
 % if SM:
     const int shift = tracker ? shifts[i0 + tr] : 0;
-    const int ry = ry0 + tr * ${S}, rx = max(0, x0 + tj * ${S} - shift);
+    const int ry = ry0 + tr * ${S};
+    const int rx = j0 + tj == nx - 1 ? W - ${P} : max(0, x0 + tj * ${S} - shift);
     const int sum0 = rx - x0 + ${SM};   // its first column sum
 % else:
     const int ry = ry0 + tr * ${S}, rx = x0 + tj * ${S};

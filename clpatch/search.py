@@ -192,7 +192,8 @@ class SearchPlan:
                  stagger: tuple[int, ...] = ()) -> None:
         """`stagger` (internal, BM3D's): column shifts s_i of a staggered grid, one per grid
         row in turn: row i's lattice references move to max(0, x - s_i), each s_i < step,
-        and the last column (x = cols - p) is always a border column of its own."""
+        and the last column (x = cols - p) is always a border column of its own (the row-band
+        kernels search it as their last column; the naive kernel reads a column table)."""
         self.runtime = runtime
         self.frames, self.rows, self.cols, self.channels = frames, rows, cols, channels
         self.request = request
@@ -504,9 +505,10 @@ class SearchPlan:
         if config.variant == "naive":
             naive(chunk.g0, chunk.g1, 0, gx)
             return
-        # Structured variants over the lattice rows and columns of this chunk.
-        if chunk.g0 < lattice_hi and self.lattice_cols > 0:
-            nx = self.lattice_cols
+        # Structured variants over the lattice rows and columns of this chunk (on a staggered
+        # grid, the border column too: it is the row-band kernel's last column).
+        if chunk.g0 < lattice_hi:
+            nx = gx if self.stagger else self.lattice_cols
             for f0, f1, r0, r1 in self._splits(ref_frames, lattice_hi - chunk.g0, nx, candidates):
                 oy = int(self.grid_y[chunk.g0 + r0]) - chunk.y_lo
                 ny = r1 - r0
@@ -529,7 +531,7 @@ class SearchPlan:
                                    i32(oy), i32(ny), i32(nx), *extra)
                 self.last_events.append(("search", event))
         # Grid column off the lattice (x = W - p), for the lattice rows.
-        if self.lattice_cols < gx:
+        if self.lattice_cols < gx and not self.stagger:
             naive(chunk.g0, lattice_hi, self.lattice_cols, gx)
         # Grid row off the lattice (y = H - p), all columns.
         if chunk.g1 > self.lattice_rows:
