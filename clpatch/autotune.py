@@ -238,7 +238,6 @@ class Autotuner:
         self.jobs = jobs
         self._builder = _Prebuilder(runtime, self.size, jobs, builds)
         self._plan_seconds = 0.0  # spent constructing plans (building, when not done ahead)
-        self._finite_check: Any = None
 
     def close(self) -> None:
         """Stop the build workers (jobs > 1)."""
@@ -268,18 +267,7 @@ class Autotuner:
             plan = _new_plan(self.runtime, self.size, request, config)
         finally:
             self._plan_seconds += time.perf_counter() - start
-        # Every plan builds its own check of the input's values (a pyopencl reduction, two
-        # more programs) on its first run on device data; the check is the same for all
-        # plans, so the plans of a tuning run share the first one's.
-        if self._finite_check is not None and getattr(plan, "_finite_check", 0) is None:
-            plan._finite_check = self._finite_check
         return plan
-
-    def _first_run(self, plan: SearchPlan, image: Any) -> np.ndarray:
-        distances = plan.run(image).distances.get()
-        if self._finite_check is None:
-            self._finite_check = getattr(plan, "_finite_check", None)
-        return distances
 
     def _stage1(self, request: SearchRequest) -> list[SearchConfig]:
         configs = []
@@ -308,7 +296,7 @@ class Autotuner:
 
     def _reference(self, request: SearchRequest, image: Any) -> np.ndarray:
         plan = self._plan(request, SearchConfig("naive", table="ordered"))
-        return self._first_run(plan, image)
+        return plan.run(image).distances.get()
 
     def _measure(self, request: SearchRequest, config: SearchConfig,
                  reference: np.ndarray) -> tuple[SearchConfig, float]:
@@ -316,7 +304,7 @@ class Autotuner:
         images = self._inputs(request.channels)
         try:
             plan = self._plan(request, config)
-            got = self._first_run(plan, images[0])
+            got = plan.run(images[0]).distances.get()
         except (ValueError, ClpatchError, cl.Error) as exc:
             raise ClpatchError(f"cannot run: {str(exc).splitlines()[0]}") from exc
         scale = float(np.max(reference)) + 1.0

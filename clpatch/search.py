@@ -229,7 +229,6 @@ class SearchPlan:
         self.last_events: list[tuple[str, Any]] = []
         self._pool = BufferPool(runtime.context)
         self._convert_kernels: dict[str, Any] = {}
-        self._finite_check = None
         self.config = self._build(config)
         self.chunks = self._plan_chunks()
 
@@ -447,15 +446,18 @@ class SearchPlan:
         return kernel
 
     def _check_device_values(self, planar: Any, count: int) -> None:
-        if self._finite_check is None:
+        # One reduction per runtime, shared by its plans (it is two programs to build).
+        store = self.runtime.plan_cache()
+        check = store.get("search:finite_check")
+        if check is None:
             from pyopencl.reduction import ReductionKernel
 
-            self._finite_check = ReductionKernel(
+            check = store["search:finite_check"] = ReductionKernel(
                 self.runtime.context, np.float32, neutral="0.0f", reduce_expr="fmax(a, b)",
                 map_expr="isfinite(x[i]) ? fabs(x[i]) : INFINITY",
                 arguments="__global const float *x")
         view = cla.Array(self.runtime.queue, (count,), np.float32, data=planar)
-        peak = float(self._finite_check(view).get())
+        peak = float(check(view).get())
         self.last_peak = peak
         limit = magnitude_limit(self.request.patch_size, self.channels)
         if not math.isfinite(peak):
