@@ -274,8 +274,10 @@ class SearchPlan:
         self._main = kernel
         if config.variant == "naive":
             self._naive, self._naive_group = kernel, config.group
-        elif self.lattice_rows < len(self.grid_y) or self.lattice_cols < len(self.grid_x):
-            # Grid rows/columns off the lattice are searched by the naive kernel.
+        elif self.lattice_rows < len(self.grid_y) or (self.lattice_cols < len(self.grid_x)
+                                                      and not self.stagger):
+            # Grid rows/columns off the lattice are searched by the naive kernel (a staggered
+            # grid's border column is the row-band kernel's last column).
             border = dataclasses.replace(config, variant="naive", rows=0, tile=0, batch=0)
             self._naive = self._kernel_for(border)
             self._naive_group = max(1, min(self.runtime.profile.naive_group_size,
