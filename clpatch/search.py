@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +39,8 @@ from .runtime import Runtime, resolve_runtime
 from .scheduler import SearchConfig, SearchRequest, choose_search
 
 METRICS = ("l2", "l1")
+# The input-value check (a pyopencl reduction) of each runtime, shared by its plans.
+_FINITE_CHECKS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 MAX_PATCH = 32
 MAX_N = 32
 MAX_WINDOW = 127        # offsets are packed in 8 bits each
@@ -449,12 +452,11 @@ class SearchPlan:
 
     def _check_device_values(self, planar: Any, count: int) -> None:
         # One reduction per runtime, shared by its plans (it is two programs to build).
-        store = self.runtime.plan_cache()
-        check = store.get("search:finite_check")
+        check = _FINITE_CHECKS.get(self.runtime)
         if check is None:
             from pyopencl.reduction import ReductionKernel
 
-            check = store["search:finite_check"] = ReductionKernel(
+            check = _FINITE_CHECKS[self.runtime] = ReductionKernel(
                 self.runtime.context, np.float32, neutral="0.0f", reduce_expr="fmax(a, b)",
                 map_expr="isfinite(x[i]) ? fabs(x[i]) : INFINITY",
                 arguments="__global const float *x")
