@@ -21,9 +21,9 @@ import pyopencl.array as cla
 from PIL import Image
 
 import clpatch
-from clpatch._bench import photo_mosaic, time_events
-from clpatch.scheduler import SearchRequest, choose_search
-from clpatch.search import SearchPlan
+from clpatch.tune.timing import photo_mosaic, time_events
+from clpatch.match.window_config import SearchRequest, choose_search
+from clpatch.match.window import SearchPlan
 
 IMAGES = Path(__file__).resolve().parent.parent / "tests" / "data"
 

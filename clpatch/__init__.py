@@ -3,22 +3,22 @@
 Nothing touches OpenCL at import time; the first call picks a device (see `Runtime`).
 """
 
-from .bm3d import BM3DPlan, bm3d
-from .errors import (
+from .denoise.bm3d import BM3DPlan, bm3d
+from .core.errors import (
     ClpatchError,
     DeviceNotFoundError,
     DeviceResourceError,
     KernelBuildError,
     NoOpenCLError,
 )
-from .nlmeans import NLMeansPlan, nlmeans, nlmeans_video
-from .profiles import DeviceProfile, family_profile
-from .runtime import Runtime, default_runtime, list_devices, select_device
-from .scheduler import SearchConfig
-from .search import SearchPlan, SearchResult, grid_positions, search_patches
-from .vbm3d import VBM3DPlan, vbm3d
+from .denoise.nlmeans import NLMeansPlan, nlmeans, nlmeans_video
+from .core.profiles import DeviceProfile, family_profile
+from .core.runtime import Runtime, default_runtime, list_devices, select_device
+from .match.window_config import SearchConfig
+from .match.window import SearchPlan, SearchResult, grid_positions, search_patches
+from .denoise.vbm3d import VBM3DPlan, vbm3d
 
-__version__ = "0.1.0"
+from .version import __version__
 
 __all__ = [
     "BM3DPlan",

@@ -1,5 +1,5 @@
 """`python -m clpatch ...`: the same as the `clpatch` command."""
 
-from .cli import main
+from .cli.main import main
 
 raise SystemExit(main())

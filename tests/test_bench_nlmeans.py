@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 
 import clpatch
-from clpatch import cli
-from clpatch.bench import run_bench
+from clpatch.cli import main as cli
+from clpatch.tune.bench import run_bench
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -16,17 +16,17 @@ import pyopencl.array as cla
 import pytest
 
 import clpatch
-from clpatch import _clgen as gen
-from clpatch.bm3d import (
+from clpatch.denoise import clgen as gen
+from clpatch.denoise.bm3d import (
     PRESETS,
     BM3DPlan,
     choose_aggregation,
     default_data_range,
     stage_params,
 )
-from clpatch.bm3d import bm3d as bm3d_fn
-from clpatch.scheduler import SearchConfig
-from clpatch.transforms import bior15_matrices, dct_matrix, haar_matrix, hadamard_matrix, transform_pair
+from clpatch.denoise.bm3d import bm3d as bm3d_fn
+from clpatch.match.window_config import SearchConfig
+from clpatch.denoise.transforms import bior15_matrices, dct_matrix, haar_matrix, hadamard_matrix, transform_pair
 from tests.helpers import assert_close, load_image
 from tests.reference.bm3d import bm3d_reference
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from clpatch.transforms import transform_pair
+from clpatch.denoise.transforms import transform_pair
 from tests.helpers import load_image
 from tests.reference import bm3d as R
 from tests.reference.search import brute_force_search, grid

@@ -14,7 +14,7 @@ import pyopencl.array as cla
 import pytest
 
 import clpatch
-import clpatch.search as search_module
+import clpatch.match.window as search_module
 from tests.helpers import check_search, random_image
 
 VARIANTS = ["square", "column", "convolution", "naive"]

@@ -12,8 +12,8 @@ import pytest
 from PIL import Image
 
 import clpatch
-from clpatch import cli
-from clpatch.runtime import INSTALL_HELP, list_devices
+from clpatch.cli import main as cli
+from clpatch.core.runtime import INSTALL_HELP, list_devices
 from tests.conftest import device_specs
 from tests.helpers import assert_close, check_search, load_image, random_image
 

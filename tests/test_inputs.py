@@ -14,7 +14,7 @@ import pyopencl.array as cla
 import pytest
 
 import clpatch
-from clpatch._images import magnitude_limit
+from clpatch.core.volumes import magnitude_limit
 from tests.helpers import check_search, random_image
 
 SHAPE = (37, 53)          # last grid row and column off the step-4 lattice

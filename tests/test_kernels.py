@@ -9,8 +9,8 @@ import pyopencl as cl
 import pytest
 
 import clpatch
-from clpatch.kernels import ProgramCache, cache_dir, device_identity, max_group_size, render
-from clpatch.profiles import family_profile
+from clpatch.core.kernels import ProgramCache, cache_dir, device_identity, max_group_size, render
+from clpatch.core.profiles import family_profile
 
 SEARCH = dict(variant="square", patch=8, n=16, channels=1, metric="l2", table="ordered",
               video=False, tile=16, batch=8)
@@ -24,31 +24,31 @@ BAD_SOURCE = "__kernel void broken(__global float *x) { x[0] = not_declared_anyw
 
 def test_render_is_pure():
     profile = family_profile("nvidia")
-    first = render("search.cl.mako", profile, **SEARCH)
-    assert render("search.cl.mako", family_profile("nvidia"), **SEARCH) == first
-    assert render("search.cl.mako", profile, **dict(reversed(list(SEARCH.items())))) == first
+    first = render("match/search.cl.mako", profile, **SEARCH)
+    assert render("match/search.cl.mako", family_profile("nvidia"), **SEARCH) == first
+    assert render("match/search.cl.mako", profile, **dict(reversed(list(SEARCH.items())))) == first
     assert "__kernel" in first and "search_square" in first
 
 
 def test_render_depends_on_every_input():
     profile = family_profile("nvidia")
-    base = render("search.cl.mako", profile, **SEARCH)
+    base = render("match/search.cl.mako", profile, **SEARCH)
     others = [
-        render("search.cl.mako", profile.with_overrides(bank_padding=2), **SEARCH),
-        render("search.cl.mako", family_profile("amd"), **SEARCH),
-        render("search.cl.mako", profile, **{**SEARCH, "n": 8}),
-        render("search.cl.mako", profile, **{**SEARCH, "metric": "l1"}),
-        render("search.cl.mako", profile, **{**SEARCH, "table": "unordered"}),
-        render("search.cl.mako", profile, **{**SEARCH, "batch": 4}),
+        render("match/search.cl.mako", profile.with_overrides(bank_padding=2), **SEARCH),
+        render("match/search.cl.mako", family_profile("amd"), **SEARCH),
+        render("match/search.cl.mako", profile, **{**SEARCH, "n": 8}),
+        render("match/search.cl.mako", profile, **{**SEARCH, "metric": "l1"}),
+        render("match/search.cl.mako", profile, **{**SEARCH, "table": "unordered"}),
+        render("match/search.cl.mako", profile, **{**SEARCH, "batch": 4}),
     ]
     assert len({base, *others}) == len(others) + 1
 
 
 def test_render_header_names_template_parameters_and_profile():
     profile = family_profile("amd")
-    source = render("search.cl.mako", profile, **SEARCH)
+    source = render("match/search.cl.mako", profile, **SEARCH)
     lines = source.splitlines()
-    assert lines[0] == "// clpatch: search.cl.mako"
+    assert lines[0] == "// clpatch: match/search.cl.mako"
     assert lines[1].startswith("// parameters: ")
     for name, value in SEARCH.items():
         assert f"{name}={value!r}" in lines[1]
@@ -66,7 +66,7 @@ def test_render_header_names_template_parameters_and_profile():
 ])
 @pytest.mark.parametrize("family", ["nvidia", "amd", "intel", "cpu", "generic"])
 def test_every_variant_renders_for_every_family_without_a_device(family, params):
-    source = render("search.cl.mako", family_profile(family), **params)
+    source = render("match/search.cl.mako", family_profile(family), **params)
     kernel = {"naive": "search_naive", "rowband": "search_rowband",
               "square": "search_square"}[params["variant"]]
     assert f"void {kernel}(" in source
@@ -81,9 +81,9 @@ def test_every_variant_renders_for_every_family_without_a_device(family, params)
 ])
 def test_render_errors_name_the_template_and_parameters(params, detail):
     with pytest.raises(clpatch.KernelBuildError) as info:
-        render("search.cl.mako", family_profile("cpu"), **params)
+        render("match/search.cl.mako", family_profile("cpu"), **params)
     message = str(info.value)
-    assert "rendering search.cl.mako failed" in message
+    assert "rendering match/search.cl.mako failed" in message
     assert "profile cpu" in message
     for name, value in params.items():
         assert f"{name}={value!r}" in message
@@ -174,25 +174,25 @@ def test_cache_dir_follows_the_environment(tmp_path, monkeypatch):
 
 def test_memory_cache(runtime, cache_folder):
     programs = ProgramCache(runtime)
-    first = programs.get("convert.cl.mako", **CONVERT)
+    first = programs.get("lib/convert.cl.mako", **CONVERT)
     assert programs.builds == 1
-    assert programs.get("convert.cl.mako", **CONVERT) is first
+    assert programs.get("lib/convert.cl.mako", **CONVERT) is first
     assert programs.builds == 1
-    other = programs.get("convert.cl.mako", src_type="ushort")
+    other = programs.get("lib/convert.cl.mako", src_type="ushort")
     assert other is not first and programs.builds == 2
     run_convert(runtime, first)
 
 
 def test_disk_cache_is_used_by_a_second_runtime(runtime, cache_folder):
     first = clpatch.Runtime(runtime.device)
-    program = first.programs.get("convert.cl.mako", **CONVERT)
+    program = first.programs.get("lib/convert.cl.mako", **CONVERT)
     assert first.programs.builds == 1
     (stored,) = binaries(cache_folder)
     assert stored.stat().st_size > 0
     run_convert(first, program)
 
     second = clpatch.Runtime(runtime.device)
-    loaded = second.programs.get("convert.cl.mako", **CONVERT)
+    loaded = second.programs.get("lib/convert.cl.mako", **CONVERT)
     assert second.programs.builds == 0
     assert binaries(cache_folder) == [stored]
     run_convert(second, loaded)
@@ -200,12 +200,12 @@ def test_disk_cache_is_used_by_a_second_runtime(runtime, cache_folder):
 
 def test_disk_cache_key_includes_options_and_profile(runtime, cache_folder):
     programs = ProgramCache(runtime)
-    source = render("convert.cl.mako", runtime.profile, **CONVERT)
+    source = render("lib/convert.cl.mako", runtime.profile, **CONVERT)
     programs.build(source)
     programs.build(source, options=("-DUNUSED_MACRO=1",))
     assert programs.builds == 2 and len(binaries(cache_folder)) == 2
     other = clpatch.Runtime(runtime.device, profile_overrides={"bank_padding": 3})
-    other.programs.get("convert.cl.mako", **CONVERT)
+    other.programs.get("lib/convert.cl.mako", **CONVERT)
     assert other.programs.builds == 1 and len(binaries(cache_folder)) == 3
 
 
@@ -225,43 +225,43 @@ def _flip_last_byte(data):
     lambda data: data[-len(data) // 2:],
 ], ids=["empty", "garbage", "truncated", "flipped-byte", "headless"])
 def test_damaged_binary_is_rebuilt(runtime, cache_folder, damage):
-    clpatch.Runtime(runtime.device).programs.get("convert.cl.mako", **CONVERT)
+    clpatch.Runtime(runtime.device).programs.get("lib/convert.cl.mako", **CONVERT)
     (stored,) = binaries(cache_folder)
     good = stored.read_bytes()
     stored.write_bytes(damage(good))
 
     rt = clpatch.Runtime(runtime.device)
-    program = rt.programs.get("convert.cl.mako", **CONVERT)
+    program = rt.programs.get("lib/convert.cl.mako", **CONVERT)
     assert rt.programs.builds == 1
     run_convert(rt, program)
     # The damaged file was replaced by a good one, which the next process loads.
     assert binaries(cache_folder) == [stored] and stored.read_bytes() != damage(good)
     again = clpatch.Runtime(runtime.device)
-    run_convert(again, again.programs.get("convert.cl.mako", **CONVERT))
+    run_convert(again, again.programs.get("lib/convert.cl.mako", **CONVERT))
     assert again.programs.builds == 0
 
 
 def test_foreign_binary_with_a_valid_envelope_is_rebuilt(runtime, cache_folder):
     """A binary that is intact but not a program for this device (e.g. copied from another
     machine under the same name) is rejected by the driver and rebuilt."""
-    from clpatch import kernels
+    from clpatch.core import kernels
 
-    clpatch.Runtime(runtime.device).programs.get("convert.cl.mako", **CONVERT)
+    clpatch.Runtime(runtime.device).programs.get("lib/convert.cl.mako", **CONVERT)
     (stored,) = binaries(cache_folder)
     stored.write_bytes(kernels._pack_binary(b"\x7fELF" + bytes(range(256)) * 4))
     rt = clpatch.Runtime(runtime.device)
-    run_convert(rt, rt.programs.get("convert.cl.mako", **CONVERT))
+    run_convert(rt, rt.programs.get("lib/convert.cl.mako", **CONVERT))
     assert rt.programs.builds == 1
 
 
 def test_no_disk_cache(runtime, cache_folder, monkeypatch):
     monkeypatch.setenv("CLPATCH_NO_DISK_CACHE", "1")
     rt = clpatch.Runtime(runtime.device)
-    rt.programs.get("convert.cl.mako", **CONVERT)
+    rt.programs.get("lib/convert.cl.mako", **CONVERT)
     assert rt.programs.builds == 1
     assert not cache_folder.exists()
     rt2 = clpatch.Runtime(runtime.device)
-    rt2.programs.get("convert.cl.mako", **CONVERT)
+    rt2.programs.get("lib/convert.cl.mako", **CONVERT)
     assert rt2.programs.builds == 1                     # built again: nothing was kept
 
 
@@ -271,7 +271,7 @@ def test_unwritable_cache_folder_does_not_stop_the_work(runtime, tmp_path, monke
     monkeypatch.setenv("CLPATCH_CACHE_DIR", str(blocker))
     monkeypatch.delenv("CLPATCH_NO_DISK_CACHE", raising=False)
     rt = clpatch.Runtime(runtime.device)
-    run_convert(rt, rt.programs.get("convert.cl.mako", **CONVERT))
+    run_convert(rt, rt.programs.get("lib/convert.cl.mako", **CONVERT))
     assert rt.programs.builds == 1
 
 
@@ -282,7 +282,7 @@ def test_device_identity_names_the_driver(runtime):
 
 
 def test_max_group_size(runtime):
-    program = runtime.programs.get("convert.cl.mako", src_type="float")
+    program = runtime.programs.get("lib/convert.cl.mako", src_type="float")
     kernel = cl.Kernel(program, "to_planar")
     size = max_group_size(kernel, runtime.device)
     assert 1 <= size <= runtime.device.max_work_group_size
@@ -291,11 +291,11 @@ def test_max_group_size(runtime):
 def test_simulator_programs_are_never_cached_on_disk(runtime, cache_folder, monkeypatch):
     monkeypatch.setattr(type(runtime), "is_simulator", property(lambda self: True))
     rt = clpatch.Runtime(runtime.device)
-    rt.programs.get("convert.cl.mako", **CONVERT)
+    rt.programs.get("lib/convert.cl.mako", **CONVERT)
     assert rt.programs.builds == 1 and not cache_folder.exists()
 
 
 def test_cache_files_are_written_atomically(runtime, cache_folder):
-    clpatch.Runtime(runtime.device).programs.get("convert.cl.mako", **CONVERT)
+    clpatch.Runtime(runtime.device).programs.get("lib/convert.cl.mako", **CONVERT)
     assert [p.suffix for p in cache_folder.iterdir()] == [".bin"]     # no temporary left behind
     assert os.access(binaries(cache_folder)[0], os.R_OK)

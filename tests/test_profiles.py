@@ -9,8 +9,8 @@ import pyopencl as cl
 import pytest
 
 import clpatch
-from clpatch._resources import profiles_dir
-from clpatch.profiles import (
+from clpatch.core.resources import profiles_dir
+from clpatch.core.profiles import (
     _VALUE_FIELDS,
     FAMILIES,
     NEIGHBOUR_TABLES,
@@ -21,7 +21,7 @@ from clpatch.profiles import (
     measured_facts,
     profile_for_device,
 )
-from clpatch.scheduler import SearchRequest, choose_search
+from clpatch.match.window_config import SearchRequest, choose_search
 from tests.helpers import check_search, random_image
 
 FILE_ORIGINS = ("spec", "benchmark", "assumed")     # what a family file may state

@@ -12,8 +12,8 @@ import pyopencl as cl
 import pytest
 
 import clpatch
-from clpatch import runtime as rt_module
-from clpatch.runtime import DeviceEntry, is_simulator, list_devices, select_device
+from clpatch.core import runtime as rt_module
+from clpatch.core.runtime import DeviceEntry, is_simulator, list_devices, select_device
 from tests.helpers import random_image
 
 

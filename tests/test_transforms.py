@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from clpatch import transforms as T
+from clpatch.denoise import transforms as T
 
 SIZES = [1, 2, 4, 8, 16, 32]
 ATOL = 1e-14

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 
 import clpatch
-from clpatch import cli
-from clpatch.autotune import Autotuner, autotune, summary_table
-from clpatch.scheduler import SearchConfig, SearchRequest, explain
-from clpatch.search import SearchPlan
-from clpatch.tuning import TuningCache, request_key, source_hash
+from clpatch.cli import main as cli
+from clpatch.tune.autotune import Autotuner, autotune, summary_table
+from clpatch.match.window_config import SearchConfig, SearchRequest, explain
+from clpatch.match.window import SearchPlan
+from clpatch.core.tuning import TuningCache, request_key, source_hash
 from tests.helpers import check_search, random_image
 
 REQUEST = SearchRequest(8, 4, 16, 21)
@@ -198,8 +198,8 @@ def test_tuned_and_rule_results_agree(runtime, tuned):
 def test_source_hash_covers_every_template_the_search_uses():
     import re
 
-    from clpatch._resources import cl_src_dir
-    from clpatch.tuning import TUNED_TEMPLATES
+    from clpatch.core.resources import cl_src_dir
+    from clpatch.core.tuning import TUNED_TEMPLATES
 
     root = cl_src_dir()
     for name in TUNED_TEMPLATES:
@@ -236,8 +236,8 @@ def test_a_failed_prebuild_is_rejected_with_its_reason_and_not_rebuilt(runtime, 
                                                                        builds):
     import threading
 
-    from clpatch.autotune import _MEMORY_PER_BUILD_PROCESS
-    from clpatch.errors import KernelBuildError
+    from clpatch.tune.autotune import _MEMORY_PER_BUILD_PROCESS
+    from clpatch.core.errors import KernelBuildError
 
     builders = []
     original = SearchPlan._kernel_for

@@ -12,8 +12,8 @@ import pyopencl.array as cla
 import pytest
 
 import clpatch
-from clpatch.errors import DeviceResourceError
-from clpatch.vbm3d import (
+from clpatch.core.errors import DeviceResourceError
+from clpatch.denoise.vbm3d import (
     DEFAULTS,
     VIDEO_SEARCHES,
     VBM3DPlan,
@@ -131,7 +131,7 @@ def test_search_layout_and_rule(runtime):
 
 
 def test_explain(runtime):
-    from clpatch.scheduler import explain
+    from clpatch.match.window_config import explain
 
     text = str(explain("vbm3d", runtime=runtime))
     assert "video search" in text and "why:  rule" in text and "stage 2: patch 8, step 4" in text

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from clpatch._progress import Progress, format_duration
-from clpatch.imageio import ImageFileError, ImageInfo, write_image
-from clpatch.videoio import (
+from clpatch.cli.progress import Progress, format_duration
+from clpatch.io.images import ImageFileError, ImageInfo, write_image
+from clpatch.io.video import (
     VideoInfo,
     VideoWriter,
     frame_files,

@@ -104,7 +104,7 @@ CHECK = textwrap.dedent("""
     import numpy as np
 
     import clpatch
-    from clpatch import _resources
+    from clpatch.core import resources as _resources
 
     venv = Path(sys.prefix).resolve()
     assert sys.prefix != sys.base_prefix, "not running in the new venv"
@@ -114,10 +114,11 @@ CHECK = textwrap.dedent("""
         path = Path(path).resolve()
         assert path.is_relative_to(venv), f"{name} comes from {path}, not from {venv}"
         assert path.exists(), f"{name}: {path} is missing"
-    templates = sorted(p.name for p in _resources.cl_src_dir().glob("*.mako"))
+    templates = sorted(p.relative_to(_resources.cl_src_dir()).as_posix()
+                       for p in _resources.cl_src_dir().glob("**/*.cl.mako"))
     headers = sorted(p.name for p in (_resources.cl_src_dir() / "lib").glob("*.mako"))
     profiles = sorted(p.stem for p in _resources.profiles_dir().glob("*.toml"))
-    assert "search.cl.mako" in templates and headers, (templates, headers)
+    assert "match/search.cl.mako" in templates and headers, (templates, headers)
     assert set(profiles) >= {"nvidia", "amd", "intel", "cpu", "generic"}, profiles
 
     image = np.random.default_rng(0).random((20, 24)).astype(np.float32) * 255

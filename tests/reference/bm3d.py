@@ -51,7 +51,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from clpatch.bm3d import (
+from clpatch.denoise.bm3d import (
     OPPONENT,
     OPPONENT_INV,
     WIENER_ENERGY_FLOOR,
@@ -59,7 +59,7 @@ from clpatch.bm3d import (
     stage_params,
     stagger_shifts,
 )
-from clpatch.transforms import kaiser_window, transform_pair
+from clpatch.denoise.transforms import kaiser_window, transform_pair
 
 from .search import grid
 

@@ -76,8 +76,8 @@ from typing import Any
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from clpatch.bm3d import _pair
-from clpatch.transforms import kaiser_window
+from clpatch.denoise.bm3d import _pair
+from clpatch.denoise.transforms import kaiser_window
 
 from .bm3d import OPP, OPP_INV, filter_stack
 from .search import grid

@@ -23,7 +23,7 @@ from functools import cache
 from types import MappingProxyType
 from typing import Any
 
-from ._resources import profiles_dir
+from .resources import profiles_dir
 
 if sys.version_info >= (3, 11):
     import tomllib

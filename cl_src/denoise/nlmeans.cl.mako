@@ -9,7 +9,7 @@
 ## colour transform kernels are included), luma (bool: the forward transform also writes
 ## the luminance plane alone, for a luminance-only search).
 <%page args="patch, n, channels, video, averaging, aggregation, classes=1, slots=1, colour=False, luma=False"/>
-<%namespace name="agg" file="lib/aggregate.mako"/>
+<%namespace name="agg" file="/lib/aggregate.mako"/>
 <%
     P, N, C, K, R = patch, n, channels, classes, slots
     DIM = 3 if video else 2

@@ -14,8 +14,8 @@ from typing import Any
 
 import pyopencl.array as cla
 
-from ._bench import photo_mosaic, time_events
-from .runtime import Runtime
+from .timing import photo_mosaic, time_events
+from ..core.runtime import Runtime
 
 METHODS = ("search", "nlmeans", "bm3d")
 
@@ -25,8 +25,8 @@ def _device_images(runtime: Runtime, rows: int, cols: int) -> list[Any]:
 
 
 def _bench_search(runtime: Runtime, images: list[Any], repeats: int) -> tuple[str, Any]:
-    from .scheduler import SearchRequest, choose_search
-    from .search import SearchPlan
+    from ..match.window_config import SearchRequest, choose_search
+    from ..match.window import SearchPlan
 
     rows, cols = images[0].shape
     request = SearchRequest(8, 4, 16, 21)
@@ -42,7 +42,7 @@ def _bench_search(runtime: Runtime, images: list[Any], repeats: int) -> tuple[st
 
 
 def _bench_nlmeans(runtime: Runtime, images: list[Any], repeats: int) -> tuple[str, Any]:
-    from .nlmeans import NLMeansPlan
+    from ..denoise.nlmeans import NLMeansPlan
 
     rows, cols = images[0].shape
     plan = NLMeansPlan(runtime, 1, rows, cols, 1, patch_size=8, step=4, window=21, n=16,
@@ -58,7 +58,7 @@ def _bench_nlmeans(runtime: Runtime, images: list[Any], repeats: int) -> tuple[s
 
 
 def _bench_bm3d(runtime: Runtime, images: list[Any], repeats: int) -> tuple[str, Any]:
-    from .bm3d import BM3DPlan, stage_params
+    from ..denoise.bm3d import BM3DPlan, stage_params
 
     rows, cols = images[0].shape
     p1, p2, stages = stage_params("fast")

@@ -55,7 +55,7 @@ from typing import Any
 
 import numpy as np
 
-from .imageio import (
+from .images import (
     WRITE_FORMATS,
     ImageFileError,
     ImageInfo,

@@ -14,8 +14,8 @@ import numpy as np
 import pyopencl as cl
 from PIL import Image
 
-from ._resources import sample_image_path
-from .runtime import Runtime
+from ..core.resources import sample_image_path
+from ..core.runtime import Runtime
 
 
 def event_ms(event: Any) -> float:
@@ -72,7 +72,7 @@ def measure_ceilings(runtime: Runtime) -> dict[str, float]:
         raise ValueError("measure_ceilings needs Runtime(profiling=True)")
     ctx, queue = runtime.context, runtime.queue
     chains, iterations = 8, 4096
-    program = runtime.programs.get("ceilings.cl.mako", chains=chains, iterations=iterations)
+    program = runtime.programs.get("lib/ceilings.cl.mako", chains=chains, iterations=iterations)
     fma = cl.Kernel(program, "fma_rate")
     copy = cl.Kernel(program, "copy")
     items = runtime.profile.compute_units * 2048

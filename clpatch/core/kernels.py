@@ -23,7 +23,7 @@ import pyopencl as cl
 from mako import exceptions as mako_exceptions
 from mako.lookup import TemplateLookup
 
-from ._resources import cl_src_dir
+from .resources import cl_src_dir
 from .errors import KernelBuildError
 from .profiles import DeviceProfile
 

@@ -14,7 +14,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from .profiles import NEIGHBOUR_TABLES, DeviceProfile
+from ..core.profiles import NEIGHBOUR_TABLES, DeviceProfile
 
 SEARCH_VARIANTS = ("naive", "convolution", "square", "column")
 
@@ -234,7 +234,7 @@ def explain(operation: str = "search", *, patch_size: int | None = None, step: i
     and adds the stage-2 search, the filter kernel's layout and the aggregation."""
     if operation not in OPERATIONS:
         raise ValueError(f"operation must be one of {OPERATIONS}, got {operation!r}")
-    from .runtime import resolve_runtime
+    from ..core.runtime import resolve_runtime
 
     rt = resolve_runtime(runtime)
     if operation == "bm3d":
@@ -255,7 +255,7 @@ def explain(operation: str = "search", *, patch_size: int | None = None, step: i
                               rule_config(request, rt.profile), entry, tuning.problem,
                               str(tuning.path))
     if operation == "nlmeans":
-        from .nlmeans import choose_aggregation
+        from ..denoise.nlmeans import choose_aggregation
 
         kind, why = choose_aggregation(patch_size, step, rt.profile)
         explanation.notes.append(f"then: columns averaging (p work-items per patch, Davy-Ehret "
@@ -284,8 +284,8 @@ class VideoExplanation:
 
 def _explain_vbm3d(rt: Any, patch_size: int | None, step: int | None, n: int | None,
                    window: int | None, channels: int, variant: Any) -> VideoExplanation:
-    from .bm3d import choose_aggregation, filter_layout
-    from .vbm3d import choose_video_search, search_layout, video_stage_params
+    from ..denoise.bm3d import choose_aggregation, filter_layout
+    from ..denoise.vbm3d import choose_video_search, search_layout, video_stage_params
 
     p1, p2, stages, radius = video_stage_params(patch_size=patch_size, step=step, n=n,
                                                 window_ref=window)
@@ -315,7 +315,7 @@ def _explain_vbm3d(rt: Any, patch_size: int | None, step: int | None, n: int | N
 def _explain_bm3d(rt: Any, patch_size: int | None, step: int | None, n: int | None,
                   window: int | None, channels: int, variant: str | SearchConfig | None,
                   preset: str) -> Explanation:
-    from .bm3d import choose_aggregation, filter_layout, stage_params
+    from ..denoise.bm3d import choose_aggregation, filter_layout, stage_params
 
     p1, p2, stages = stage_params(preset, patch_size=patch_size, step=step, window=window, n=n)
     if channels not in (1, 3):

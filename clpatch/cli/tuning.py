@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from .scheduler import OPERATIONS, SEARCH_VARIANTS
+from ..match.window_config import OPERATIONS, SEARCH_VARIANTS
 
 
 def _csv_ints(text: str) -> list[int]:
@@ -21,7 +21,7 @@ def _csv_ints(text: str) -> list[int]:
 def results_json(results: list, jobs: int) -> str:
     """The `--json` file: every request's rule and tuned choices with every timing, and the
     request's wall time (with the part spent building programs)."""
-    from .tuning import config_to_json
+    from ..core.tuning import config_to_json
 
     return json.dumps([{
         "request": vars(r.request), "rule": config_to_json(r.rule), "rule_ms": r.rule_time_ms,
@@ -44,8 +44,8 @@ def _positive_int(text: str) -> int:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    from .runtime import Runtime
-    from .scheduler import explain
+    from ..core.runtime import Runtime
+    from ..match.window_config import explain
 
     runtime = Runtime(args.device)
     if args.tuning:
@@ -57,16 +57,16 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 
 def cmd_autotune(args: argparse.Namespace) -> int:
-    from .autotune import QUICK_REQUESTS, autotune, default_jobs, grid_requests, summary_table
-    from .bench import parse_size
-    from .runtime import Runtime
+    from ..tune.autotune import QUICK_REQUESTS, autotune, default_jobs, grid_requests, summary_table
+    from ..tune.bench import parse_size
+    from ..core.runtime import Runtime
 
     runtime = Runtime(args.device, profiling=True)
     cache = runtime.use_tuning(args.output) if args.output else runtime.tuning
     if args.quick and not any((args.patch_sizes, args.steps, args.ns, args.windows, args.channels)):
         requests = list(QUICK_REQUESTS)
     else:
-        from .autotune import FULL_GRID
+        from ..tune.autotune import FULL_GRID
 
         requests = grid_requests(args.patch_sizes or FULL_GRID["patch_size"],
                                  args.steps or FULL_GRID["step"], args.ns or FULL_GRID["n"],
@@ -93,13 +93,13 @@ def cmd_autotune(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from .bench import METHODS, format_table, parse_size, run_bench
-    from .runtime import Runtime
+    from ..tune.bench import METHODS, format_table, parse_size, run_bench
+    from ..core.runtime import Runtime
 
     methods = [m for m in METHODS] if args.method == "all" else [args.method]
     runtime = Runtime(args.device, profiling=True)
     if args.method == "all":
-        from .bench import BENCHES
+        from ..tune.bench import BENCHES
 
         methods = [m for m in methods if m in BENCHES]
     sizes = [parse_size(s) for s in (args.size or ["512x512"])]

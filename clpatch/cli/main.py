@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import numpy as np
 
-from . import __version__
-from .errors import ClpatchError
-from .imageio import ImageInfo, add_noise, output_format, psnr, read_array, read_image, write_image
-from .runtime import (
+from ..version import __version__
+from ..core.errors import ClpatchError
+from ..io.images import ImageInfo, add_noise, output_format, psnr, read_array, read_image, write_image
+from ..core.runtime import (
     INSTALL_HELP,
     DeviceEntry,
     Runtime,
@@ -29,10 +29,10 @@ from .runtime import (
     list_devices,
     select_device,
 )
-from .scheduler import SEARCH_VARIANTS
+from ..match.window_config import SEARCH_VARIANTS
 
 if TYPE_CHECKING:
-    from .videoio import VideoInfo
+    from ..io.video import VideoInfo
 
 log = logging.getLogger("clpatch")
 
@@ -83,7 +83,7 @@ def _device_kind(device: Any) -> str:
 def _forced_family() -> str | None:
     import os
 
-    from .profiles import FAMILIES
+    from ..core.profiles import FAMILIES
 
     forced = os.environ.get("CLPATCH_PROFILE") or None
     return forced if forced in FAMILIES else None
@@ -91,7 +91,7 @@ def _forced_family() -> str | None:
 
 def _describe_entry(entry: DeviceEntry, default: bool) -> list[str]:
     """The lines `clpatch devices` prints for one device."""
-    from .profiles import family_for_device, profile_for_device
+    from ..core.profiles import family_for_device, profile_for_device
 
     device = entry.device
     mark = "*" if default else " "
@@ -119,7 +119,7 @@ def _describe_entry(entry: DeviceEntry, default: bool) -> list[str]:
 def _check_device(entry: DeviceEntry) -> str | None:
     """Run a tiny search on the device and compare it with NumPy; None when it works,
     else what went wrong."""
-    from .search import search_patches
+    from ..match.window import search_patches
 
     image = (np.random.default_rng(7).random(_CHECK_SHAPE) * 255).astype(np.float32)
     try:
@@ -138,7 +138,7 @@ def _check_device(entry: DeviceEntry) -> str | None:
 def _brute_force_distances(image: np.ndarray, patch_size: int, step: int, window: int,
                            n: int) -> np.ndarray:
     """The n smallest L2 distances of every reference of a small 2-D image, in NumPy."""
-    from .search import grid_positions
+    from ..match.window import grid_positions
 
     rows, cols = image.shape
     data = image.astype(np.float64)
@@ -165,7 +165,7 @@ def _install_advice() -> str:
 def cmd_devices(args: argparse.Namespace) -> int:
     import os
 
-    from .profiles import FAMILIES
+    from ..core.profiles import FAMILIES
 
     entries = list_devices()
     empty = [(p, platform) for p, platform in enumerate(get_platforms())
@@ -262,7 +262,7 @@ def _summary(name: str, image: np.ndarray, video: bool, result: Any, runtime: Ru
 
 def _run_search(image: np.ndarray, video: bool, args: argparse.Namespace) -> tuple[Any, Runtime,
                                                                                    float, int]:
-    from .search import search_patches
+    from ..match.window import search_patches
 
     runtime = Runtime(args.device)
     builds = runtime.programs.builds
@@ -325,15 +325,15 @@ def _positive(text: str) -> float:
 
 def _method(name: str) -> Any:
     if name == "nlmeans":
-        from .nlmeans import nlmeans
+        from ..denoise.nlmeans import nlmeans
 
         return nlmeans
     if name == "bm3d":
-        from .bm3d import bm3d
+        from ..denoise.bm3d import bm3d
 
         return bm3d
     if name == "vbm3d":
-        from .vbm3d import vbm3d
+        from ..denoise.vbm3d import vbm3d
 
         return vbm3d
     raise CommandError(f"unknown denoising method {name!r}; choose from {', '.join(DENOISE_METHODS)}")
@@ -346,7 +346,7 @@ def _method_line(name: str, function: Any, sigma: float, kwargs: dict[str, Any])
     defaults = {k: p.default for k, p in inspect.signature(function).parameters.items()}
     parts = [name, f"sigma {sigma:g}"]
     if name == "bm3d":
-        from .bm3d import stage_params
+        from ..denoise.bm3d import stage_params
 
         given = {k: v for k, v in kwargs.items() if k in ("patch_size", "step", "window", "n")}
         preset = kwargs.get("preset", defaults["preset"])
@@ -478,10 +478,10 @@ def cmd_denoise(args: argparse.Namespace) -> int:
         args.sigma = args.add_noise
     if args.add_noise is None and (args.seed is not None or args.save_noisy):
         raise CommandError("--seed and --save-noisy go with --add-noise")
-    from .videoio import is_video_path
+    from ..io.video import is_video_path
 
     if is_video_path(args.input):
-        from .cli_video import VideoCommandError, denoise_video
+        from .video import VideoCommandError, denoise_video
 
         try:
             return denoise_video(args, _noise_seed(args.seed) if args.add_noise else None)
@@ -509,7 +509,7 @@ def cmd_denoise(args: argparse.Namespace) -> int:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     """`clpatch demo`: denoise the bundled sample image after adding seeded noise."""
-    from ._resources import sample_image_path
+    from ..core.resources import sample_image_path
 
     path = sample_image_path()
     clean, info = read_image(path)
@@ -629,7 +629,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="write the denoised image to FILE (.png, .tif, .jpg, .npy)")
     demo.set_defaults(func=cmd_demo)
 
-    from .cli_tuning import add_commands
+    from .tuning import add_commands
 
     add_commands(commands, _add_device_option)
     return parser

@@ -43,8 +43,8 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
 
-from ._buffers import BufferPool, halve_until_fits, tile_limits
-from ._images import (
+from ..core.buffers import BufferPool, halve_until_fits, tile_limits
+from ..core.volumes import (
     Volume,
     as_volume,
     channels_last,
@@ -52,10 +52,10 @@ from ._images import (
     check_planned,
     magnitude_limit,
 )
-from .kernels import max_group_size
-from .runtime import Runtime, resolve_runtime
-from .scheduler import SearchConfig, SearchRequest, choose_search
-from .search import (
+from ..core.kernels import max_group_size
+from ..core.runtime import Runtime, resolve_runtime
+from ..match.window_config import SearchConfig, SearchRequest, choose_search
+from ..match.window import (
     MAX_BUFFER_BYTES,
     MAX_N,
     MAX_PATCH,
@@ -213,7 +213,7 @@ class NLMeansPlan:
                           averaging=self.averaging, aggregation=self.aggregation,
                           classes=self.classes, slots=slots if self.averaging == "columns" else 1,
                           colour=self.colour, luma=self.luma)
-            program = self.runtime.programs.get("nlmeans.cl.mako", **params)
+            program = self.runtime.programs.get("denoise/nlmeans.cl.mako", **params)
             average = cl.Kernel(program, "nlm_average")
             allowed = max_group_size(average, device)
             if self.averaging == "naive" or p * slots <= allowed:

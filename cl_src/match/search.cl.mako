@@ -9,8 +9,8 @@
 ## for a staggered grid (naive and rowband only): lattice row i's references sit shift[i]
 ## columns left of the lattice columns (never left of column 0), shift[i] <= SM < S.
 <%page args="variant, patch, n, channels, metric, table, video, step=None, width=None, rows=None, tile=None, batch=1, shift_max=0"/>
-<%namespace name="nn" file="lib/nn_table.mako"/>
-<%namespace name="m" file="lib/metric.mako"/>
+<%namespace name="nn" file="/lib/nn_table.mako"/>
+<%namespace name="m" file="/lib/metric.mako"/>
 <%
     P, N, C = patch, n, channels
 %>

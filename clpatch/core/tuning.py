@@ -27,8 +27,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from ._resources import cl_src_dir
-from .scheduler import SearchConfig, SearchRequest
+from .resources import cl_src_dir
+from ..match.window_config import SearchConfig, SearchRequest
 
 log = logging.getLogger("clpatch")
 
@@ -54,7 +54,7 @@ def config_from_json(data: dict[str, Any], *, source: str = "tuned", reason: str
 
 # The templates the tuned kernels are rendered from (the search and its input conversion).
 # Other kernel families do not invalidate the search's tuning when they change.
-TUNED_TEMPLATES = ("search.cl.mako", "convert.cl.mako", "lib/nn_table.mako", "lib/metric.mako")
+TUNED_TEMPLATES = ("match/search.cl.mako", "lib/convert.cl.mako", "lib/nn_table.mako", "lib/metric.mako")
 
 
 @cache

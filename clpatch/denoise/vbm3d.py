@@ -40,8 +40,8 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
 
-from ._buffers import BufferPool, tile_limits
-from ._images import CL_TYPES, Volume, as_volume, channels_last, check_host_values, magnitude_limit
+from ..core.buffers import BufferPool, tile_limits
+from ..core.volumes import CL_TYPES, Volume, as_volume, channels_last, check_host_values, magnitude_limit
 from .bm3d import (
     AGGREGATIONS,
     OPPONENT,
@@ -53,9 +53,9 @@ from .bm3d import (
     group_and_transforms,
     merge_params,
 )
-from .errors import DeviceResourceError
-from .runtime import Runtime, resolve_runtime
-from .search import MAX_BUFFER_BYTES, _check_int, grid_positions
+from ..core.errors import DeviceResourceError
+from ..core.runtime import Runtime, resolve_runtime
+from ..match.window import MAX_BUFFER_BYTES, _check_int, grid_positions
 
 __all__ = ["DEFAULTS", "VIDEO_SEARCHES", "VBM3DPlan", "VideoStageParams", "choose_video_search",
            "search_layout", "vbm3d", "video_stage_params"]
@@ -167,12 +167,12 @@ class _Stage:
         if plan.variant == "naive":
             self.group = max(1, min(int(rt.profile.naive_group_size), 256))
         search = rt.programs.get(
-            "vbm3d.cl.mako", variant=plan.variant, patch=params.patch_size, n=params.n,
+            "denoise/vbm3d.cl.mako", variant=plan.variant, patch=params.patch_size, n=params.n,
             q=params.q, window_ref=params.window_ref, window_pred=params.window_pred,
             channels=plan.channels, lanes=self.lanes, group=self.group)
         self.search = cl.Kernel(search, "vbm3d_search")
         program = rt.programs.get(
-            "bm3d.cl.mako", patch=params.patch_size, n=params.n, channels=plan.channels,
+            "denoise/bm3d.cl.mako", patch=params.patch_size, n=params.n, channels=plan.channels,
             stage=params.stage, transform_2d=params.transform_2d,
             transform_1d=params.transform_1d, beta=params.beta, aggregation=plan.aggregation,
             video=True, colour=plan.colour)
@@ -482,7 +482,7 @@ class VBM3DPlan:
     def _convert(self, dtype: np.dtype) -> Any:
         name = CL_TYPES[np.dtype(dtype)]
         if name not in self._converts:
-            program = self.runtime.programs.get("convert.cl.mako", src_type=name)
+            program = self.runtime.programs.get("lib/convert.cl.mako", src_type=name)
             self._converts[name] = cl.Kernel(program, "to_planar")
         return self._converts[name]
 

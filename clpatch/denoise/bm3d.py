@@ -47,11 +47,11 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
 
-from ._buffers import BufferPool, halve_until_fits, tile_limits
-from ._images import Volume, as_volume, channels_last, check_host_values, check_planned
-from .runtime import Runtime, resolve_runtime
-from .scheduler import SearchConfig, SearchRequest, choose_search
-from .search import MAX_BUFFER_BYTES, MAX_WINDOW, SearchPlan, _check_int, min_candidates
+from ..core.buffers import BufferPool, halve_until_fits, tile_limits
+from ..core.volumes import Volume, as_volume, channels_last, check_host_values, check_planned
+from ..core.runtime import Runtime, resolve_runtime
+from ..match.window_config import SearchConfig, SearchRequest, choose_search
+from ..match.window import MAX_BUFFER_BYTES, MAX_WINDOW, SearchPlan, _check_int, min_candidates
 
 __all__ = ["AGGREGATIONS", "BM3DPlan", "PRESETS", "StageParams", "bm3d", "stage_params"]
 
@@ -268,7 +268,7 @@ class _Stage:
         self.staggered = bool(self.search.stagger)
         extra = {"stagger": True} if self.staggered else {}
         program = rt.programs.get(
-            "bm3d.cl.mako", patch=params.patch_size, n=params.n, channels=plan.channels,
+            "denoise/bm3d.cl.mako", patch=params.patch_size, n=params.n, channels=plan.channels,
             stage=params.stage, transform_2d=params.transform_2d,
             transform_1d=params.transform_1d, beta=params.beta, aggregation=plan.aggregation,
             colour=plan.colour, **extra)

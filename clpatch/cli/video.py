@@ -21,10 +21,10 @@ from typing import Any
 
 import numpy as np
 
-from ._progress import Progress
-from .cli import _as_written
-from .runtime import Runtime
-from .videoio import VideoInfo, VideoWriter, open_video
+from .progress import Progress
+from .main import _as_written
+from ..core.runtime import Runtime
+from ..io.video import VideoInfo, VideoWriter, open_video
 
 # Command-line options (argparse dest) each video method accepts, and its keyword.
 VIDEO_OPTIONS = {
@@ -70,7 +70,7 @@ def _noisy(frames: Iterator[np.ndarray], sigma: float | None,
 def _method_line(args: argparse.Namespace, kwargs: dict[str, Any], runtime: Runtime) -> str:
     parts = [args.method, f"sigma {args.sigma:g}"]
     if args.method == "vbm3d":
-        from .vbm3d import choose_video_search, video_stage_params
+        from ..denoise.vbm3d import choose_video_search, video_stage_params
 
         given = {k: v for k, v in kwargs.items() if k != "aggregation"}
         s1, s2, _, radius = video_stage_params(**given)
@@ -100,7 +100,7 @@ def _denoised(args: argparse.Namespace, info: VideoInfo, pairs: Iterator[tuple[A
     rows, cols = info.shape[:2]
     channels = 3 if info.colour else 1
     if args.method == "vbm3d":
-        from .vbm3d import VBM3DPlan, video_stage_params
+        from ..denoise.vbm3d import VBM3DPlan, video_stage_params
 
         given = {k: v for k, v in kwargs.items() if k != "aggregation"}
         p1, p2, stages, radius = video_stage_params(**given)
@@ -108,12 +108,12 @@ def _denoised(args: argparse.Namespace, info: VideoInfo, pairs: Iterator[tuple[A
                          aggregation=kwargs.get("aggregation"))
         yield from plan.stream(inputs(), args.sigma, data_range=data_range)
     elif args.method == "bm3d":
-        from .bm3d import bm3d
+        from ..denoise.bm3d import bm3d
 
         for frame in inputs():
             yield bm3d(frame, args.sigma, runtime=runtime, data_range=data_range, **kwargs)
     else:
-        from .nlmeans import nlmeans_video
+        from ..denoise.nlmeans import nlmeans_video
 
         video = np.stack(list(inputs()))
         yield from nlmeans_video(video, args.sigma, runtime=runtime, **kwargs)

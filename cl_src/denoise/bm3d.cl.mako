@@ -8,11 +8,11 @@
 ## colour (bool: the opponent colour kernels are included). The profile gives the
 ## local-memory padding x of the transposes (bank_padding: NVIDIA 1, AMD 2, Intel 4).
 <%page args="patch, n, channels, stage, transform_2d, transform_1d, beta, aggregation, video=False, colour=False, stagger=False"/>
-<%namespace name="agg" file="lib/aggregate.mako"/>
+<%namespace name="agg" file="/lib/aggregate.mako"/>
 <%!
     import math
-    from clpatch import _clgen as gen
-    from clpatch.transforms import transform_pair, kaiser_window
+    from clpatch.denoise import clgen as gen
+    from clpatch.denoise.transforms import transform_pair, kaiser_window
 %>
 <%
     P, N, C = patch, n, channels

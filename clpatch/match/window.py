@@ -24,8 +24,8 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
 
-from ._buffers import BufferPool, halve_until_fits
-from ._images import (
+from ..core.buffers import BufferPool, halve_until_fits
+from ..core.volumes import (
     CL_TYPES,
     Volume,
     as_volume,
@@ -33,10 +33,10 @@ from ._images import (
     check_planned,
     magnitude_limit,
 )
-from .errors import DeviceResourceError
-from .kernels import max_group_size
-from .runtime import Runtime, resolve_runtime
-from .scheduler import SearchConfig, SearchRequest, choose_search
+from ..core.errors import DeviceResourceError
+from ..core.kernels import max_group_size
+from ..core.runtime import Runtime, resolve_runtime
+from .window_config import SearchConfig, SearchRequest, choose_search
 
 METRICS = ("l2", "l1")
 # The input-value check (a pyopencl reduction) of each runtime, shared by its plans.
@@ -253,7 +253,7 @@ class SearchPlan:
         return params
 
     def _kernel_for(self, config: SearchConfig) -> Any:
-        program = self.runtime.programs.get("search.cl.mako", **self._template_params(config))
+        program = self.runtime.programs.get("match/search.cl.mako", **self._template_params(config))
         name = {"naive": "search_naive", "square": "search_square"}.get(config.variant,
                                                                          "search_rowband")
         return cl.Kernel(program, name)
@@ -445,7 +445,7 @@ class SearchPlan:
         type_name = CL_TYPES[np.dtype(dtype)]
         kernel = self._convert_kernels.get(type_name)
         if kernel is None:
-            kernel = cl.Kernel(self.runtime.programs.get("convert.cl.mako", src_type=type_name),
+            kernel = cl.Kernel(self.runtime.programs.get("lib/convert.cl.mako", src_type=type_name),
                                "to_planar")
             self._convert_kernels[type_name] = kernel
         return kernel

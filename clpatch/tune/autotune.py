@@ -34,13 +34,13 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
 
-from ._bench import photo_mosaic, time_events
-from .errors import ClpatchError
-from .kernels import cache_dir
-from .runtime import Runtime, list_devices
-from .scheduler import SEARCH_VARIANTS, SearchConfig, SearchRequest, choose_search, rule_config
-from .search import SearchPlan, min_candidates
-from .tuning import TuningCache, config_to_json
+from .timing import photo_mosaic, time_events
+from ..core.errors import ClpatchError
+from ..core.kernels import cache_dir
+from ..core.runtime import Runtime, list_devices
+from ..match.window_config import SEARCH_VARIANTS, SearchConfig, SearchRequest, choose_search, rule_config
+from ..match.window import SearchPlan, min_candidates
+from ..core.tuning import TuningCache, config_to_json
 
 log = logging.getLogger("clpatch")
 
@@ -110,7 +110,7 @@ _worker_runtime: Runtime | None = None
 
 def _worker_start(device: str, profile: dict[str, Any]) -> None:
     global _worker_runtime
-    from .profiles import DeviceProfile
+    from ..core.profiles import DeviceProfile
 
     _worker_runtime = Runtime(device, profile=DeviceProfile(**profile))
 
