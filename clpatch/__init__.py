@@ -1,9 +1,14 @@
 """clpatch: portable OpenCL patch search and patch-based image/video denoising.
 
 Nothing touches OpenCL at import time; the first call picks a device (see `Runtime`).
+Importing the package imports every engine, which registers it with the scheduler
+(`clpatch.core.registry`) for `explain` and the command line.
+
+Layers (each imports only those before it): `core` (runtime, profiles, kernels, plans),
+`match` (the Matches contract and the search engines), `denoise` (the filters), `tune`
+(explain, autotune, bench), then `io` and `cli` at the edge.
 """
 
-from .denoise.bm3d import BM3DPlan, bm3d
 from .core.errors import (
     ClpatchError,
     DeviceNotFoundError,
@@ -11,13 +16,18 @@ from .core.errors import (
     KernelBuildError,
     NoOpenCLError,
 )
-from .denoise.nlmeans import NLMeansPlan, nlmeans, nlmeans_video
 from .core.profiles import DeviceProfile, family_profile
 from .core.runtime import Runtime, default_runtime, list_devices, select_device
-from .match.window_config import SearchConfig
-from .match.window import SearchPlan, SearchResult, grid_positions, search_patches
+from .denoise import explain as _denoise_explain  # noqa: F401  (registers nlmeans, bm3d, vbm3d)
+from .denoise.bm3d import BM3DPlan, bm3d
+from .denoise.nlmeans import NLMeansPlan, nlmeans, nlmeans_video
 from .denoise.vbm3d import VBM3DPlan, vbm3d
-
+from .match import explain as _match_explain  # noqa: F401  (registers search)
+from .match.matches import Matches, SearchResult, grid_positions
+from .match.search import search_patches
+from .match.window import SearchPlan
+from .match.window_config import SearchConfig
+from .tune.explain import explain
 from .version import __version__
 
 __all__ = [
@@ -27,6 +37,7 @@ __all__ = [
     "DeviceProfile",
     "DeviceResourceError",
     "KernelBuildError",
+    "Matches",
     "NLMeansPlan",
     "NoOpenCLError",
     "Runtime",
@@ -34,8 +45,10 @@ __all__ = [
     "SearchPlan",
     "SearchResult",
     "VBM3DPlan",
+    "__version__",
     "bm3d",
     "default_runtime",
+    "explain",
     "family_profile",
     "grid_positions",
     "list_devices",

@@ -119,7 +119,7 @@ def _describe_entry(entry: DeviceEntry, default: bool) -> list[str]:
 def _check_device(entry: DeviceEntry) -> str | None:
     """Run a tiny search on the device and compare it with NumPy; None when it works,
     else what went wrong."""
-    from ..match.window import search_patches
+    from ..match.search import search_patches
 
     image = (np.random.default_rng(7).random(_CHECK_SHAPE) * 255).astype(np.float32)
     try:
@@ -138,7 +138,7 @@ def _check_device(entry: DeviceEntry) -> str | None:
 def _brute_force_distances(image: np.ndarray, patch_size: int, step: int, window: int,
                            n: int) -> np.ndarray:
     """The n smallest L2 distances of every reference of a small 2-D image, in NumPy."""
-    from ..match.window import grid_positions
+    from ..match.matches import grid_positions
 
     rows, cols = image.shape
     data = image.astype(np.float64)
@@ -262,7 +262,7 @@ def _summary(name: str, image: np.ndarray, video: bool, result: Any, runtime: Ru
 
 def _run_search(image: np.ndarray, video: bool, args: argparse.Namespace) -> tuple[Any, Runtime,
                                                                                    float, int]:
-    from ..match.window import search_patches
+    from ..match.search import search_patches
 
     runtime = Runtime(args.device)
     builds = runtime.programs.builds
@@ -346,7 +346,7 @@ def _method_line(name: str, function: Any, sigma: float, kwargs: dict[str, Any])
     defaults = {k: p.default for k, p in inspect.signature(function).parameters.items()}
     parts = [name, f"sigma {sigma:g}"]
     if name == "bm3d":
-        from ..denoise.bm3d import stage_params
+        from ..denoise.bm3d_params import stage_params
 
         given = {k: v for k, v in kwargs.items() if k in ("patch_size", "step", "window", "n")}
         preset = kwargs.get("preset", defaults["preset"])

@@ -8,7 +8,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from ..match.window_config import OPERATIONS, SEARCH_VARIANTS
+from ..core.registry import operations, variant_names
+from ..match.window_config import config_to_json
 
 
 def _csv_ints(text: str) -> list[int]:
@@ -21,8 +22,6 @@ def _csv_ints(text: str) -> list[int]:
 def results_json(results: list, jobs: int) -> str:
     """The `--json` file: every request's rule and tuned choices with every timing, and the
     request's wall time (with the part spent building programs)."""
-    from ..core.tuning import config_to_json
-
     return json.dumps([{
         "request": vars(r.request), "rule": config_to_json(r.rule), "rule_ms": r.rule_time_ms,
         "tuned": config_to_json(r.chosen), "tuned_ms": r.time_ms, "speedup": r.speedup,
@@ -45,7 +44,7 @@ def _positive_int(text: str) -> int:
 
 def cmd_explain(args: argparse.Namespace) -> int:
     from ..core.runtime import Runtime
-    from ..match.window_config import explain
+    from ..tune.explain import explain
 
     runtime = Runtime(args.device)
     if args.tuning:
@@ -118,7 +117,7 @@ def add_commands(commands: argparse._SubParsersAction,
         "explain", help="say which kernel configuration a call would run, and why",
         description="Which configuration runs for these parameters on the device, and whether "
                     "it was forced, tuned (clpatch autotune) or chosen by rule (Davy-Ehret 4.5).")
-    explain.add_argument("operation", choices=OPERATIONS)
+    explain.add_argument("operation", choices=operations())
     explain.add_argument("--patch-size", "-p", type=int, default=None,
                          help="default 8")
     explain.add_argument("--step", "-s", type=int, default=None,
@@ -133,7 +132,7 @@ def add_commands(commands: argparse._SubParsersAction,
     explain.add_argument("--channels", "-c", type=int, default=1)
     explain.add_argument("--metric", choices=("l2", "l1"), default="l2")
     explain.add_argument("--video", action="store_true", help="a video search (temporal window)")
-    explain.add_argument("--variant", choices=SEARCH_VARIANTS + ("window", "patch"), default=None,
+    explain.add_argument("--variant", choices=variant_names(), default=None,
                          help="force a variant (then the answer is 'forced'); vbm3d's are "
                               "naive, window and patch")
     explain.add_argument("--tuning", metavar="FILE", help="read this tuning file instead of "

@@ -70,7 +70,7 @@ def _noisy(frames: Iterator[np.ndarray], sigma: float | None,
 def _method_line(args: argparse.Namespace, kwargs: dict[str, Any], runtime: Runtime) -> str:
     parts = [args.method, f"sigma {args.sigma:g}"]
     if args.method == "vbm3d":
-        from ..denoise.vbm3d import choose_video_search, video_stage_params
+        from ..denoise.vbm3d_params import choose_video_search, video_stage_params
 
         given = {k: v for k, v in kwargs.items() if k != "aggregation"}
         s1, s2, _, radius = video_stage_params(**given)
@@ -100,7 +100,8 @@ def _denoised(args: argparse.Namespace, info: VideoInfo, pairs: Iterator[tuple[A
     rows, cols = info.shape[:2]
     channels = 3 if info.colour else 1
     if args.method == "vbm3d":
-        from ..denoise.vbm3d import VBM3DPlan, video_stage_params
+        from ..denoise.vbm3d import VBM3DPlan
+        from ..denoise.vbm3d_params import video_stage_params
 
         given = {k: v for k, v in kwargs.items() if k != "aggregation"}
         p1, p2, stages, radius = video_stage_params(**given)

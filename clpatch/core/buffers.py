@@ -41,10 +41,18 @@ def halve_until_fits(fits: Callable[[int, int], bool], frames: int, rows: int,
     return frames, rows
 
 
-def tile_limits(profile: Any, tile_bytes: int | None, max_buffer: int) -> tuple[int, int]:
+# One buffer never exceeds this (the kernels index elements with int32).
+MAX_BUFFER_BYTES = (1 << 31) - 1
+
+
+def memory_limits(runtime: Any, tile_bytes: int | None = None) -> tuple[int, int]:
     """(largest buffer, all buffers) in bytes that one tile of an engine may use: the
-    device's allocation limit (at most `max_buffer`) and half its memory, or `tile_bytes`
-    for both when given (tests force tiling with it)."""
-    if tile_bytes is not None:
-        return int(tile_bytes), int(tile_bytes)
-    return int(min(profile.max_mem_alloc_size, max_buffer)), int(profile.global_mem_size // 2)
+    device's allocation limit (at most MAX_BUFFER_BYTES) and half its memory; `tile_bytes`
+    (a plan's own limit, tests force tiling with it) or else the runtime's `memory_limit`
+    replaces both when set."""
+    limit = tile_bytes if tile_bytes is not None else runtime.memory_limit
+    if limit is not None:
+        return int(limit), int(limit)
+    profile = runtime.profile
+    return (int(min(profile.max_mem_alloc_size, MAX_BUFFER_BYTES)),
+            int(profile.global_mem_size // 2))

@@ -1,4 +1,4 @@
-"""Render `cl_src/*.cl.mako` templates and build (and cache) the OpenCL programs.
+"""Render `cl_src/**/*.cl.mako` templates and build (and cache) the OpenCL programs.
 
 `render()` is a pure function of (template, device profile, static parameters): any
 kernel variant can be reproduced and read without a GPU (`clpatch render ...` would just
@@ -17,18 +17,15 @@ import threading
 from functools import cache
 from pathlib import Path
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyopencl as cl
 from mako import exceptions as mako_exceptions
 from mako.lookup import TemplateLookup
 
-from .resources import cl_src_dir
 from .errors import KernelBuildError
 from .profiles import DeviceProfile
-
-if TYPE_CHECKING:
-    from .runtime import Runtime
+from .resources import cl_src_dir
 
 log = logging.getLogger("clpatch")
 
@@ -89,7 +86,7 @@ def device_identity(device: Any) -> str:
 class ProgramCache:
     """Builds and caches programs for one runtime's device."""
 
-    def __init__(self, runtime: Runtime) -> None:
+    def __init__(self, runtime: Any) -> None:
         self.runtime = runtime
         self._programs: dict[str, Any] = {}
         self._lock = threading.Lock()  # guards the dictionaries and the counter

@@ -19,9 +19,13 @@ from pathlib import Path
 from typing import Any
 
 import pyopencl as cl
+import pyopencl.array as cla
 
 from .errors import DeviceNotFoundError, NoOpenCLError
+from .kernels import ProgramCache
+from .plans import PlanCache
 from .profiles import FAMILIES, DeviceProfile, family_for_device, profile_for_device
+from .tuning import TuningCache
 
 log = logging.getLogger("clpatch")
 
@@ -256,12 +260,16 @@ class Runtime:
         Profile values to replace, e.g. `{"neighbour_table": "unordered"}`.
     profiling:
         Enable OpenCL profiling events on the queue this runtime creates (benchmarks).
+    memory_limit:
+        Bytes of device memory one call's buffers may take (also the largest buffer); inputs
+        needing more are processed in tiles. Default: half the device's memory, each buffer at
+        most the device's allocation limit.
     """
 
     def __init__(self, device: Any = None, *, queue: Any = None,
                  profile: str | DeviceProfile | None = None,
                  profile_overrides: dict[str, Any] | None = None,
-                 profiling: bool = False) -> None:
+                 profiling: bool = False, memory_limit: int | None = None) -> None:
         if queue is not None:
             if not isinstance(queue, cl.CommandQueue):
                 raise TypeError(f"queue must be a pyopencl.CommandQueue, got {type(queue).__name__}")
@@ -286,11 +294,14 @@ class Runtime:
                 raise ValueError(f"profile must be one of {FAMILIES} or a DeviceProfile, got {profile!r}")
             self.profile = profile_for_device(self.device, family=profile, overrides=profile_overrides)
 
-        from .kernels import ProgramCache  # kernels imports runtime helpers; keep import order simple
-
+        if memory_limit is not None and (isinstance(memory_limit, bool)
+                                         or not isinstance(memory_limit, int) or memory_limit < 1):
+            raise ValueError(f"memory_limit must be a positive number of bytes or None, "
+                             f"got {memory_limit!r}")
+        self.memory_limit = memory_limit
         self.programs = ProgramCache(self)
-        self._plans: dict[Any, Any] = {}
-        self._tuning: Any = None
+        self._plans = PlanCache()
+        self._tuning: TuningCache | None = None
 
     @classmethod
     def for_queue(cls, queue: Any) -> Runtime:
@@ -311,24 +322,21 @@ class Runtime:
         return is_simulator(self.device)
 
     @property
-    def tuning(self) -> Any:
-        """The device's tuning cache (`clpatch.tuning.TuningCache`), read on first use from
-        `CLPATCH_TUNING` or the user cache folder."""
+    def tuning(self) -> TuningCache:
+        """The device's tuning cache (`clpatch.core.tuning.TuningCache`), read on first use
+        from `CLPATCH_TUNING` or the user cache folder."""
         if self._tuning is None:
-            from .tuning import TuningCache
-
             self._tuning = TuningCache(self.device)
         return self._tuning
 
-    def use_tuning(self, path: Any = None) -> Any:
+    def use_tuning(self, path: Any = None) -> TuningCache:
         """Read the tuning cache again, from `path` if given (else the default place)."""
-        from .tuning import TuningCache
-
         self._tuning = TuningCache(self.device, path)
         return self._tuning
 
-    def plan_cache(self) -> dict[Any, Any]:
-        """Per-runtime store for engine plans (compiled programs and buffers kept between calls)."""
+    def plan_cache(self) -> PlanCache:
+        """Per-runtime store for engine plans (compiled programs and buffers kept between
+        calls), least recently used first."""
         return self._plans
 
     def __repr__(self) -> str:
@@ -358,8 +366,6 @@ def resolve_runtime(runtime: Runtime | None, *arrays: Any) -> Runtime:
         if not isinstance(runtime, Runtime):
             raise TypeError(f"runtime must be a clpatch.Runtime or None, got {type(runtime).__name__}")
         return runtime
-    import pyopencl.array as cla
-
     for array in arrays:
         if isinstance(array, cla.Array) and array.queue is not None:
             return Runtime.for_queue(array.queue)

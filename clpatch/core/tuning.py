@@ -1,5 +1,9 @@
 """Per-device tuning cache: which kernel configuration autotuning found fastest.
 
+The cache is a store of JSON entries under string keys; what a key and an entry's
+"config" mean belongs to the engine that wrote them (the windowed search:
+`clpatch.match.window_config.request_key`, `tuned_config`).
+
 One JSON file per device, under the user cache folder (`platformdirs`), or the file named
 by `CLPATCH_TUNING` (so a tuned file can ship with a pipeline). A file is valid for one
 device name, driver version and kernel source hash; a file made for another (a driver
@@ -27,43 +31,23 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from .registry import tuned_templates
 from .resources import cl_src_dir
-from ..match.window_config import SearchConfig, SearchRequest
 
 log = logging.getLogger("clpatch")
 
 FORMAT = 1
-_CONFIG_FIELDS = ("variant", "table", "group", "rows", "tile", "batch")
-
-
-def request_key(operation: str, request: SearchRequest) -> str:
-    """The cache key of a request (everything a tuned choice may depend on)."""
-    r = request
-    return (f"{operation}:p{r.patch_size}:s{r.step}:n{r.n}:w{r.window}:c{r.channels}:"
-            f"{r.metric}:{'video' if r.video else 'image'}")
-
-
-def config_to_json(config: SearchConfig) -> dict[str, Any]:
-    return {name: getattr(config, name) for name in _CONFIG_FIELDS}
-
-
-def config_from_json(data: dict[str, Any], *, source: str = "tuned", reason: str = "") -> SearchConfig:
-    return SearchConfig(**{name: data[name] for name in _CONFIG_FIELDS if name in data},
-                        source=source, reason=reason)
-
-
-# The templates the tuned kernels are rendered from (the search and its input conversion).
-# Other kernel families do not invalidate the search's tuning when they change.
-TUNED_TEMPLATES = ("match/search.cl.mako", "lib/convert.cl.mako", "lib/nn_table.mako", "lib/metric.mako")
+def source_hash() -> str:
+    """Hash of the tuned kernels' templates (those the registered operations name): a tuned
+    choice is only trusted for the kernels it timed."""
+    return _hash_of(tuned_templates())
 
 
 @cache
-def source_hash() -> str:
-    """Hash of the tuned kernels' templates: a tuned choice is only trusted for the kernels
-    it timed."""
+def _hash_of(templates: tuple[str, ...]) -> str:
     digest = hashlib.sha256()
     root = cl_src_dir()
-    for path in (root / name for name in TUNED_TEMPLATES):
+    for path in (root / name for name in templates):
         digest.update(str(path.relative_to(root)).encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
@@ -118,11 +102,11 @@ class TuningCache:
             return
         good = {}
         for key, entry in data["entries"].items():
-            try:
-                config_from_json(entry["config"])
+            if isinstance(entry, dict) and isinstance(entry.get("config"), dict):
                 good[key] = entry
-            except (KeyError, TypeError, ValueError) as exc:
-                log.warning("clpatch: ignoring tuning entry %s in %s (%s)", key, self.path, exc)
+            else:
+                log.warning("clpatch: ignoring tuning entry %s in %s (no configuration)", key,
+                            self.path)
         self.entries = good
 
     def _ignore(self, why: str) -> None:
@@ -130,19 +114,20 @@ class TuningCache:
         log.warning("clpatch: %s; the rule-based choices apply (run `clpatch autotune` again)",
                     self.problem)
 
-    def lookup(self, operation: str, request: SearchRequest) -> tuple[SearchConfig, dict] | None:
-        """The tuned configuration of a request, with its entry, or None."""
-        entry = self.entries.get(request_key(operation, request))
-        if entry is None:
-            return None
-        speedup = entry.get("rule_time_ms", 0) / entry["time_ms"] if entry.get("time_ms") else 0
-        reason = (f"tuned on this device ({entry.get('date', '?')}): {entry['time_ms']:.3f} ms, "
-                  f"{speedup:.2f}x the rule-based choice" if speedup else "tuned on this device")
-        return config_from_json(entry["config"], reason=reason), entry
-
-    def record(self, operation: str, request: SearchRequest, entry: dict[str, Any]) -> None:
+    def entry(self, key: str) -> dict[str, Any] | None:
+        """The entry recorded under `key`, or None."""
         with self._lock:
-            self.entries[request_key(operation, request)] = entry
+            return self.entries.get(key)
+
+    def drop(self, key: str, why: str) -> None:
+        """Forget an entry its engine cannot use (logged once)."""
+        with self._lock:
+            if self.entries.pop(key, None) is not None:
+                log.warning("clpatch: ignoring tuning entry %s in %s (%s)", key, self.path, why)
+
+    def record(self, key: str, entry: dict[str, Any]) -> None:
+        with self._lock:
+            self.entries[key] = entry
 
     def save(self, path: Path | None = None) -> Path:
         """Write the entries (merged over a valid file already there) atomically."""

@@ -47,201 +47,30 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
 
-from ..core.buffers import BufferPool, halve_until_fits, tile_limits
-from ..core.volumes import Volume, as_volume, channels_last, check_host_values, check_planned
+from ..core.buffers import BufferPool, halve_until_fits, memory_limits
 from ..core.runtime import Runtime, resolve_runtime
+from ..core.upload import check_peak
+from ..core.validate import check_float
+from ..core.volumes import Volume, as_volume, channels_last, check_planned
+from ..match.matches import min_candidates, usable_n
+from ..match.window import SearchPlan
 from ..match.window_config import SearchConfig, SearchRequest, choose_search
-from ..match.window import MAX_BUFFER_BYTES, MAX_WINDOW, SearchPlan, _check_int, min_candidates
+from .bm3d_params import (
+    OPPONENT,
+    StageParams,
+    choose_aggregation,
+    default_data_range,
+    fixed_point_scales,
+    stage_params,
+    stagger_shifts,
+)
 
-__all__ = ["AGGREGATIONS", "BM3DPlan", "PRESETS", "StageParams", "bm3d", "stage_params"]
+__all__ = ["BM3DPlan", "bm3d"]
 
-AGGREGATIONS = ("fixed", "cas")
-MAX_PATCH = 16
-MAX_GROUP = 32
-# Floor of the Wiener energy Σw² (stage 2 weights are 1 / (σ² max(Σw², floor))).
-WIENER_ENERGY_FLOOR = 2.0 ** -10
-# CBM3D's opponent colour transform and its exact inverse.
-OPPONENT = np.array([[1 / 3, 1 / 3, 1 / 3], [1 / 2, 0, -1 / 2], [1 / 4, -1 / 2, 1 / 4]])
-OPPONENT_INV = np.array([[1, 1, 2 / 3], [1, 0, -4 / 3], [1, -1, 2 / 3]])
 # Filter launches are split so that one launch holds at most this many work-groups.
-_GROUPS_PER_LAUNCH = 1 << 20
-_PLANS_KEPT = 4
-
-
-@dataclass(frozen=True)
-class StageParams:
-    """Parameters of one BM3D stage (1: hard thresholding, 2: Wiener)."""
-
-    stage: int
-    patch_size: int
-    step: int
-    window: int
-    n: int
-    tau_match: float
-    transform_2d: str
-    transform_1d: str
-    lambda_3d: float = 2.7
-    beta: float = 2.0
-    mu2: float = 1.0
-    stagger: bool = False
-
-
-PRESETS: dict[str, dict[str, Any]] = {
-    # Davy–Ehret's defaults (their Table 7).
-    "fast": dict(patch_size=8, window=21, step=4, n=(8, 8), transform_2d=("bior1.5", "dct"),
-                 transform_1d="hadamard", tau_match=(2500.0, 400.0), lambda_3d=2.7, mu2=1.0,
-                 beta=2.0, stagger=False, stages=2),
-    # The original BM3D parameters (Dabov et al., normal profile), on the staggered grid of
-    # the bm3d package (Tampere's current implementation).
-    "reference": dict(patch_size=8, window=39, step=3, n=(16, 32),
-                      transform_2d=("bior1.5", "dct"), transform_1d="haar",
-                      tau_match=(2500.0, 400.0), lambda_3d=2.7, mu2=1.0, beta=2.0, stagger=True,
-                      stages=2),
-}
-
-_PER_STAGE = ("window", "step", "n", "transform_2d", "transform_1d", "tau_match", "beta")
-_TRANSFORMS_2D = ("dct", "bior1.5")
-_TRANSFORMS_1D = ("hadamard", "haar")
-
-
-def _pair(name: str, value: Any) -> tuple[Any, Any]:
-    if isinstance(value, (tuple, list)):
-        if len(value) != 2:
-            raise ValueError(f"{name} must be a scalar or a (stage 1, stage 2) pair, got {value!r}")
-        return tuple(value)  # type: ignore[return-value]
-    return (value, value)
-
-
-def _float(name: str, value: Any, *, positive: bool = True) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise TypeError(f"{name} must be a number, got {type(value).__name__}")
-    value = float(value)
-    if not math.isfinite(value) or value < 0 or (positive and value == 0):
-        raise ValueError(f"{name} must be a finite number {'> 0' if positive else '>= 0'}, "
-                         f"got {value}")
-    return value
-
-
-def merge_params(defaults: dict[str, Any], overrides: dict[str, Any],
-                 what: str) -> tuple[dict[str, Any], int]:
-    """(the defaults with the non-None overrides applied, patch size): unknown keys are a
-    TypeError; with a patch size other than 8 the 2-D transform defaults to the DCT in both
-    stages (Bior1.5 is defined on 8 points only)."""
-    cfg = dict(defaults)
-    for key, value in overrides.items():
-        if key not in cfg:
-            raise TypeError(f"unknown {what} parameter {key!r}; accepted: {sorted(cfg)}")
-        if value is not None:
-            cfg[key] = value
-    p = _check_int("patch_size", cfg["patch_size"], 2, MAX_PATCH)
-    if p != 8 and overrides.get("transform_2d") is None:
-        cfg["transform_2d"] = "dct"
-    return cfg, p
-
-
-def group_and_transforms(per: dict[str, tuple[Any, Any]], s: int,
-                         patch_size: int) -> tuple[int, str, str]:
-    """(n, transform_2d, transform_1d) of stage s + 1, checked, from per-stage pairs."""
-    n = _check_int("n", per["n"][s], 1, MAX_GROUP)
-    if n & (n - 1):
-        raise ValueError(f"n must be a power of 2 (1, 2, 4, 8, 16 or 32), got {n}")
-    t2, t1 = per["transform_2d"][s], per["transform_1d"][s]
-    if t2 not in _TRANSFORMS_2D:
-        raise ValueError(f"transform_2d must be one of {_TRANSFORMS_2D}, got {t2!r}")
-    if t1 not in _TRANSFORMS_1D:
-        raise ValueError(f"transform_1d must be one of {_TRANSFORMS_1D}, got {t1!r}")
-    if t2 == "bior1.5" and patch_size != 8:
-        raise ValueError(f"transform_2d='bior1.5' needs patch_size=8, got {patch_size}")
-    return n, t2, t1
-
-
-def stage_params(preset: str = "fast", **overrides: Any) -> tuple[StageParams, StageParams, int]:
-    """(stage-1 params, stage-2 params, number of stages) for a preset plus overrides.
-
-    window, step, n, transform_2d, transform_1d, tau_match and beta take a scalar (both
-    stages) or a (stage 1, stage 2) pair; patch_size, lambda_3d, mu2, stagger and stages one
-    value; None keeps the preset's. With a patch size other than 8 the 2-D transform defaults
-    to the DCT in both stages (Bior1.5 is defined on 8 points only).
-    """
-    if preset not in PRESETS:
-        raise ValueError(f"preset must be one of {sorted(PRESETS)}, got {preset!r}")
-    cfg, p = merge_params(PRESETS[preset], overrides, "BM3D")
-    stages = _check_int("stages", cfg["stages"], 1, 2)
-    per = {k: _pair(k, cfg[k]) for k in _PER_STAGE}
-    lam = _float("lambda_3d", cfg["lambda_3d"])
-    mu2 = _float("mu2", cfg["mu2"])
-    stagger = cfg["stagger"]
-    if not isinstance(stagger, (bool, np.bool_)):
-        raise TypeError(f"stagger must be True or False, got {stagger!r}")
-    out = []
-    for s in (0, 1):
-        n, t2, t1 = group_and_transforms(per, s, p)
-        out.append(StageParams(
-            stage=s + 1, patch_size=p, step=_check_int("step", per["step"][s], 1, p),
-            window=_check_int("window", per["window"][s], 1, MAX_WINDOW), n=n,
-            tau_match=_float("tau_match", per["tau_match"][s], positive=False),
-            transform_2d=t2, transform_1d=t1, lambda_3d=lam,
-            beta=_float("beta", per["beta"][s], positive=False), mu2=mu2,
-            stagger=bool(stagger)))
-    return out[0], out[1], stages
-
-
-def stagger_shifts(step: int) -> tuple[int, ...]:
-    """Column shifts of a staggered grid, one per reference row in turn: row i's references
-    sit i mod step columns right of a lattice column (as shifts left, kept >= 0), so the
-    patch edges of neighbouring rows never line up. For step 3 this is the bm3d package's
-    pattern (0, 1, 2 to the right); step 1 has nothing to stagger."""
-    return tuple((-i) % step for i in range(step)) if step > 1 else ()
-
-
-def choose_aggregation(profile: Any, aggregation: str | None = None) -> tuple[str, str]:
-    """(strategy, reason) of BM3D's aggregation on a device."""
-    if aggregation is not None:
-        if aggregation not in AGGREGATIONS:
-            raise ValueError(f"aggregation must be one of {AGGREGATIONS} or None, got {aggregation!r}")
-        if aggregation == "fixed" and not profile.int64_atomics:
-            raise ValueError("aggregation='fixed' needs 64-bit integer atomics "
-                             "(cl_khr_int64_base_atomics), which this device lacks")
-        return aggregation, "forced"
-    if profile.int64_atomics:
-        return "fixed", "64-bit integer atomics on fixed point: deterministic (Davy-Ehret 4.4.3)"
-    return "cas", "no 64-bit atomics: float atomics emulated with compare-and-swap"
-
-
-def fixed_point_scales(stage: int, contributions: int, peak: float,
-                       sigmas: np.ndarray) -> tuple[float, float]:
-    """(numerator, denominator) fixed-point scales of a stage: powers of two for which no
-    pixel's sum can leave int64, given at most `contributions` patches per pixel, |values|
-    <= peak, and the stage's largest group weight (1 for stage 1; 1 / (σ² · Wiener floor)
-    for stage 2)."""
-    w_max = 1.0 if stage == 1 else 1.0 / (float(np.min(sigmas)) ** 2 * WIENER_ENERGY_FLOOR)
-    den = contributions * w_max
-    num = den * max(peak, 1e-30) * 16.0  # filtered values may overshoot the input
-    num_scale, den_scale = (2.0 ** max(-100, min(100, math.floor(math.log2(2.0 ** 62 / b))))
-                            for b in (num, den))
-    return num_scale, den_scale
-
-
-def default_data_range(dtype: np.dtype, peak: float | None) -> float:
-    """255 for 8-bit and float images above 1, the type's maximum for other integers,
-    1 for float images within [-1, 1] (peak: max |x|, None when unknown)."""
-    dtype = np.dtype(dtype)
-    if dtype.kind in "ui" and dtype.itemsize > 1:
-        return float(np.iinfo(dtype).max)
-    if dtype.kind == "f" and peak is not None and peak <= 1.0:
-        return 1.0
-    return 255.0
-
-
-def filter_layout(params: StageParams, profile: Any) -> str:
-    """How the fused filter kernel maps a group onto a work-group (for `explain`)."""
-    p, n = params.patch_size, params.n
-    zg = min(n, 8)
-    x = int(profile.bank_padding)
-    paper = p == 8 and zg == 8 and x in (1, 2, 4, 8)
-    return (f"{zg * p} work-items per reference ({zg} patches x {p} columns, {n // zg} "
-            f"slice(s)), transposes padded by x={x} (profile bank_padding), "
-            + ("Algorithm 10's rotated layout" if paper else "a padded generic layout"))
+GROUPS_PER_LAUNCH = 1 << 20
+#: BM3D plans kept per runtime (least recently used dropped first).
+PLANS_KEPT = 4
 
 
 @dataclass(frozen=True)
@@ -315,6 +144,7 @@ class BM3DPlan:
         self._pool = BufferPool(runtime.context)
         self._xs = [None if s.staggered else self._int_buffer(s.search.grid_x)
                     for s in self.stages]
+        self._ys: dict[tuple[int, int, int], Any] = {}
         self.tiles = self._plan_tiles(tile_bytes)
         self.last_events: list[tuple[str, Any]] = []
 
@@ -325,7 +155,7 @@ class BM3DPlan:
     # ---- memory plan -----------------------------------------------------------------------
 
     def _tile(self, a: int, b: int) -> _Tile:
-        return _Tile(a, b, tuple(s.search._chunk(0, 1, *s.rows_for(a, b)) for s in self.stages))
+        return _Tile(a, b, tuple(s.search.chunk(0, 1, *s.rows_for(a, b)) for s in self.stages))
 
     def _tile_bytes(self, tile: _Tile) -> tuple[int, int]:
         """(largest buffer, all buffers) of a tile, in bytes."""
@@ -346,7 +176,7 @@ class BM3DPlan:
         return largest, whole
 
     def _plan_tiles(self, tile_bytes: int | None) -> list[_Tile]:
-        largest, total = tile_limits(self.runtime.profile, tile_bytes, MAX_BUFFER_BYTES)
+        largest, total = memory_limits(self.runtime, tile_bytes)
 
         def tiles(rc: int) -> list[_Tile]:
             return [self._tile(a, min(self.rows, a + rc)) for a in range(0, self.rows, rc)]
@@ -381,28 +211,29 @@ class BM3DPlan:
 
     def run(self, image: Any, sigma: float, *, data_range: float | None = None) -> Any:
         """Denoise `image` (the planned shape): float32, same shape and kind of array."""
-        sigma = _float("sigma", sigma)
+        sigma = check_float("sigma", sigma)
         volume = as_volume(image, video=False)
         check_planned(volume, (1, self.rows, self.cols, self.channels), self.device_output,
                       self.runtime.context)
-        if volume.on_device:
-            array = volume.array
-            if array.flags.forc:
-                peak = max(abs(float(cla.max(array).get())), abs(float(cla.min(array).get())))
-            else:
-                # pyopencl reduces contiguous arrays only: convert the whole image to a planar
-                # copy (which also checks its values) and take the peak measured there.
-                search = self.stages[0].search
-                search._upload(volume, search._chunk(0, 1, 0, len(search.grid_y)), "peak")
-                peak = search.last_peak
+        # The upload measures the peak |value| (the fixed-point scales need it before any
+        # filter runs): a single tile's upload is kept for both stages; a tiled image is
+        # converted band by band once up front to measure it.
+        uploader = self.stages[0].search.uploader
+        uploader.begin()
+        kept: dict[str, Any] = {}
+        events: list[tuple[str, Any]] = []
+        search = self.stages[0].search
+        if len(self.tiles) == 1:
+            kept["noisy"] = self._upload_noisy(self.stages[0], volume, self.tiles[0].chunks[0],
+                                               events)
         else:
-            check_host_values(volume, self.params[0].patch_size)
-            peak = float(np.abs(volume.array).max())
-        if not math.isfinite(peak):
-            raise ValueError("image contains NaN or infinite values")
+            for tile in self.tiles:
+                search.upload(volume, tile.chunks[0], "peak")
+        peak = uploader.peak()
+        check_peak(peak, search.check_limit())
         if data_range is None:
             data_range = default_data_range(volume.dtype, peak)
-        data_range = _float("data_range", data_range)
+        data_range = check_float("data_range", data_range)
         if self.colour:
             sigmas = sigma * np.sqrt((OPPONENT ** 2).sum(1))
         else:
@@ -415,10 +246,8 @@ class BM3DPlan:
             output = cla.empty(queue, tuple(image.shape), np.float32)
         else:
             output = np.empty(tuple(image.shape), np.float32)
-        events: list[tuple[str, Any]] = []
         # Between the stages: the noisy band and the basic estimate stay on the device when
         # the image is one tile; with several tiles the basic estimate goes through the host.
-        kept: dict[str, Any] = {}
         if len(self.stages) == 2 and len(self.tiles) > 1:
             kept["basic_host"] = np.empty((self.channels, self.rows, self.cols), np.float32)
         for s, stage in enumerate(self.stages):
@@ -431,10 +260,8 @@ class BM3DPlan:
 
     def _upload_noisy(self, stage: _Stage, volume: Volume, chunk: Any,
                       events: list[tuple[str, Any]]) -> Any:
-        search = stage.search
-        search.last_events = []
-        planar = search._upload(volume, chunk, "noisy")
-        events.extend(search.last_events)
+        planar, uploads = stage.search.upload(volume, chunk, "noisy")
+        events.extend(uploads)
         if self.colour:
             hb = chunk.y_hi - chunk.y_lo
             events.append(("transform", stage.opponent(
@@ -455,8 +282,8 @@ class BM3DPlan:
         tag = str(p.stage)
         single = len(self.tiles) == 1
 
-        # The noisy band; stage 2 of a single tile reuses stage 1's upload.
-        if s == 1 and single:
+        # The noisy band; a single tile's was uploaded by run() (and serves both stages).
+        if single:
             noisy = kept["noisy"]
         else:
             noisy = kept["noisy"] = self._upload_noisy(stage, volume, chunk, events)
@@ -473,20 +300,23 @@ class BM3DPlan:
 
         pos = self._pool.get("pos", gy * gx * p.n * 8)
         dist = self._pool.get("dist", gy * gx * p.n * 4)
-        stage.search.last_events = []
-        stage.search._launch(guide, chunk, pos, dist, gy, 0, 0)
-        events.extend(("search" + tag, e) for _, e in stage.search.last_events)
+        searched = stage.search.enqueue(guide, chunk, pos, dist, out_rows=gy)
+        events.extend(("search" + tag, e) for e in searched)
 
         item = 8 if self.aggregation == "fixed" else 4
         count = 2 * ch * hb * w
         acc = self._pool.get("acc", count * item)
         events.append(("clear", stage.clear(queue, (count,), None, acc, i32(0), i32(count))))
-        ys = self._pool.get("ys", gy * 4)
-        cl.enqueue_copy(queue, ys, stage.search.grid_y[chunk.g0:chunk.g1].astype(np.int32))
+        ys = self._ys.get((s, chunk.g0, chunk.g1))
+        if ys is None:
+            ys = self._ys[(s, chunk.g0, chunk.g1)] = self._int_buffer(
+                stage.search.grid_y[chunk.g0:chunk.g1])
         xs = self._xs[s]
         if stage.staggered:     # every reference's column, the chunk's rows
-            xs = self._pool.get("xs", gy * gx * 4)
-            cl.enqueue_copy(queue, xs, np.ascontiguousarray(stage.search.ref_x[chunk.g0:chunk.g1]))
+            xs = self._ys.get((-1 - s, chunk.g0, chunk.g1))
+            if xs is None:
+                xs = self._ys[(-1 - s, chunk.g0, chunk.g1)] = self._int_buffer(
+                    stage.search.ref_x[chunk.g0:chunk.g1])
 
         if p.stage == 1:
             shrink = [p.lambda_3d * float(v) for v in sigmas]
@@ -495,7 +325,7 @@ class BM3DPlan:
         shrink = (shrink + [0.0, 0.0])[:3]
         tau = p.tau_match * tau_unit * p.patch_size ** 2
         images = (noisy, guide) if p.stage == 2 else (noisy,)
-        rows_per_launch = max(1, _GROUPS_PER_LAUNCH // max(1, gx))
+        rows_per_launch = max(1, GROUPS_PER_LAUNCH // max(1, gx))
         for r0 in range(0, gy, rows_per_launch):
             nrows = min(gy, r0 + rows_per_launch) - r0
             events.append(("filter" + tag, stage.filter(
@@ -532,12 +362,6 @@ class BM3DPlan:
 
 # ---- public function ------------------------------------------------------------------------
 
-def _trim(cache: dict) -> None:
-    plans = [key for key in cache if isinstance(key, tuple) and key and key[0] == "bm3d"]
-    for key in plans[:-_PLANS_KEPT]:
-        del cache[key]
-
-
 def bm3d(image: Any, sigma: float, *, preset: str = "fast", patch_size: int | None = None,
          step: Any = None, window: Any = None, n: Any = None, transform_2d: Any = None,
          transform_1d: Any = None, stages: int | None = None, lambda_3d: float | None = None,
@@ -570,7 +394,7 @@ def bm3d(image: Any, sigma: float, *, preset: str = "fast", patch_size: int | No
     variant: the search variant (None: the scheduler's choice).
     Returns float32 of the input's shape, NumPy for NumPy input, device array for device input.
     """
-    _float("sigma", sigma)
+    check_float("sigma", sigma)
     image, restore = channels_last(image, channel_axis, video=False)
     volume = as_volume(image, video=False)
     if volume.channels not in (1, 3):
@@ -583,22 +407,16 @@ def bm3d(image: Any, sigma: float, *, preset: str = "fast", patch_size: int | No
     if p > volume.rows or p > volume.cols:
         raise ValueError(f"patch_size {p} is larger than the image ({volume.rows}x{volume.cols})")
     # Tiny images: n is capped at the candidates of a corner reference (a power of 2).
-    capped = []
-    for sp in (p1, p2):
-        available = min_candidates(volume.rows, volume.cols, 1, p, sp.window, 0)
-        top = 1 << (available.bit_length() - 1)
-        capped.append(replace(sp, n=min(sp.n, top)))
+    capped = [replace(sp, n=usable_n(sp.n, min_candidates(volume.rows, volume.cols, 1, p,
+                                                          sp.window, 0), power_of_two=True))
+              for sp in (p1, p2)]
     if data_range is not None:
-        _float("data_range", data_range)
+        check_float("data_range", data_range)
     rt = resolve_runtime(runtime, image)
     key = ("bm3d", volume.rows, volume.cols, volume.channels, volume.on_device, tuple(capped),
            count, aggregation, variant)
-    cache = rt.plan_cache()
-    plan = cache.pop(key, None)
-    if plan is None:
-        plan = BM3DPlan(rt, volume.rows, volume.cols, volume.channels, tuple(capped), count,
-                        aggregation=aggregation, variant=variant, device_output=volume.on_device)
-    cache[key] = plan
-    _trim(cache)
+    plan = rt.plan_cache().plan(key, lambda: BM3DPlan(
+        rt, volume.rows, volume.cols, volume.channels, tuple(capped), count,
+        aggregation=aggregation, variant=variant, device_output=volume.on_device), PLANS_KEPT)
     return restore(plan.run(image, sigma, data_range=data_range))
 

@@ -43,30 +43,21 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
 
-from ..core.buffers import BufferPool, halve_until_fits, tile_limits
-from ..core.volumes import (
-    Volume,
-    as_volume,
-    channels_last,
-    check_host_values,
-    check_planned,
-    magnitude_limit,
-)
+from ..core.buffers import BufferPool, halve_until_fits, memory_limits
 from ..core.kernels import max_group_size
 from ..core.runtime import Runtime, resolve_runtime
+from ..core.upload import check_peak
+from ..core.validate import check_choice, check_float, check_int
+from ..core.volumes import Volume, as_volume, channels_last, check_planned, magnitude_limit
+from ..match.matches import usable_n
+from ..match.window import SearchPlan
 from ..match.window_config import SearchConfig, SearchRequest, choose_search
-from ..match.window import (
-    MAX_BUFFER_BYTES,
-    MAX_N,
-    MAX_PATCH,
-    MAX_TEMPORAL_WINDOW,
-    MAX_WINDOW,
-    SearchPlan,
-    _check_int,
-    min_candidates,
-)
+from ..match.window_params import MAX_PATCH, MAX_TEMPORAL_WINDOW, check_fits, check_search_request
+from .nlm_aggregation import AGGREGATIONS, bilinear_weights, buffer_classes, choose_aggregation, coverage
 
-AGGREGATIONS = ("buffers", "fixed", "cas")
+__all__ = ["AGGREGATIONS", "NLMeansPlan", "bilinear_weights", "choose_aggregation", "coverage",
+           "nlmeans", "nlmeans_video"]
+
 AVERAGINGS = ("columns", "naive")
 SEARCH_CHANNELS = ("luminance", "all")
 MAX_CHANNELS = 8
@@ -74,58 +65,8 @@ MAX_CHANNELS = 8
 COLUMNS_GROUP = 64
 # Reference frames per tile of a video: device memory is bounded by this, not by T.
 VIDEO_FRAMES_PER_TILE = 8
-_PLANS_KEPT = 8
-
-
-def bilinear_weights(patch_size: int) -> np.ndarray:
-    """The aggregation weights bw(i), i < patch_size, of one patch axis."""
-    i = np.arange(patch_size)
-    return (2 * np.minimum(i, patch_size - 1 - i) + 1) / patch_size
-
-
-def coverage(size: int, patch_size: int, grid: np.ndarray) -> np.ndarray:
-    """Total aggregation weight of each row (or column): the sum of bw(y − g) over the
-    grid positions g with g ≤ y < g + patch_size."""
-    total = np.zeros(size)
-    bw = bilinear_weights(patch_size)
-    for g in np.asarray(grid):
-        total[g:g + patch_size] += bw
-    return total
-
-
-def buffer_classes(patch_size: int, step: int) -> int:
-    """K of the atomic-free scheme: references K grid steps apart never overlap."""
-    return -(-patch_size // step)
-
-
-def choose_aggregation(patch_size: int, step: int, profile: Any,
-                       aggregation: str | None = None) -> tuple[str, str]:
-    """(strategy, reason): `aggregation` when given (checked), else the device's best."""
-    k = buffer_classes(patch_size, step)
-    if aggregation is not None:
-        if aggregation not in AGGREGATIONS:
-            raise ValueError(f"aggregation must be one of {AGGREGATIONS} or None, got {aggregation!r}")
-        if aggregation == "buffers" and k > 2:
-            raise ValueError(f"aggregation='buffers' needs step >= patch_size / 2 (at most 2 x 2 "
-                             f"buffers), got patch_size={patch_size}, step={step}")
-        if aggregation == "fixed" and not profile.int64_atomics:
-            raise ValueError("aggregation='fixed' needs 64-bit integer atomics "
-                             "(cl_khr_int64_base_atomics), which this device lacks")
-        return aggregation, "forced"
-    if k <= 2:
-        return "buffers", f"step >= patch_size / 2: {k * k} buffers, no atomics (Davy-Ehret 4.3.5)"
-    if profile.int64_atomics:
-        return "fixed", "64-bit integer atomics on fixed point: deterministic"
-    return "cas", "no 64-bit atomics: float atomics emulated with compare-and-swap"
-
-
-def _check_positive(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise TypeError(f"{name} must be a number, got {type(value).__name__}")
-    value = float(value)
-    if not (math.isfinite(value) and value > 0):
-        raise ValueError(f"{name} must be a finite number > 0, got {value}")
-    return value
+#: NL-means plans kept per runtime (least recently used dropped first).
+PLANS_KEPT = 8
 
 
 @dataclass(frozen=True)
@@ -194,6 +135,7 @@ class NLMeansPlan:
         self._cover_x = cl.Buffer(ctx, flags, hostbuf=cover_x)
         self._xs = cl.Buffer(ctx, flags, hostbuf=self.grid_x.astype(np.int32))
         self._pool = BufferPool(runtime.context)
+        self._ys: dict[tuple[int, int], Any] = {}
         self.tiles = self._plan_tiles(tile_bytes)
         self.last_events: list[tuple[str, Any]] = []
 
@@ -234,7 +176,7 @@ class NLMeansPlan:
         p = self.patch_size
         g0 = int(np.searchsorted(self.grid_y + p, a, side="right"))
         g1 = int(np.searchsorted(self.grid_y, b, side="left"))
-        return _Tile(r0, r1, a, b, self.search._chunk(r0, r1, g0, g1))
+        return _Tile(r0, r1, a, b, self.search.chunk(r0, r1, g0, g1))
 
     def _tile_bytes(self, tile: _Tile) -> tuple[int, int]:
         """(largest buffer, all buffers) in bytes of one tile."""
@@ -252,7 +194,7 @@ class NLMeansPlan:
         return max(sizes), sum(sizes)
 
     def _plan_tiles(self, tile_bytes: int | None) -> list[_Tile]:
-        largest, total = tile_limits(self.runtime.profile, tile_bytes, MAX_BUFFER_BYTES)
+        largest, total = memory_limits(self.runtime, tile_bytes)
         frames_per_tile = self.frames
         if self.video:
             frames_per_tile = min(self.frames, max(VIDEO_FRAMES_PER_TILE, 2 * self.temporal_window + 1))
@@ -276,41 +218,50 @@ class NLMeansPlan:
 
     # ---- running ---------------------------------------------------------------------------
 
-    def _fixed_scale(self, volume: Volume, peak: float | None) -> float:
-        """Fixed-point scale: a power of two keeping every pixel's sum within int64.
-        `peak` is max |x| of a host input (None: measured here, on the device)."""
-        array = volume.array
-        if peak is None:
-            if array.flags.forc:
-                peak = max(abs(float(cla.max(array).get())), abs(float(cla.min(array).get())))
-            else:  # pyopencl reduces contiguous arrays only
-                peak = float(np.abs(array.get()).max())
+    def _fixed_scale(self, peak: float) -> float:
+        """Fixed-point scale: a power of two keeping every pixel's sum within int64, given
+        the input's peak |value|."""
         peak *= math.sqrt(3.0) if self.colour else 1.0
         k = buffer_classes(self.patch_size, self.step) + 1
         bound = max(peak * k * k, 1e-30)
         return float(2.0 ** min(40, math.floor(math.log2(2.0 ** 62 / bound))))
 
+    def _check_peak(self, peak: float) -> None:
+        check_peak(peak, magnitude_limit(self.patch_size, self.channels))
+        limit = magnitude_limit(self.patch_size, self.channels) / math.sqrt(3.0)
+        if self.colour and peak > limit:
+            raise ValueError(f"colour image values must satisfy |x| <= {limit:.3g}")
+
     def run(self, image: Any, sigma: float, *, h: float | None = None,
             flat_beta: float = 1.05) -> Any:
         """Denoise `image` (the planned shape): float32, same shape, NumPy or device array
         like the input."""
-        sigma = _check_positive("sigma", sigma)
-        h = sigma if h is None else _check_positive("h", h)
-        flat_beta = _check_positive("flat_beta", flat_beta)
+        sigma = check_float("sigma", sigma)
+        h = sigma if h is None else check_float("h", h)
+        flat_beta = check_float("flat_beta", flat_beta)
         volume = as_volume(image, video=self.video)
         check_planned(volume, (self.frames, self.rows, self.cols, self.channels),
                       self.device_output, self.runtime.context)
-        peak = None
-        if not volume.on_device:
-            check_host_values(volume, self.patch_size)
-            if self.colour or self.aggregation == "fixed":
-                peak = float(np.abs(volume.array).max())
-            limit = magnitude_limit(self.patch_size, self.channels) / math.sqrt(3.0)
-            if self.colour and peak > limit:
-                raise ValueError(f"colour image values must satisfy |x| <= {limit:.3g}")
-
+        # Values are checked by the conversion kernel. The fixed-point scale and the colour
+        # bound need the peak |value| before averaging: then a single tile's upload is kept,
+        # and a tiled input is converted tile by tile once up front to measure it.
+        uploader = self.search.uploader
+        uploader.begin()
+        events: list[tuple[str, Any]] = []
+        first = None
+        peak_first = self.colour or self.aggregation == "fixed"
+        scale = 1.0
+        if peak_first:
+            if len(self.tiles) == 1:
+                first = self.search.upload(volume, self.tiles[0].chunk)
+            else:
+                for tile in self.tiles:
+                    self.search.upload(volume, tile.chunk, "peak")
+            peak = uploader.peak()
+            self._check_peak(peak)
+            if self.aggregation == "fixed":
+                scale = self._fixed_scale(peak)
         queue = self.runtime.queue
-        scale = self._fixed_scale(volume, peak) if self.aggregation == "fixed" else 1.0
         scalars = (np.float32(2.0 * sigma * sigma), np.float32(1.0 / (h * h)),
                    np.float32(flat_beta * sigma * sigma),
                    np.float32(1.0 / (self.patch_size ** 2 * self.search.channels)),
@@ -320,15 +271,15 @@ class NLMeansPlan:
             output = cla.empty(queue, shape, np.float32)
         else:
             output = np.empty(shape, np.float32)
-        self.search.last_events = []
-        events: list[tuple[str, Any]] = []
-        for tile in self.tiles:
-            self._run_tile(volume, tile, scalars, output, events)
+        for i, tile in enumerate(self.tiles):
+            self._run_tile(volume, tile, scalars, output, events, first if i == 0 else None)
         self.last_events = events
+        if not peak_first:
+            self._check_peak(uploader.peak())
         return output
 
     def _run_tile(self, volume: Volume, tile: _Tile, scalars: tuple, output: Any,
-                  events: list[tuple[str, Any]]) -> None:
+                  events: list[tuple[str, Any]], uploaded: tuple[Any, list] | None) -> None:
         queue = self.runtime.queue
         i32 = np.int32
         chunk = tile.chunk
@@ -337,9 +288,8 @@ class NLMeansPlan:
         gy, gx, n, dim = chunk.g1 - chunk.g0, len(self.grid_x), self.n, self.search.dim
 
         search = self.search
-        search.last_events = []
-        planar = search._upload(volume, chunk)
-        events.extend(search.last_events)
+        planar, uploads = uploaded if uploaded is not None else search.upload(volume, chunk)
+        events.extend(uploads)
         searched = planar
         if self.colour:
             lum = self._buffer("lum", nf * hb * w * 4) if self.luma else planar
@@ -349,9 +299,8 @@ class NLMeansPlan:
 
         pos = self._buffer("pos", nr * gy * gx * n * dim * 4)
         dist = self._buffer("dist", nr * gy * gx * n * 4)
-        search.last_events = []
-        search._launch(searched, chunk, pos, dist, gy, 0, 0)
-        events.extend(search.last_events)
+        events.extend(("search", e) for e in search.enqueue(searched, chunk, pos, dist,
+                                                             out_rows=gy))
 
         plane = nr * ch * hb * w
         item = 8 if self.aggregation == "fixed" else 4
@@ -359,8 +308,11 @@ class NLMeansPlan:
         count = plane * self.classes ** 2
         events.append(("clear", self._clear(queue, (count,), None, acc,
                                             i32(count))))
-        ys = self._buffer("ys", gy * 4)
-        cl.enqueue_copy(queue, ys, self.grid_y[chunk.g0:chunk.g1].astype(np.int32))
+        ys = self._ys.get((chunk.g0, chunk.g1))
+        if ys is None:
+            ys = self._ys[(chunk.g0, chunk.g1)] = cl.Buffer(
+                self.runtime.context, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR,
+                hostbuf=self.grid_y[chunk.g0:chunk.g1].astype(np.int32))
 
         head = (planar, i32(nf), i32(hb), i32(w), i32(chunk.f_lo), i32(chunk.y_lo), pos, dist,
                 i32(gy), i32(gx), ys, self._xs)
@@ -428,44 +380,34 @@ class NLMeansPlan:
 
 # ---- public functions -----------------------------------------------------------------------
 
-def _trim(cache: dict) -> None:
-    plans = [key for key in cache if isinstance(key, tuple) and key and key[0] == "nlmeans"]
-    for key in plans[:-_PLANS_KEPT]:
-        del cache[key]
-
-
 def _denoise(image: Any, sigma: float, *, video: bool, patch_size: int, step: int, window: int,
              n: int, temporal_window: int, h: float | None, flat_beta: float,
              aggregation: str | None, channel_axis: int | None, search_channels: str,
              variant: str | SearchConfig | None, averaging: str | None,
              runtime: Runtime | None) -> Any:
-    _check_positive("sigma", sigma)
+    check_float("sigma", sigma)
     if h is not None:
-        _check_positive("h", h)
-    _check_positive("flat_beta", flat_beta)
+        check_float("h", h)
+    check_float("flat_beta", flat_beta)
+    check_choice("search_channels", search_channels, SEARCH_CHANNELS)
+    check_choice("averaging", averaging, AVERAGINGS, allow_none=True)
     image, restore = channels_last(image, channel_axis, video)
     volume = as_volume(image, video=video)
-    p = _check_int("patch_size", patch_size, 1, MAX_PATCH)
-    s = _check_int("step", step, 1, p)
-    w = _check_int("window", window, 1, MAX_WINDOW)
-    k = _check_int("n", n, 1, MAX_N)
-    tw = _check_int("temporal_window", temporal_window, 0, MAX_TEMPORAL_WINDOW)
-    if p > volume.rows or p > volume.cols:
-        raise ValueError(f"patch_size {p} is larger than the image ({volume.rows}x{volume.cols})")
-    # Small images: n is capped at the candidates of the most constrained reference.
-    k = min(k, min_candidates(volume.rows, volume.cols, volume.frames, p, w, tw))
+    p = check_int("patch_size", patch_size, 1, MAX_PATCH)
+    request = check_search_request(patch_size=p, step=step, n=n, window=window,
+                                   channels=volume.channels, video=video, max_step=p)
+    tw = check_int("temporal_window", temporal_window, 0, MAX_TEMPORAL_WINDOW)
+    available = check_fits(request, volume.frames, volume.rows, volume.cols, tw)
+    k = usable_n(request.n, available)
     rt = resolve_runtime(runtime, image)
     key = ("nlmeans", volume.frames, volume.rows, volume.cols, volume.channels, video,
-           volume.on_device, p, s, w, k, tw, aggregation, search_channels, variant, averaging)
-    cache = rt.plan_cache()
-    plan = cache.pop(key, None)
-    if plan is None:
-        plan = NLMeansPlan(rt, volume.frames, volume.rows, volume.cols, volume.channels,
-                           patch_size=p, step=s, window=w, n=k, temporal_window=tw, video=video,
-                           search_channels=search_channels, aggregation=aggregation,
-                           averaging=averaging, variant=variant, device_output=volume.on_device)
-    cache[key] = plan
-    _trim(cache)
+           volume.on_device, p, request.step, request.window, k, tw, aggregation,
+           search_channels, variant, averaging)
+    plan = rt.plan_cache().plan(key, lambda: NLMeansPlan(
+        rt, volume.frames, volume.rows, volume.cols, volume.channels, patch_size=p,
+        step=request.step, window=request.window, n=k, temporal_window=tw, video=video,
+        search_channels=search_channels, aggregation=aggregation, averaging=averaging,
+        variant=variant, device_output=volume.on_device), PLANS_KEPT)
     return restore(plan.run(image, sigma, h=h, flat_beta=flat_beta))
 
 

@@ -31,7 +31,6 @@ local memory, §4.2.4). `choose_video_search` picks one per device.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -40,119 +39,28 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
 
-from ..core.buffers import BufferPool, tile_limits
-from ..core.volumes import CL_TYPES, Volume, as_volume, channels_last, check_host_values, magnitude_limit
-from .bm3d import (
-    AGGREGATIONS,
-    OPPONENT,
-    _float,
-    _pair,
-    choose_aggregation,
-    default_data_range,
-    fixed_point_scales,
-    group_and_transforms,
-    merge_params,
-)
+from ..core.buffers import BufferPool, memory_limits
 from ..core.errors import DeviceResourceError
 from ..core.runtime import Runtime, resolve_runtime
-from ..match.window import MAX_BUFFER_BYTES, _check_int, grid_positions
+from ..core.upload import Uploader, check_peak
+from ..core.validate import check_choice, check_float, check_int
+from ..core.volumes import Volume, as_volume, channels_last, check_host_values, magnitude_limit
+from ..match.matches import grid_positions
+from .bm3d_params import AGGREGATIONS, OPPONENT, choose_aggregation, default_data_range, fixed_point_scales
+from .vbm3d_params import (
+    VIDEO_SEARCHES,
+    VideoStageParams,
+    choose_video_search,
+    contributions,
+    search_layout,
+    video_stage_params,
+)
 
-__all__ = ["DEFAULTS", "VIDEO_SEARCHES", "VBM3DPlan", "VideoStageParams", "choose_video_search",
-           "search_layout", "vbm3d", "video_stage_params"]
+__all__ = ["VBM3DPlan", "vbm3d"]
 
-VIDEO_SEARCHES = ("naive", "window", "patch")
-MAX_VIDEO_WINDOW = 31          # the window variant gives each window column a work-item
-MAX_Q = 8
-MAX_TEMPORAL_RADIUS = 16
 _INT_MAX = 2 ** 31 - 1
-_PLANS_KEPT = 2
-
-DEFAULTS: dict[str, Any] = dict(
-    patch_size=8, step=(6, 4), window_ref=(7, 7), window_pred=(5, 5), q=(2, 2), n=(8, 8),
-    temporal_radius=4, tau_match=(3000.0, 1500.0), transform_2d=("bior1.5", "dct"),
-    transform_1d=("haar", "haar"), lambda_3d=2.7, beta=2.0, stages=2)
-_PER_STAGE = ("step", "window_ref", "window_pred", "q", "n", "tau_match", "transform_2d",
-              "transform_1d", "beta")
-
-
-@dataclass(frozen=True)
-class VideoStageParams:
-    """Parameters of one VBM3D stage (1: hard thresholding, 2: Wiener)."""
-
-    stage: int
-    patch_size: int
-    step: int
-    window_ref: int
-    window_pred: int
-    q: int
-    n: int
-    tau_match: float
-    transform_2d: str
-    transform_1d: str
-    lambda_3d: float = 2.7
-    beta: float = 2.0
-
-
-def video_stage_params(**overrides: Any) -> tuple[VideoStageParams, VideoStageParams, int, int]:
-    """(stage-1 params, stage-2 params, number of stages, temporal radius) for DEFAULTS plus
-    overrides. Per-stage parameters (step, window_ref, window_pred, q, n, tau_match,
-    transform_2d, transform_1d, beta) take a scalar or a (stage 1, stage 2) pair; None keeps
-    the default. With a patch size other than 8 the 2-D transform defaults to the DCT."""
-    cfg, p = merge_params(DEFAULTS, overrides, "VBM3D")
-    stages = _check_int("stages", cfg["stages"], 1, 2)
-    radius = _check_int("temporal_radius", cfg["temporal_radius"], 0, MAX_TEMPORAL_RADIUS)
-    lam = _float("lambda_3d", cfg["lambda_3d"])
-    per = {k: _pair(k, cfg[k]) for k in _PER_STAGE}
-    out = []
-    for s in (0, 1):
-        n, t2, t1 = group_and_transforms(per, s, p)
-        q = _check_int("q", per["q"][s], 1, min(MAX_Q, n))
-        out.append(VideoStageParams(
-            stage=s + 1, patch_size=p, step=_check_int("step", per["step"][s], 1, p),
-            window_ref=_check_int("window_ref", per["window_ref"][s], 1, MAX_VIDEO_WINDOW),
-            window_pred=_check_int("window_pred", per["window_pred"][s], 1, MAX_VIDEO_WINDOW),
-            q=q, n=n, tau_match=_float("tau_match", per["tau_match"][s], positive=False),
-            transform_2d=t2, transform_1d=t1, lambda_3d=lam,
-            beta=_float("beta", per["beta"][s], positive=False)))
-    return out[0], out[1], stages, radius
-
-
-def choose_video_search(profile: Any, variant: str | None = None) -> tuple[str, str]:
-    """(search variant, reason) of VBM3D's search on a device."""
-    if variant is not None:
-        if variant not in VIDEO_SEARCHES:
-            raise ValueError(f"variant must be one of {VIDEO_SEARCHES} or None, got {variant!r}")
-        return variant, "forced"
-    if profile.subgroup_ops == "intel":
-        return "patch", ("rule: patch subdivision (4.2.4) where Intel sub-groups exist, "
-                         "Davy-Ehret's choice for Intel GPUs (4.5)")
-    return "window", ("rule: window subdivision (4.2.3), Davy-Ehret's choice except on Intel "
-                      "GPUs (4.5); the fastest of the three on the H100 "
-                      "(benchmarks/results/vbm3d_h100.md)")
-
-
-def search_layout(variant: str, params: VideoStageParams) -> tuple[int, int]:
-    """(work-items per reference, references per work-group) of a search variant."""
-    if variant == "naive":
-        return 1, 64
-    if variant == "window":
-        widest = 2 * (max(params.window_ref, params.window_pred) // 2) + 1
-        lanes = 1 << (widest - 1).bit_length()
-        return lanes, max(1, 64 // lanes)
-    return params.patch_size, max(1, 64 // params.patch_size)
-
-
-def _contributions(p: VideoStageParams, radius: int) -> int:
-    """An upper bound of the patches aggregated into one pixel in one stage: a reference k
-    frames away reaches at most window_ref // 2 + k · (window_pred // 2) pixels away, and
-    keeps at most q patches in any frame (q + 1 in its own: the group always holds the
-    reference)."""
-    total = 0
-    for k in range(radius + 1):
-        reach = p.patch_size - 1 + p.window_ref // 2 + k * (p.window_pred // 2)
-        per_axis = -(-(2 * reach + 1) // p.step) + 1
-        total += (2 if k else 1) * per_axis * per_axis * min(p.q + (0 if k else 1), p.n)
-    return total
+#: VBM3D plans kept per runtime (least recently used dropped first).
+PLANS_KEPT = 2
 
 
 class _Stage:
@@ -225,7 +133,7 @@ class VBM3DPlan:
         self._check_memory(memory_bytes)
         self.stages = [_Stage(self, sp) for sp in self.params]
         self._pool = BufferPool(runtime.context)
-        self._converts: dict[str, Any] = {}
+        self._uploader = Uploader(runtime, self._pool)
         self.keep_events = False
         self.last_events: list[tuple[str, Any]] = []
 
@@ -243,7 +151,7 @@ class VBM3DPlan:
                  "basic frames": self.slots * frame * 4 if len(self.params) == 2 else 0,
                  "accumulator": self.acc_slots * frame * 2 * item,
                  "search results": refs * 16, "output frame": frame * 4}
-        largest, total = tile_limits(self.runtime.profile, memory_bytes, MAX_BUFFER_BYTES)
+        largest, total = memory_limits(self.runtime, memory_bytes)
         whole = sum(sizes.values()) + (sizes["accumulator"] if len(self.params) == 2 else 0)
         name, big = max(sizes.items(), key=lambda kv: kv[1])
         # The kernels index the rings with 32-bit integers.
@@ -260,7 +168,7 @@ class VBM3DPlan:
     def _scales(self, peak: float, sigmas: np.ndarray) -> list[tuple[float, float]]:
         if self.aggregation != "fixed":
             return [(1.0, 1.0)] * len(self.stages)
-        return [fixed_point_scales(s.params.stage, _contributions(s.params, self.radius), peak,
+        return [fixed_point_scales(s.params.stage, contributions(s.params, self.radius), peak,
                                    sigmas) for s in self.stages]
 
     # ---- running ---------------------------------------------------------------------------
@@ -292,31 +200,15 @@ class VBM3DPlan:
         return output
 
     def _device_peak(self, volume: Volume) -> float:
-        """The largest |value| of a device video, checked finite and small enough for
+        """The largest |value| of a device video (converted frame by frame into a scratch
+        frame by the checking conversion kernel), checked finite and small enough for
         float32 distances."""
-        if volume.array.flags.forc:
-            views = [volume.array]
-        else:
-            # pyopencl reduces contiguous arrays only: convert frame by frame.
-            items = self.channels * self.rows * self.cols
-            scratch = self._pool.get("peak", items * 4)
-            views = []
-            for t in range(volume.frames):
-                self._convert_frame(_DeviceFrame(volume, t), scratch, 0, [])
-                views.append(cla.Array(self.runtime.queue, (items,), np.float32,
-                                       data=scratch).copy())
-        peak = 0.0
-        for view in views:
-            # x * 0 is NaN for NaN and infinite x: the sum finds both.
-            if not math.isfinite(float(cla.sum(view * 0).get())):
-                raise ValueError("frames contain NaN or infinite values")
-            peak = max(peak, abs(float(cla.max(view).get())), abs(float(cla.min(view).get())))
-        limit = magnitude_limit(self.params[0].patch_size, 1)
-        if not math.isfinite(peak):
-            raise ValueError("frames contain NaN or infinite values")
-        if peak > limit:
-            raise ValueError(f"frames values must satisfy |x| <= {limit:.3g} so that float32 "
-                             f"patch distances cannot overflow (largest |x| is {peak:.3g})")
+        scratch = self._pool.get("peak", self.channels * self.rows * self.cols * 4)
+        self._uploader.begin()
+        for t in range(volume.frames):
+            self._uploader.convert(volume, t, t + 1, 0, self.rows, scratch)
+        peak = self._uploader.peak()
+        check_peak(peak, magnitude_limit(self.params[0].patch_size, 1), "frames")
         return peak
 
     def stream(self, frames: Iterable[Any], sigma: float, *, data_range: float | None = None,
@@ -327,7 +219,7 @@ class VBM3DPlan:
         peak: the largest |value| of the video, for the fixed-point aggregation's scale
         (None: 4 · data_range; a frame beyond it raises ValueError).
         """
-        _float("sigma", sigma)
+        check_float("sigma", sigma)
         return self._stream(iter(frames), sigma, data_range, peak, None, None)
 
     def _frame_array(self, frame: Any, index: int) -> Any:
@@ -347,9 +239,9 @@ class VBM3DPlan:
                 peak: float | None, dtype: Any, device_out: Any,
                 checked: bool = False) -> Iterator[np.ndarray]:
         """The stream; `checked`: the frames' values were checked already (a whole video)."""
-        sigma = _float("sigma", sigma)
+        sigma = check_float("sigma", sigma)
         if data_range is not None:
-            data_range = _float("data_range", data_range)
+            data_range = check_float("data_range", data_range)
         sigmas = sigma * np.sqrt((OPPONENT ** 2).sum(1)) if self.colour else np.array([sigma])
         radius, two = self.radius, len(self.stages) == 2
         events: list[tuple[str, Any]] = []
@@ -456,35 +348,12 @@ class VBM3DPlan:
 
     def _convert_frame(self, frame: Any, dst: Any, dst_base: int, events: list) -> None:
         """A NumPy frame or a `_DeviceFrame` as planar float32 at dst[dst_base ...]."""
-        queue, i32, i64 = self.runtime.queue, np.int32, np.int64
         if isinstance(frame, _DeviceFrame):
-            volume = frame.volume
-            sf, sy, sx, sc = volume.element_strides()
-            base, dtype = volume.element_offset() + frame.index * sf, volume.dtype
-            source = volume.array.base_data
+            volume, t = frame.volume, frame.index
         else:
-            block = frame.reshape(self.rows, self.cols, self.channels)
-            if block.dtype == np.float64 and not self.runtime.profile.fp64:
-                block = block.astype(np.float32)
-            block = np.ascontiguousarray(block)
-            dtype, base = block.dtype, 0
-            sy, sx = self.cols * self.channels, self.channels
-            sc = 1
-            source = self._pool.get("staging", block.nbytes)
-            events.append(("upload", cl.enqueue_copy(queue, source, block, is_blocking=False)))
-        if dtype == np.float64 and not self.runtime.profile.fp64:
-            raise TypeError("float64 device arrays need a device with fp64 support")
-        events.append(("convert", self._convert(dtype)(
-            queue, (self.cols, self.rows, 1), None, source, i64(base), i64(0), i64(sy), i64(sx),
-            i64(sc), i32(1), i32(self.rows), i32(self.cols), i32(self.channels), dst,
-            i64(dst_base))))
-
-    def _convert(self, dtype: np.dtype) -> Any:
-        name = CL_TYPES[np.dtype(dtype)]
-        if name not in self._converts:
-            program = self.runtime.programs.get("lib/convert.cl.mako", src_type=name)
-            self._converts[name] = cl.Kernel(program, "to_planar")
-        return self._converts[name]
+            block = frame.reshape(1, self.rows, self.cols, self.channels)
+            volume, t = as_volume(block, name="frame", video=True), 0
+        events.extend(self._uploader.convert(volume, t, t + 1, 0, self.rows, dst, dst_base))
 
     def search(self, video: Any, t: int, *, stage: int = 1) -> tuple[np.ndarray, np.ndarray]:
         """The search of one reference frame, for tests and inspection: (positions
@@ -498,7 +367,7 @@ class VBM3DPlan:
             raise ValueError(f"video frames of shape {video.shape[1:]} differ from the plan's")
         if not 0 <= t < len(video):
             raise ValueError(f"t must be in [0, {len(video) - 1}], got {t}")
-        s = _check_int("stage", stage, 1, len(self.stages)) - 1
+        s = check_int("stage", stage, 1, len(self.stages)) - 1
         events: list = []
         t_lo, t_hi = max(0, t - self.radius), min(len(video) - 1, t + self.radius)
         for f in range(t_lo, t_hi + 1):
@@ -625,12 +494,6 @@ class _StreamState:
 
 # ---- public function ------------------------------------------------------------------------
 
-def _trim(cache: dict) -> None:
-    plans = [key for key in cache if isinstance(key, tuple) and key and key[0] == "vbm3d"]
-    for key in plans[:-_PLANS_KEPT]:
-        del cache[key]
-
-
 def vbm3d(frames: Any, sigma: float, *, patch_size: int | None = None,
           temporal_radius: int | None = None, step: Any = None, window_ref: Any = None,
           window_pred: Any = None, q: Any = None, n: Any = None, tau_match: Any = None,
@@ -655,7 +518,7 @@ def vbm3d(frames: Any, sigma: float, *, patch_size: int | None = None,
     Returns float32 of the input's shape, NumPy for NumPy input, device array for device input.
     For videos too long for memory, use `VBM3DPlan.stream`, which reads frames one at a time.
     """
-    _float("sigma", sigma)
+    check_float("sigma", sigma)
     frames, restore = channels_last(frames, channel_axis, video=True)
     volume = as_volume(frames, name="frames", video=True)
     if volume.channels not in (1, 3):
@@ -665,24 +528,18 @@ def vbm3d(frames: Any, sigma: float, *, patch_size: int | None = None,
         patch_size=patch_size, temporal_radius=temporal_radius, step=step, window_ref=window_ref,
         window_pred=window_pred, q=q, n=n, tau_match=tau_match, transform_2d=transform_2d,
         transform_1d=transform_1d, lambda_3d=lambda_3d, stages=stages)
-    if aggregation is not None and aggregation not in AGGREGATIONS:
-        raise ValueError(f"aggregation must be one of {AGGREGATIONS} or None, got {aggregation!r}")
-    if variant is not None and variant not in VIDEO_SEARCHES:
-        raise ValueError(f"variant must be one of {VIDEO_SEARCHES} or None, got {variant!r}")
+    check_choice("aggregation", aggregation, AGGREGATIONS, allow_none=True)
+    check_choice("variant", variant, VIDEO_SEARCHES, allow_none=True)
     p = p1.patch_size
     if p > volume.rows or p > volume.cols:
         raise ValueError(f"patch_size {p} is larger than the frames ({volume.rows}x{volume.cols})")
     if data_range is not None:
-        _float("data_range", data_range)
+        check_float("data_range", data_range)
     rt = resolve_runtime(runtime, frames)
     key = ("vbm3d", volume.rows, volume.cols, volume.channels, (p1, p2), count, radius,
            aggregation, variant)
-    cache = rt.plan_cache()
-    plan = cache.pop(key, None)
-    if plan is None:
-        plan = VBM3DPlan(rt, volume.rows, volume.cols, volume.channels, (p1, p2), count, radius,
-                         aggregation=aggregation, variant=variant)
-    cache[key] = plan
-    _trim(cache)
+    plan = rt.plan_cache().plan(key, lambda: VBM3DPlan(
+        rt, volume.rows, volume.cols, volume.channels, (p1, p2), count, radius,
+        aggregation=aggregation, variant=variant), PLANS_KEPT)
     return restore(plan.run(frames, sigma, data_range=data_range))
 

@@ -1,201 +1,47 @@
-"""Exact windowed patch search (Davy–Ehret §4.1): `search_patches` and `SearchPlan`.
+"""The windowed search engine (Davy–Ehret §4.1): `SearchPlan`, a matcher.
 
-Semantics (fixed by the design so that every variant is checkable against NumPy):
-
-- reference patches have their top-left corner on the grid 0, step, 2·step, … of each
-  axis, plus the last valid position H − p (W − p), so borders are always covered;
-- candidates are all valid patch positions whose top-left corner lies in the window of
-  half-width window // 2 around the reference's, clipped to the image (the reference
-  itself is a candidate); for video, in frames t − tw … t + tw, clipped to the video;
-- the distance is the sum over the patch and its channels of squared (L2) or absolute
-  (L1) differences;
-- the result is the n candidates of smallest distance, ascending; ties resolve either way.
+A plan is made once for an input shape and a request; it keeps its built kernels and device
+buffers. `run(image)` searches a whole input (NumPy or device array) and returns `Matches`;
+the filters drive the same plan piece by piece through its public face: `upload` converts a
+chunk of the input to planar float32 on the device, `enqueue` searches a chunk of it into
+device buffers — both take `wait_for` events and return events.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
-import weakref
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
 
-from ..core.buffers import BufferPool, halve_until_fits
-from ..core.volumes import (
-    CL_TYPES,
-    Volume,
-    as_volume,
-    check_host_values,
-    check_planned,
-    magnitude_limit,
-)
-from ..core.errors import DeviceResourceError
+from ..core.buffers import BufferPool, memory_limits
 from ..core.kernels import max_group_size
-from ..core.runtime import Runtime, resolve_runtime
+from ..core.runtime import Runtime
+from ..core.upload import Uploader, check_peak
+from ..core.volumes import Volume, as_volume, check_planned, magnitude_limit
+from .matches import Matches, grid_positions
 from .window_config import SearchConfig, SearchRequest, choose_search
-
-METRICS = ("l2", "l1")
-# The input-value check (a pyopencl reduction) of each runtime, shared by its plans.
-_FINITE_CHECKS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-MAX_PATCH = 32
-MAX_N = 32
-MAX_WINDOW = 127        # offsets are packed in 8 bits each
-MAX_TEMPORAL_WINDOW = 63
-# Distance evaluations (reference × candidate) per launch: keeps each launch short on slow
-# devices (display watchdogs) and far from int32 index limits.
-MAX_PAIRS_PER_LAUNCH = 1 << 31
-# One buffer never exceeds this (int32 element indexing in the kernels).
-MAX_BUFFER_BYTES = (1 << 31) - 1
-_PLANS_KEPT = 16
-
-
-@dataclass
-class SearchResult:
-    """The n nearest patches of every reference patch.
-
-    positions: int32, (gy, gx, n, 2) as (y, x), or (T, gy, gx, n, 3) as (t, y, x) for video;
-               top-left corners of the matched patches.
-    distances: float32, (gy, gx, n) or (T, gy, gx, n), ascending along the last axis;
-               sums of squared (l2) or absolute (l1) differences over patch and channels.
-    grid_y, grid_x: int32, top-left rows / columns of the reference patches (grid_x is
-               (gy, gx), one row of columns per grid row, for a plan's staggered grid).
-    positions and distances are NumPy arrays for NumPy input, device arrays for device input.
-    """
-
-    positions: Any
-    distances: Any
-    grid_y: np.ndarray
-    grid_x: np.ndarray
-    patch_size: int
-    step: int
-    window: int
-    n: int
-    metric: str
-    temporal_window: int
-    config: SearchConfig
-
-
-def grid_positions(size: int, patch_size: int, step: int) -> np.ndarray:
-    """Top-left coordinates of reference patches along one axis: 0, step, …, plus size − p."""
-    last = size - patch_size
-    positions = list(range(0, last + 1, step))
-    if positions[-1] != last:
-        positions.append(last)
-    return np.asarray(positions, dtype=np.int32)
-
-
-def min_candidates(rows: int, cols: int, frames: int, patch_size: int, window: int,
-                   temporal_window: int) -> int:
-    """The fewest candidates any reference has (a corner reference in the first frame)."""
-    half = window // 2
-    return ((min(half, rows - patch_size) + 1) * (min(half, cols - patch_size) + 1)
-            * (min(temporal_window, frames - 1) + 1))
-
-
-def _check_int(name: str, value: Any, lo: int, hi: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an integer, got {type(value).__name__}")
-    if not lo <= value <= hi:
-        raise ValueError(f"{name} must be in [{lo}, {hi}], got {value}")
-    return int(value)
-
-
-def _check_params(volume: Volume, patch_size: Any, step: Any, window: Any, n: Any, metric: Any,
-                  tw: int) -> tuple[int, int, int, int, str]:
-    p = _check_int("patch_size", patch_size, 1, MAX_PATCH)
-    s = _check_int("step", step, 1, 64)
-    w = _check_int("window", window, 1, MAX_WINDOW)
-    k = _check_int("n", n, 1, MAX_N)
-    if not isinstance(metric, str) or metric.lower() not in METRICS:
-        raise ValueError(f"metric must be one of {METRICS}, got {metric!r}")
-    if tw and not volume.video:
-        raise ValueError("temporal_window > 0 needs a video input (T, H, W[, C])")
-    if p > volume.rows or p > volume.cols:
-        raise ValueError(f"patch_size {p} is larger than the image ({volume.rows}x{volume.cols})")
-    available = min_candidates(volume.rows, volume.cols, volume.frames, p, w, tw)
-    if k > available:
-        raise ValueError(f"n={k} is larger than the number of candidates of a corner reference "
-                         f"({available} with window={w}, patch_size={p}"
-                         + (f", temporal_window={tw}" if volume.video else "") + ")")
-    return p, s, w, k, metric.lower()
-
-
-def search_patches(image: Any, patch_size: int = 8, step: int = 4, window: int = 21, n: int = 16,
-                   metric: str = "l2", variant: str | SearchConfig | None = None,
-                   temporal_window: int = 0, runtime: Runtime | None = None, *,
-                   video: bool | None = None) -> SearchResult:
-    """Find the `n` most similar patches of every reference patch, exactly.
-
-    image: (H, W) or (H, W, C) NumPy or device array of any real dtype; video as
-           (T, H, W[, C]) (a 3-D array is taken as video when temporal_window > 0 or video=True).
-    patch_size: side p of the square patches, 1–32.   step: grid step of reference patches.
-    window: side of the search window (half-width window // 2), 1–127.
-    n: neighbours per reference, 1–32 (at most the candidates of a corner reference).
-    metric: "l2" (sum of squared differences) or "l1" (sum of absolute differences).
-    variant: None (the scheduler's choice), "naive", "convolution", "square", "column",
-             or a SearchConfig forcing every knob.
-    temporal_window: for video, frames t − tw … t + tw are searched.
-    runtime: device to run on (default: the input's queue, else the default device).
-    """
-    tw = _check_int("temporal_window", temporal_window, 0, MAX_TEMPORAL_WINDOW)
-    volume = as_volume(image, video=video, temporal_window=tw)
-    p, s, w, k, metric = _check_params(volume, patch_size, step, window, n, metric, tw)
-    rt = resolve_runtime(runtime, image)
-    request = SearchRequest(p, s, k, w, volume.channels, metric, volume.video)
-    config = choose_search(request, rt.profile, variant, rt.tuning)
-    key = ("search", volume.frames, volume.rows, volume.cols, volume.channels, volume.video,
-           volume.dtype.str, volume.on_device, request, tw, config)
-    cache = rt.plan_cache()
-    plan = cache.pop(key, None)
-    if plan is None:
-        plan = SearchPlan(rt, volume.frames, volume.rows, volume.cols, volume.channels, request,
-                          config, temporal_window=tw, device_output=volume.on_device,
-                          video=volume.video)
-    cache[key] = plan
-    _trim(cache)
-    return plan.run(image)
-
-
-def _trim(cache: dict) -> None:
-    plans = [key for key in cache if isinstance(key, tuple) and key and key[0] == "search"]
-    for key in plans[:-_PLANS_KEPT]:
-        del cache[key]
-
-
-@dataclass(frozen=True)
-class _Chunk:
-    """Reference frames [r0, r1) and grid rows [g0, g1), with the image block they need."""
-
-    r0: int
-    r1: int
-    f_lo: int
-    f_hi: int
-    g0: int
-    g1: int
-    y_lo: int
-    y_hi: int
+from .window_layout import Chunk, WindowGeometry, launch_pieces, plan_chunks
 
 
 class SearchPlan:
     """A compiled windowed search for one input shape, reusable across calls.
 
-    Keeps the built kernels and device buffers; `run(image)` searches one image (or video)
-    of the planned shape. Inputs larger than the device's memory are processed in chunks
-    of frames and bands of grid rows; every chunk uploads exactly the rows and frames its
-    windows can reach, so results are identical to a single pass.
+    Inputs larger than the device's memory are processed in chunks of frames and bands of
+    grid rows (`chunks`); every chunk uploads exactly the rows and frames its windows can
+    reach, so results are identical to a single pass. `last_events` holds the (stage, event)
+    pairs of the last `run`: upload, convert, search.
     """
 
     def __init__(self, runtime: Runtime, frames: int, rows: int, cols: int, channels: int,
                  request: SearchRequest, config: SearchConfig, *, temporal_window: int = 0,
                  device_output: bool = False, video: bool = False,
                  stagger: tuple[int, ...] = ()) -> None:
-        """`stagger` (internal, BM3D's): column shifts s_i of a staggered grid, one per grid
-        row in turn: row i's lattice references move to max(0, x - s_i), each s_i < step,
-        and the last column (x = cols - p) is always a border column of its own (the row-band
+        """`stagger` (BM3D's): column shifts s_i of a staggered grid, one per grid row in
+        turn: row i's lattice references move to max(0, x - s_i), each s_i < step, and the
+        last column (x = cols - p) is always a border column of its own (the row-band
         kernels search it as their last column; the naive kernel reads a column table)."""
         self.runtime = runtime
         self.frames, self.rows, self.cols, self.channels = frames, rows, cols, channels
@@ -212,6 +58,7 @@ class SearchPlan:
         self.stagger = tuple(int(v) for v in stagger) if any(stagger) else ()
         if any(not 0 <= v < s for v in self.stagger):
             raise ValueError(f"stagger shifts must lie in [0, step={s}), got {stagger}")
+        self.ref_x = None
         if self.stagger:
             if video:
                 raise ValueError("a staggered grid is for images, not video")
@@ -230,10 +77,15 @@ class SearchPlan:
                     "staggered grid"))
         self.dim = 3 if video else 2
         self.last_events: list[tuple[str, Any]] = []
-        self._pool = BufferPool(runtime.context)
-        self._convert_kernels: dict[str, Any] = {}
+        self.pool = BufferPool(runtime.context)
+        self.uploader = Uploader(runtime, self.pool)
+        self._int_buffers: dict[tuple, Any] = {}
         self.config = self._build(config)
-        self.chunks = self._plan_chunks()
+        self.geometry = WindowGeometry(frames, rows, cols, channels, p, s, self.half,
+                                       temporal_window, self.grid_y)
+        largest, total = memory_limits(runtime)
+        self.chunks = plan_chunks(self.geometry, len(self.grid_x), request.n, self.dim,
+                                  min(largest, total // 3), device_output)
 
     # ---- kernels -------------------------------------------------------------------------
 
@@ -253,7 +105,8 @@ class SearchPlan:
         return params
 
     def _kernel_for(self, config: SearchConfig) -> Any:
-        program = self.runtime.programs.get("match/search.cl.mako", **self._template_params(config))
+        program = self.runtime.programs.get("match/search.cl.mako",
+                                            **self._template_params(config))
         name = {"naive": "search_naive", "square": "search_square"}.get(config.variant,
                                                                          "search_rowband")
         return cl.Kernel(program, name)
@@ -275,6 +128,7 @@ class SearchPlan:
                 break
             config = self._shrink(config, allowed)
         self._main = kernel
+        self._naive = None
         if config.variant == "naive":
             self._naive, self._naive_group = kernel, config.group
         elif self.lattice_rows < len(self.grid_y) or (self.lattice_cols < len(self.grid_x)
@@ -310,255 +164,185 @@ class SearchPlan:
                                    batch=0,
                                    reason=config.reason + note + "; fell back to the naive search")
 
-    # ---- memory plan -----------------------------------------------------------------------
+    def _ints(self, key: tuple, values: np.ndarray) -> Any:
+        """A read-only int32 device buffer of `values`, made once per plan and `key`."""
+        buf = self._int_buffers.get(key)
+        if buf is None:
+            buf = self._int_buffers[key] = cl.Buffer(
+                self.runtime.context, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR,
+                hostbuf=np.ascontiguousarray(values, dtype=np.int32))
+        return buf
 
-    def _budget(self) -> int:
-        profile = self.runtime.profile
-        return int(min(profile.max_mem_alloc_size, MAX_BUFFER_BYTES, profile.global_mem_size // 6))
+    # ---- the matcher's face ----------------------------------------------------------------
 
-    def _chunk(self, r0: int, r1: int, g0: int, g1: int) -> _Chunk:
-        tw, half, p = self.temporal_window, self.half, self.request.patch_size
-        return _Chunk(r0, r1, max(0, r0 - tw), min(self.frames, r1 + tw), g0, g1,
-                      max(0, int(self.grid_y[g0]) - half),
-                      min(self.rows, int(self.grid_y[g1 - 1]) + half + p))
+    def chunk(self, r0: int, r1: int, g0: int, g1: int) -> Chunk:
+        """The chunk of reference frames [r0, r1) and grid rows [g0, g1) (the image block
+        its windows reach), for a filter that tiles the work its own way."""
+        return self.geometry.chunk(r0, r1, g0, g1)
 
-    def _plan_chunks(self) -> list[_Chunk]:
-        budget = self._budget()
-        gy, gx, n = len(self.grid_y), len(self.grid_x), self.request.n
-        per_ref_out = n * 4 * self.dim
-        if self.device_output and self.frames * gy * gx * per_ref_out > budget:
-            raise DeviceResourceError(
-                f"the search result ({self.frames * gy * gx * per_ref_out} bytes of positions) does "
-                f"not fit one device buffer ({budget} bytes); pass a NumPy array to have the "
-                "search processed in chunks")
-        frames_per_chunk, rows_per_band = self.frames, gy
+    def upload(self, volume: Volume, chunk: Chunk, name: str = "planar", *,
+               wait_for: list[Any] | None = None) -> tuple[Any, list[tuple[str, Any]]]:
+        """The chunk's frames and rows of all of `volume`'s channels as planar float32 in
+        this plan's buffer `name`, with the (stage, event) pairs of the upload. Values are
+        checked by the conversion: call `uploader.begin()` before a run's first upload and
+        `uploader.peak()` after its last."""
+        frames, rows = chunk.f_hi - chunk.f_lo, chunk.y_hi - chunk.y_lo
+        planar = self.pool.get(name, frames * volume.channels * rows * self.cols * 4)
+        events = self.uploader.convert(volume, chunk.f_lo, chunk.f_hi, chunk.y_lo, chunk.y_hi,
+                                       planar, wait_for=wait_for)
+        return planar, events
 
-        tw, half, p, s = self.temporal_window, self.half, self.request.patch_size, self.request.step
+    def enqueue(self, planar: Any, chunk: Chunk, out_pos: Any, out_dist: Any, *, out_rows: int,
+                out_row0: int = 0, out_f0: int = 0,
+                wait_for: list[Any] | None = None) -> list[Any]:
+        """Search one chunk of `planar` (the block `upload` made for it) into the Matches
+        buffers `out_pos`/`out_dist`, laid out [frame][out_rows][grid column][n][dim]; the
+        chunk's first grid row goes to row `out_row0`, its first frame to `out_f0`. Returns
+        the launches' events (each waits for `wait_for`)."""
+        from_launch = _Launcher(self, planar, chunk, out_pos, out_dist, out_rows, out_row0,
+                                out_f0, wait_for)
+        return from_launch.all()
 
-        def fits(fc: int, rb: int) -> bool:
-            # Size the largest chunk, an interior one: its windows reach tw frames and
-            # window // 2 rows beyond it on both sides (grid rows are at most `step` apart).
-            frames = min(self.frames, fc + 2 * tw)
-            rows = min(self.rows, (rb - 1) * s + 2 * half + p)
-            image_bytes = frames * self.channels * rows * self.cols * 4
-            return image_bytes <= budget and fc * rb * gx * per_ref_out <= budget
-
-        frames_per_chunk, rows_per_band = halve_until_fits(
-            fits, frames_per_chunk, rows_per_band,
-            f"one row of references of this input does not fit the device's buffers "
-            f"({budget} bytes); reduce the image width or the window")
-        chunks = []
-        for r0 in range(0, self.frames, frames_per_chunk):
-            r1 = min(self.frames, r0 + frames_per_chunk)
-            for g0 in range(0, gy, rows_per_band):
-                chunks.append(self._chunk(r0, r1, g0, min(gy, g0 + rows_per_band)))
-        return chunks
-
-    def _buffer(self, name: str, nbytes: int) -> Any:
-        return self._pool.get(name, nbytes)
+    def check_limit(self) -> float:
+        """The largest |value| the search's float32 distances can take."""
+        return magnitude_limit(self.request.patch_size, self.channels)
 
     # ---- running ---------------------------------------------------------------------------
 
-    def run(self, image: Any) -> SearchResult:
+    def run(self, image: Any, *, wait_for: list[Any] | None = None) -> Matches:
         """Search `image` (same shape as planned; NumPy in → NumPy out, device in → device out)."""
         volume = as_volume(image, video=self.video)
         check_planned(volume, (self.frames, self.rows, self.cols, self.channels),
                       self.device_output, self.runtime.context)
-        if not volume.on_device:
-            check_host_values(volume, self.request.patch_size)
-
         queue = self.runtime.queue
         gy, gx, n, dim = len(self.grid_y), len(self.grid_x), self.request.n, self.dim
-        self.last_events = []
+        events: list[tuple[str, Any]] = []
         if self.device_output:
             positions = cla.empty(queue, (self.frames, gy, gx, n, dim), np.int32)
             distances = cla.empty(queue, (self.frames, gy, gx, n), np.float32)
         else:
             positions = np.empty((self.frames, gy, gx, n, dim), np.int32)
             distances = np.empty((self.frames, gy, gx, n), np.float32)
-
+        last = [self.uploader.begin(wait_for)]
         for chunk in self.chunks:
-            planar = self._upload(volume, chunk)
+            planar, uploads = self.upload(volume, chunk, wait_for=last)
+            events.extend(uploads)
             if self.device_output:
                 out_pos, out_dist = positions.data, distances.data
-                out_gy, out_row0, out_f0 = gy, chunk.g0, chunk.r0
+                out_rows, out_row0, out_f0 = gy, chunk.g0, chunk.r0
             else:
                 count = (chunk.r1 - chunk.r0) * (chunk.g1 - chunk.g0) * gx * n
-                out_pos = self._buffer("out_pos", count * dim * 4)
-                out_dist = self._buffer("out_dist", count * 4)
-                out_gy, out_row0, out_f0 = chunk.g1 - chunk.g0, 0, 0
-            self._launch(planar, chunk, out_pos, out_dist, out_gy, out_row0, out_f0)
+                out_pos = self.pool.get("out_pos", count * dim * 4)
+                out_dist = self.pool.get("out_dist", count * 4)
+                out_rows, out_row0, out_f0 = chunk.g1 - chunk.g0, 0, 0
+            searched = self.enqueue(planar, chunk, out_pos, out_dist, out_rows=out_rows,
+                                    out_row0=out_row0, out_f0=out_f0, wait_for=[uploads[-1][1]])
+            events.extend(("search", e) for e in searched)
+            last = searched
             if not self.device_output:
                 shape = (chunk.r1 - chunk.r0, chunk.g1 - chunk.g0, gx, n)
-                staged_pos = np.empty((*shape, dim), np.int32)
-                staged_dist = np.empty(shape, np.float32)
-                cl.enqueue_copy(queue, staged_pos, out_pos)
-                cl.enqueue_copy(queue, staged_dist, out_dist)
-                positions[chunk.r0:chunk.r1, chunk.g0:chunk.g1] = staged_pos
-                distances[chunk.r0:chunk.r1, chunk.g0:chunk.g1] = staged_dist
-
+                pos_view = positions[chunk.r0:chunk.r1, chunk.g0:chunk.g1]
+                dist_view = distances[chunk.r0:chunk.r1, chunk.g0:chunk.g1]
+                if pos_view.flags.c_contiguous:
+                    cl.enqueue_copy(queue, pos_view, out_pos, wait_for=searched)
+                    cl.enqueue_copy(queue, dist_view, out_dist, wait_for=searched)
+                else:
+                    staged_pos = np.empty((*shape, dim), np.int32)
+                    staged_dist = np.empty(shape, np.float32)
+                    cl.enqueue_copy(queue, staged_pos, out_pos, wait_for=searched)
+                    cl.enqueue_copy(queue, staged_dist, out_dist, wait_for=searched)
+                    pos_view[...] = staged_pos
+                    dist_view[...] = staged_dist
+        self.last_events = events
+        check_peak(self.uploader.peak(last), self.check_limit())
         if not self.video:
             positions, distances = positions[0], distances[0]
         r = self.request
         grid_x = self.ref_x.copy() if self.stagger else self.grid_x.copy()
-        return SearchResult(positions, distances, self.grid_y.copy(), grid_x,
-                            r.patch_size, r.step, r.window, r.n, r.metric, self.temporal_window,
-                            self.config)
+        return Matches(positions, distances, self.grid_y.copy(), grid_x, r.patch_size, r.step,
+                       r.window, r.n, r.metric, self.temporal_window, self.config)
 
-    def _upload(self, volume: Volume, chunk: _Chunk, name: str = "planar") -> Any:
-        """The chunk's frames and rows of all of `volume`'s channels as planar float32 on
-        the device (buffer `name` of this plan)."""
-        queue = self.runtime.queue
-        frames, rows = chunk.f_hi - chunk.f_lo, chunk.y_hi - chunk.y_lo
-        channels = volume.channels
-        planar = self._buffer(name, frames * channels * rows * self.cols * 4)
-        if volume.on_device:
-            source, dtype = volume.array, volume.dtype
-            sf, sy, sx, sc = volume.element_strides()
-            base = volume.element_offset() + chunk.f_lo * sf + chunk.y_lo * sy
-            src_buf = source.base_data
-        else:
-            block = volume.array if volume.video else volume.array[None]
-            block = block[chunk.f_lo:chunk.f_hi, chunk.y_lo:chunk.y_hi]
-            if block.dtype == np.float64 and not self.runtime.profile.fp64:
-                block = block.astype(np.float32)
-            block = np.ascontiguousarray(block)
-            dtype = block.dtype
-            sf, sy, sx = (s // dtype.itemsize for s in block.strides[:3])
-            sc = 1 if block.ndim == 4 else 0
-            base = 0
-            src_buf = self._buffer("staging", block.nbytes)
-            cl.enqueue_copy(queue, src_buf, block)
-        if dtype == np.float64 and not self.runtime.profile.fp64:
-            raise TypeError("float64 device arrays need a device with fp64 support")
-        kernel = self._convert_kernel(dtype)
-        event = kernel(queue, (self.cols, rows, frames), None, src_buf,
-                       np.int64(base), np.int64(sf), np.int64(sy), np.int64(sx), np.int64(sc),
-                       np.int32(frames), np.int32(rows), np.int32(self.cols),
-                       np.int32(channels), planar, np.int64(0))
-        self.last_events.append(("convert", event))
-        if volume.on_device:
-            self._check_device_values(planar, frames * channels * rows * self.cols)
-        return planar
 
-    def _convert_kernel(self, dtype: np.dtype) -> Any:
-        type_name = CL_TYPES[np.dtype(dtype)]
-        kernel = self._convert_kernels.get(type_name)
-        if kernel is None:
-            kernel = cl.Kernel(self.runtime.programs.get("lib/convert.cl.mako", src_type=type_name),
-                               "to_planar")
-            self._convert_kernels[type_name] = kernel
-        return kernel
+class _Launcher:
+    """The launches of one chunk: the structured variant over the lattice part of its rows,
+    the naive kernel over grid rows and columns off the lattice."""
 
-    def _check_device_values(self, planar: Any, count: int) -> None:
-        # One reduction per runtime, shared by its plans (it is two programs to build).
-        check = _FINITE_CHECKS.get(self.runtime)
-        if check is None:
-            from pyopencl.reduction import ReductionKernel
-
-            check = _FINITE_CHECKS[self.runtime] = ReductionKernel(
-                self.runtime.context, np.float32, neutral="0.0f", reduce_expr="fmax(a, b)",
-                map_expr="isfinite(x[i]) ? fabs(x[i]) : INFINITY",
-                arguments="__global const float *x")
-        view = cla.Array(self.runtime.queue, (count,), np.float32, data=planar)
-        peak = float(check(view).get())
-        self.last_peak = peak
-        limit = magnitude_limit(self.request.patch_size, self.channels)
-        if not math.isfinite(peak):
-            raise ValueError("image contains NaN or infinite values")
-        if peak > limit:
-            raise ValueError(f"image values must satisfy |x| <= {limit:.3g} so that float32 "
-                             f"patch distances cannot overflow (largest |x| is {peak:.3g})")
-
-    def _launch(self, planar: Any, chunk: _Chunk, out_pos: Any, out_dist: Any,
-                out_gy: int, out_row0: int, out_f0: int) -> None:
-        """Enqueue the searches of one chunk: the structured variant over the lattice part
-        of its rows, the naive kernel over grid rows and columns off the lattice."""
-        queue = self.runtime.queue
+    def __init__(self, plan: SearchPlan, planar: Any, chunk: Chunk, out_pos: Any, out_dist: Any,
+                 out_rows: int, out_row0: int, out_f0: int, wait_for: list[Any] | None) -> None:
+        self.plan, self.chunk, self.wait_for = plan, chunk, wait_for
+        self.out_row0, self.out_f0 = out_row0, out_f0
         i32 = np.int32
         rows = chunk.y_hi - chunk.y_lo
         nf = chunk.f_hi - chunk.f_lo
-        ref_frames = chunk.r1 - chunk.r0
-        common = (planar, i32(nf), i32(rows), i32(self.cols), i32(self.half),
-                  i32(self.temporal_window))
-        tail = (i32(chunk.f_lo), i32(chunk.y_lo), out_pos, out_dist, i32(out_gy),
-                i32(len(self.grid_x)))
-        config = self.config
-        gx = len(self.grid_x)
-        candidates = ((2 * self.half + 1) ** 2) * (2 * self.temporal_window + 1)
-        p = self.request.patch_size
+        self.common = (planar, i32(nf), i32(rows), i32(plan.cols), i32(plan.half),
+                       i32(plan.temporal_window))
+        self.tail = (i32(chunk.f_lo), i32(chunk.y_lo), out_pos, out_dist, i32(out_rows),
+                     i32(len(plan.grid_x)))
+        self.ref_frames = chunk.r1 - chunk.r0
+        self.candidates = ((2 * plan.half + 1) ** 2) * (2 * plan.temporal_window + 1)
+        self.events: list[Any] = []
 
-        def naive(g_lo: int, g_hi: int, col_lo: int, col_hi: int) -> None:
-            if g_lo >= g_hi or col_lo >= col_hi:
-                return
-            ys = self.grid_y[g_lo:g_hi] - chunk.y_lo
-            xs_buf = None if self.stagger else _int_buffer(self.runtime, self.grid_x[col_lo:col_hi])
-            lw = self._naive_group
-            for f0, f1, r0, r1 in self._splits(ref_frames, g_hi - g_lo, col_hi - col_lo,
-                                               candidates):
-                if self.stagger:   # every reference's column, rows r0..r1 of the piece
-                    xs_buf = _int_buffer(self.runtime,
-                                         self.ref_x[g_lo + r0:g_lo + r1, col_lo:col_hi].ravel())
-                global_size = (-(-(col_hi - col_lo) // lw) * lw, r1 - r0, f1 - f0)
-                event = self._naive(queue, global_size, (lw, 1, 1), *common,
-                                    i32(chunk.r0 - chunk.f_lo + f0), *tail,
-                                    i32(out_row0 + g_lo - chunk.g0 + r0), i32(col_lo),
-                                    i32(out_f0 + f0), _int_buffer(self.runtime, ys[r0:r1]),
-                                    xs_buf, i32(r1 - r0), i32(col_hi - col_lo))
-                self.last_events.append(("search", event))
-
-        lattice_hi = min(chunk.g1, self.lattice_rows)
-        if config.variant == "naive":
-            naive(chunk.g0, chunk.g1, 0, gx)
-            return
-        # Structured variants over the lattice rows and columns of this chunk (on a staggered
-        # grid, the border column too: it is the row-band kernel's last column).
+    def all(self) -> list[Any]:
+        plan, chunk = self.plan, self.chunk
+        gx = len(plan.grid_x)
+        lattice_hi = min(chunk.g1, plan.lattice_rows)
+        if plan.config.variant == "naive":
+            self.naive(chunk.g0, chunk.g1, 0, gx)
+            return self.events
         if chunk.g0 < lattice_hi:
-            nx = gx if self.stagger else self.lattice_cols
-            for f0, f1, r0, r1 in self._splits(ref_frames, lattice_hi - chunk.g0, nx, candidates):
-                oy = int(self.grid_y[chunk.g0 + r0]) - chunk.y_lo
-                ny = r1 - r0
-                if config.variant == "square":
-                    t = config.tile
-                    global_size = (-(-nx // (t - 1)) * t, -(-ny // (t - 1)) * t, f1 - f0)
-                    local_size = (t, t, 1)
-                else:
-                    shift_max = max(self.stagger, default=0)
-                    per_row = (config.group - p - shift_max) // self.request.step + 1
-                    global_size = (-(-nx // per_row) * config.group, -(-ny // config.rows), f1 - f0)
-                    local_size = (config.group, 1, 1)
-                extra = ()
-                if self.stagger:
-                    g = chunk.g0 + r0
-                    extra = (_int_buffer(self.runtime, self.row_shifts[g:g + ny]),)
-                event = self._main(queue, global_size, local_size, *common,
-                                   i32(chunk.r0 - chunk.f_lo + f0), *tail,
-                                   i32(out_row0 + r0), i32(0), i32(out_f0 + f0),
-                                   i32(oy), i32(ny), i32(nx), *extra)
-                self.last_events.append(("search", event))
+            self.structured(lattice_hi)
         # Grid column off the lattice (x = W - p), for the lattice rows.
-        if self.lattice_cols < gx and not self.stagger:
-            naive(chunk.g0, lattice_hi, self.lattice_cols, gx)
+        if plan.lattice_cols < gx and not plan.stagger:
+            self.naive(chunk.g0, lattice_hi, plan.lattice_cols, gx)
         # Grid row off the lattice (y = H - p), all columns.
-        if chunk.g1 > self.lattice_rows:
-            naive(max(chunk.g0, self.lattice_rows), chunk.g1, 0, gx)
+        if chunk.g1 > plan.lattice_rows:
+            self.naive(max(chunk.g0, plan.lattice_rows), chunk.g1, 0, gx)
+        return self.events
 
-    @staticmethod
-    def _splits(frames: int, grid_rows: int, grid_cols: int,
-                candidates: int) -> list[tuple[int, int, int, int]]:
-        """(frame range, row range) pieces of a launch, each under MAX_PAIRS_PER_LAUNCH."""
-        per_row = max(1, grid_cols * candidates)
-        rows_per_launch = max(1, MAX_PAIRS_PER_LAUNCH // per_row)
-        if frames * grid_rows <= rows_per_launch:
-            return [(0, frames, 0, grid_rows)]
-        frames_per_launch = max(1, rows_per_launch // grid_rows)
-        if frames_per_launch > 1:
-            return [(f, min(frames, f + frames_per_launch), 0, grid_rows)
-                    for f in range(0, frames, frames_per_launch)]
-        return [(f, f + 1, r, min(grid_rows, r + rows_per_launch))
-                for f in range(frames) for r in range(0, grid_rows, rows_per_launch)]
+    def naive(self, g_lo: int, g_hi: int, col_lo: int, col_hi: int) -> None:
+        plan, chunk, i32 = self.plan, self.chunk, np.int32
+        if g_lo >= g_hi or col_lo >= col_hi:
+            return
+        lw = plan._naive_group
+        for f0, f1, r0, r1 in launch_pieces(self.ref_frames, g_hi - g_lo, col_hi - col_lo,
+                                            self.candidates):
+            a, b = g_lo + r0, g_lo + r1
+            ys = plan._ints(("ys", a, b, chunk.y_lo), plan.grid_y[a:b] - chunk.y_lo)
+            if plan.stagger:   # every reference's column, rows a..b of the piece
+                xs = plan._ints(("xs", a, b, col_lo, col_hi), plan.ref_x[a:b, col_lo:col_hi].ravel())
+            else:
+                xs = plan._ints(("x", col_lo, col_hi), plan.grid_x[col_lo:col_hi])
+            global_size = (-(-(col_hi - col_lo) // lw) * lw, r1 - r0, f1 - f0)
+            self.events.append(plan._naive(
+                plan.runtime.queue, global_size, (lw, 1, 1), *self.common,
+                i32(chunk.r0 - chunk.f_lo + f0), *self.tail,
+                i32(self.out_row0 + g_lo - chunk.g0 + r0), i32(col_lo), i32(self.out_f0 + f0),
+                ys, xs, i32(r1 - r0), i32(col_hi - col_lo), wait_for=self.wait_for))
 
-
-def _int_buffer(runtime: Runtime, values: np.ndarray) -> Any:
-    return cl.Buffer(runtime.context, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR,
-                     hostbuf=np.ascontiguousarray(values, dtype=np.int32))
+    def structured(self, lattice_hi: int) -> None:
+        """The structured variant over the lattice rows and columns of the chunk (on a
+        staggered grid, the border column too: it is the row-band kernel's last column)."""
+        plan, chunk, i32 = self.plan, self.chunk, np.int32
+        config, p = plan.config, plan.request.patch_size
+        nx = len(plan.grid_x) if plan.stagger else plan.lattice_cols
+        for f0, f1, r0, r1 in launch_pieces(self.ref_frames, lattice_hi - chunk.g0, nx,
+                                            self.candidates):
+            oy = int(plan.grid_y[chunk.g0 + r0]) - chunk.y_lo
+            ny = r1 - r0
+            if config.variant == "square":
+                t = config.tile
+                global_size = (-(-nx // (t - 1)) * t, -(-ny // (t - 1)) * t, f1 - f0)
+                local_size = (t, t, 1)
+            else:
+                shift_max = max(plan.stagger, default=0)
+                per_row = (config.group - p - shift_max) // plan.request.step + 1
+                global_size = (-(-nx // per_row) * config.group, -(-ny // config.rows), f1 - f0)
+                local_size = (config.group, 1, 1)
+            extra = ()
+            if plan.stagger:
+                g = chunk.g0 + r0
+                extra = (plan._ints(("shifts", g, g + ny), plan.row_shifts[g:g + ny]),)
+            self.events.append(plan._main(
+                plan.runtime.queue, global_size, local_size, *self.common,
+                i32(chunk.r0 - chunk.f_lo + f0), *self.tail, i32(self.out_row0 + r0), i32(0),
+                i32(self.out_f0 + f0), i32(oy), i32(ny), i32(nx), *extra, wait_for=self.wait_for))

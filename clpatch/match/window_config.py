@@ -1,17 +1,18 @@
-"""Which kernel configuration runs a request, and why.
+"""The windowed search's configurations: which kernel configuration runs a request, and why.
 
 Order of precedence: an explicit `variant=` (source `forced`); else the entry that
-`clpatch autotune` measured fastest on this device (source `tuned`, see tuning.py); else
+`clpatch autotune` measured fastest on this device (source `tuned`, kept in the runtime's
+`clpatch.core.tuning.TuningCache` under `request_key`); else
 the Davy–Ehret §4.5 rules (source `rule`): the square search for 8×8 patches on a step-4
 grid, the convolution search for step 1, the column search otherwise. Knobs a
 configuration leaves open come from the device profile, clamped to the device's limits.
-`explain()` says which configuration a call would run and why.
+`clpatch.explain()` says which configuration a call would run and why.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ..core.profiles import NEIGHBOUR_TABLES, DeviceProfile
@@ -103,7 +104,7 @@ def choose_search(request: SearchRequest, profile: DeviceProfile,
     """The configuration that will run `request` on a device with `profile`: `variant` if
     given, else the tuned entry of `tuning` (a TuningCache) for `operation`, else the rules."""
     if variant is None:
-        tuned = tuning.lookup(operation, request) if tuning is not None else None
+        tuned = tuned_config(tuning, operation, request) if tuning is not None else None
         if tuned is not None:
             return complete(tuned[0], request, profile)
         return rule_config(request, profile)
@@ -174,176 +175,44 @@ def complete(config: SearchConfig, request: SearchRequest, profile: DeviceProfil
                                batch=batch)
 
 
-OPERATIONS = ("search", "nlmeans", "bm3d", "vbm3d")
+# ---- tuning entries ---------------------------------------------------------------------------
+
+_CONFIG_FIELDS = ("variant", "table", "group", "rows", "tile", "batch")
+# The templates the tuned kernels are rendered from (the search and its input conversion).
+# Other kernel families do not invalidate the search's tuning when they change.
+TUNED_TEMPLATES = ("match/search.cl.mako", "lib/convert.cl.mako", "lib/nn_table.mako",
+                   "lib/metric.mako")
 
 
-@dataclass
-class Explanation:
-    """Which configuration a call runs and why (`str()` gives the text `clpatch explain` prints)."""
-
-    operation: str
-    request: SearchRequest
-    device: str
-    config: SearchConfig
-    rule: SearchConfig
-    tuned_entry: dict | None = None
-    tuning_problem: str | None = None
-    tuning_path: str | None = None
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def source(self) -> str:
-        return self.config.source
-
-    def __str__(self) -> str:
-        r = self.request
-        lines = [
-            f"{self.operation} on {self.device}: patch {r.patch_size}, step {r.step}, n {r.n}, "
-            f"window {r.window}, {r.channels} channel(s), {r.metric}"
-            + (", video" if r.video else ""),
-            f"runs: {self.config.describe()}",
-            f"why:  {self.config.source} — {self.config.reason}",
-        ]
-        if self.config.source != "rule":
-            lines.append(f"rule: {self.rule.describe()} — {self.rule.reason}")
-        entry = self.tuned_entry
-        if entry is not None:
-            lines.append(f"tuned: {entry['time_ms']:.3f} ms against {entry.get('rule_time_ms', 0):.3f} ms "
-                         f"for the rule's choice, on a {entry['size'][0]}x{entry['size'][1]} image")
-            for rejected in entry.get("rejected", []):
-                c = rejected["config"]
-                knobs = ", ".join(f"{k}={v}" for k, v in c.items() if k != "variant" and v)
-                lines.append(f"rejected: {c['variant']} ({knobs}) — {rejected['reason']}")
-        elif self.tuning_problem:
-            lines.append(self.tuning_problem)
-        elif self.config.source == "rule":
-            lines.append(f"not tuned (no entry in {self.tuning_path}); run `clpatch autotune`")
-        lines.extend(self.notes)
-        return "\n".join(lines)
+def request_key(operation: str, request: SearchRequest) -> str:
+    """The tuning-cache key of a request (everything a tuned choice may depend on)."""
+    r = request
+    return (f"{operation}:p{r.patch_size}:s{r.step}:n{r.n}:w{r.window}:c{r.channels}:"
+            f"{r.metric}:{'video' if r.video else 'image'}")
 
 
-def explain(operation: str = "search", *, patch_size: int | None = None, step: int | None = None,
-            n: int | None = None, window: int | None = None, channels: int = 1,
-            metric: str = "l2", video: bool = False, variant: str | SearchConfig | None = None,
-            preset: str = "fast", runtime: Any = None) -> Explanation:
-    """Which kernel configuration `operation` would run with these parameters, and why
-    (`forced`, `tuned` or `rule`), on `runtime`'s device (default device if None).
-
-    Unset parameters take the operation's defaults: patch 8, step 4, n 16, window 21 for
-    search and nlmeans; the `preset`'s for bm3d, whose explanation covers the stage-1 search
-    and adds the stage-2 search, the filter kernel's layout and the aggregation."""
-    if operation not in OPERATIONS:
-        raise ValueError(f"operation must be one of {OPERATIONS}, got {operation!r}")
-    from ..core.runtime import resolve_runtime
-
-    rt = resolve_runtime(runtime)
-    if operation == "bm3d":
-        return _explain_bm3d(rt, patch_size, step, n, window, channels, variant, preset)
-    if operation == "vbm3d":
-        return _explain_vbm3d(rt, patch_size, step, n, window, channels, variant)
-    patch_size = 8 if patch_size is None else patch_size
-    step = 4 if step is None else step
-    n = 16 if n is None else n
-    window = 21 if window is None else window
-    request = SearchRequest(patch_size, step, n, window, channels, metric.lower(), video)
-    tuning = rt.tuning
-    config = choose_search(request, rt.profile, variant, tuning, operation="search")
-    entry = None
-    if config.source == "tuned":
-        entry = tuning.lookup("search", request)[1]
-    explanation = Explanation(operation, request, rt.device.name.strip(), config,
-                              rule_config(request, rt.profile), entry, tuning.problem,
-                              str(tuning.path))
-    if operation == "nlmeans":
-        from ..denoise.nlmeans import choose_aggregation
-
-        kind, why = choose_aggregation(patch_size, step, rt.profile)
-        explanation.notes.append(f"then: columns averaging (p work-items per patch, Davy-Ehret "
-                                 f"Algorithm 4), aggregation '{kind}' — rule: {why}")
-        if step > patch_size:
-            explanation.notes.append("nlmeans needs step <= patch_size")
-    return explanation
+def config_to_json(config: SearchConfig) -> dict[str, Any]:
+    return {name: getattr(config, name) for name in _CONFIG_FIELDS}
 
 
-@dataclass
-class VideoExplanation:
-    """What VBM3D runs and why (its video search is chosen by rule or forced, not tuned)."""
-
-    operation: str
-    device: str
-    variant: str
-    source: str
-    reason: str
-    notes: list[str] = field(default_factory=list)
-
-    def __str__(self) -> str:
-        return "\n".join([f"{self.operation} on {self.device}",
-                          f"runs: {self.variant} video search (Davy-Ehret 4.2)",
-                          f"why:  {self.source} — {self.reason}", *self.notes])
+def config_from_json(data: dict[str, Any], *, source: str = "tuned", reason: str = "") -> SearchConfig:
+    return SearchConfig(**{name: data[name] for name in _CONFIG_FIELDS if name in data},
+                        source=source, reason=reason)
 
 
-def _explain_vbm3d(rt: Any, patch_size: int | None, step: int | None, n: int | None,
-                   window: int | None, channels: int, variant: Any) -> VideoExplanation:
-    from ..denoise.bm3d import choose_aggregation, filter_layout
-    from ..denoise.vbm3d import choose_video_search, search_layout, video_stage_params
-
-    p1, p2, stages, radius = video_stage_params(patch_size=patch_size, step=step, n=n,
-                                                window_ref=window)
-    if channels not in (1, 3):
-        raise ValueError(f"vbm3d filters 1 or 3 channels, got {channels}")
-    chosen, why = choose_video_search(rt.profile, variant)
-    if why == "forced":
-        source, why = "forced", "given by the caller"
-    else:
-        source, why = "rule", why.removeprefix("rule: ")
-    out = VideoExplanation("vbm3d", rt.device.name.strip(), chosen, source, why)
-    for params in (p1, p2)[:stages]:
-        lanes, group = search_layout(chosen, params)
-        out.notes.append(
-            f"stage {params.stage}: patch {params.patch_size}, step {params.step}, window "
-            f"{params.window_ref} then {params.window_pred} around the {params.q} best of each "
-            f"frame, n {params.n}, +-{radius} frames; search {lanes} work-item(s) per reference"
-            f"; filter: {filter_layout(params, rt.profile)}")
-    kind, why = choose_aggregation(rt.profile)
-    out.notes.append(f"aggregation '{kind}' — rule: {why}")
-    if channels == 3:
-        out.notes.append("colour: groups matched on the opponent luminance Y")
-    out.notes.append("not tuned: clpatch autotune times the windowed searches only")
-    return out
-
-
-def _explain_bm3d(rt: Any, patch_size: int | None, step: int | None, n: int | None,
-                  window: int | None, channels: int, variant: str | SearchConfig | None,
-                  preset: str) -> Explanation:
-    from ..denoise.bm3d import choose_aggregation, filter_layout, stage_params
-
-    p1, p2, stages = stage_params(preset, patch_size=patch_size, step=step, window=window, n=n)
-    if channels not in (1, 3):
-        raise ValueError(f"bm3d filters 1 or 3 channels, got {channels}")
-    tuning = rt.tuning
-    out = None
-    for params in (p1, p2)[:stages]:
-        request = SearchRequest(params.patch_size, params.step, params.n, params.window, 1, "l2")
-        config = choose_search(request, rt.profile, variant, tuning, operation="search")
-        layout = filter_layout(params, rt.profile)
-        line = (f"stage {params.stage} filter: {layout}; {params.transform_2d} 2-D, "
-                f"{params.transform_1d} 1-D, "
-                + ("hard thresholding" if params.stage == 1 else "Wiener shrinkage"))
-        if out is None:
-            entry = tuning.lookup("search", request)[1] if config.source == "tuned" else None
-            out = Explanation(f"bm3d ({preset}) stage-1 search", request, rt.device.name.strip(),
-                              config, rule_config(request, rt.profile), entry, tuning.problem,
-                              str(tuning.path))
-        else:
-            out.notes.append(f"stage 2 search: patch {params.patch_size}, step {params.step}, "
-                             f"n {params.n}, window {params.window}: {config.describe()} "
-                             f"[{config.source}] — {config.reason}")
-        out.notes.append(line)
-    if p1.stagger and p1.step > 1:
-        out.notes.append(f"grid: staggered (grid row i's references sit i mod {p1.step} columns "
-                         "right of the lattice, as in the bm3d package)")
-    kind, why = choose_aggregation(rt.profile)
-    out.notes.append(f"aggregation '{kind}' — rule: {why}")
-    if channels == 3:
-        out.notes.append("colour: CBM3D, groups matched on the opponent luminance Y")
-    return out
+def tuned_config(tuning: Any, operation: str,
+                 request: SearchRequest) -> tuple[SearchConfig, dict] | None:
+    """The tuned configuration of a request in `tuning` (a TuningCache), with its entry, or
+    None; an entry whose configuration is not valid is dropped with a warning."""
+    key = request_key(operation, request)
+    entry = tuning.entry(key)
+    if entry is None:
+        return None
+    speedup = entry.get("rule_time_ms", 0) / entry["time_ms"] if entry.get("time_ms") else 0
+    reason = (f"tuned on this device ({entry.get('date', '?')}): {entry['time_ms']:.3f} ms, "
+              f"{speedup:.2f}x the rule-based choice" if speedup else "tuned on this device")
+    try:
+        return config_from_json(entry["config"], reason=reason), entry
+    except (TypeError, ValueError) as exc:
+        tuning.drop(key, str(exc))
+        return None

@@ -34,13 +34,23 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
 
-from .timing import photo_mosaic, time_events
 from ..core.errors import ClpatchError
 from ..core.kernels import cache_dir
+from ..core.profiles import DeviceProfile
 from ..core.runtime import Runtime, list_devices
-from ..match.window_config import SEARCH_VARIANTS, SearchConfig, SearchRequest, choose_search, rule_config
-from ..match.window import SearchPlan, min_candidates
-from ..core.tuning import TuningCache, config_to_json
+from ..core.tuning import TuningCache
+from ..match.matches import min_candidates
+from ..match.window import SearchPlan
+from ..match.window_config import (
+    SEARCH_VARIANTS,
+    SearchConfig,
+    SearchRequest,
+    choose_search,
+    config_to_json,
+    request_key,
+    rule_config,
+)
+from .timing import photo_mosaic, time_events
 
 log = logging.getLogger("clpatch")
 
@@ -110,8 +120,6 @@ _worker_runtime: Runtime | None = None
 
 def _worker_start(device: str, profile: dict[str, Any]) -> None:
     global _worker_runtime
-    from ..core.profiles import DeviceProfile
-
     _worker_runtime = Runtime(device, profile=DeviceProfile(**profile))
 
 
@@ -424,7 +432,7 @@ def autotune(runtime: Runtime, requests: Iterable[SearchRequest], *, quick: bool
             if verbose:
                 stream.write(f"    {label}: {result.seconds:.1f} s, of which "
                              f"{result.build_seconds:.1f} s building\n")
-            cache.record("search", request, entry_for(result, tuner.size))
+            cache.record(request_key("search", request), entry_for(result, tuner.size))
             results.append(result)
             if on_result is not None:
                 on_result(result)

@@ -14,8 +14,13 @@ from typing import Any
 
 import pyopencl.array as cla
 
-from .timing import photo_mosaic, time_events
 from ..core.runtime import Runtime
+from ..denoise.bm3d import BM3DPlan
+from ..denoise.bm3d_params import stage_params
+from ..denoise.nlmeans import NLMeansPlan
+from ..match.window import SearchPlan
+from ..match.window_config import SearchRequest, choose_search
+from .timing import photo_mosaic, time_events
 
 METHODS = ("search", "nlmeans", "bm3d")
 
@@ -25,9 +30,6 @@ def _device_images(runtime: Runtime, rows: int, cols: int) -> list[Any]:
 
 
 def _bench_search(runtime: Runtime, images: list[Any], repeats: int) -> tuple[str, Any]:
-    from ..match.window_config import SearchRequest, choose_search
-    from ..match.window import SearchPlan
-
     rows, cols = images[0].shape
     request = SearchRequest(8, 4, 16, 21)
     config = choose_search(request, runtime.profile, None, runtime.tuning)
@@ -42,8 +44,6 @@ def _bench_search(runtime: Runtime, images: list[Any], repeats: int) -> tuple[st
 
 
 def _bench_nlmeans(runtime: Runtime, images: list[Any], repeats: int) -> tuple[str, Any]:
-    from ..denoise.nlmeans import NLMeansPlan
-
     rows, cols = images[0].shape
     plan = NLMeansPlan(runtime, 1, rows, cols, 1, patch_size=8, step=4, window=21, n=16,
                        device_output=True)
@@ -58,8 +58,6 @@ def _bench_nlmeans(runtime: Runtime, images: list[Any], repeats: int) -> tuple[s
 
 
 def _bench_bm3d(runtime: Runtime, images: list[Any], repeats: int) -> tuple[str, Any]:
-    from ..denoise.bm3d import BM3DPlan, stage_params
-
     rows, cols = images[0].shape
     p1, p2, stages = stage_params("fast")
     plan = BM3DPlan(runtime, rows, cols, 1, (p1, p2), stages, device_output=True)

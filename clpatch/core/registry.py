@@ -1,0 +1,76 @@
+"""What each engine tells the layers above it about itself, without being imported by them.
+
+An engine module registers, when it is imported, an `Operation`: its name (as `clpatch
+explain` and the tuning file spell it), the function that explains which configuration a
+call would run, and the kernel templates whose timings a tuning file records. The
+scheduler, `explain` and the command line look operations up here by name, so they import
+no engine; `import clpatch` imports every engine and so registers them all.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Operation:
+    """One registered operation.
+
+    name:      "search", "nlmeans", "bm3d", ... (the first argument of `clpatch.explain`).
+    explain:   `explain(runtime, **params)` -> an object whose `str()` is the explanation;
+               params are those of `clpatch.explain` (patch_size, step, n, window, channels,
+               metric, video, variant, preset), None where the caller set nothing.
+    tuned_templates: templates (paths under cl_src/) whose kernels `clpatch autotune` times
+               for this operation; a tuning file is trusted only for the source it timed.
+    variants:  the names `variant=` accepts for this operation (for the command line).
+    """
+
+    name: str
+    explain: Callable[..., Any]
+    tuned_templates: tuple[str, ...] = ()
+    variants: tuple[str, ...] = ()
+
+
+_lock = threading.Lock()
+_operations: dict[str, Operation] = {}
+
+
+def register(operation: Operation) -> Operation:
+    """Add (or replace, on a module reload) the operation of that name."""
+    with _lock:
+        _operations[operation.name] = operation
+    return operation
+
+
+def operation(name: str) -> Operation:
+    """The registered operation `name`; ValueError naming the registered ones otherwise."""
+    with _lock:
+        found = _operations.get(name)
+        names = tuple(_operations)
+    if found is None:
+        raise ValueError(f"operation must be one of {names}, got {name!r}")
+    return found
+
+
+def operations() -> tuple[str, ...]:
+    """Names of the registered operations, in registration order."""
+    with _lock:
+        return tuple(_operations)
+
+
+def tuned_templates() -> tuple[str, ...]:
+    """Every template any registered operation's tuning depends on (sorted, no repeats)."""
+    with _lock:
+        return tuple(sorted({t for op in _operations.values() for t in op.tuned_templates}))
+
+
+def variant_names() -> tuple[str, ...]:
+    """Every variant name any registered operation accepts (registration order)."""
+    with _lock:
+        seen: dict[str, None] = {}
+        for op in _operations.values():
+            seen.update(dict.fromkeys(op.variants))
+        return tuple(seen)

@@ -1,0 +1,103 @@
+"""Inputs onto the device: any real dtype, any strides, NumPy or device arrays, converted to
+planar float32 blocks by one kernel that also checks their values.
+
+The conversion kernel (`cl_src/lib/convert.cl.mako`) folds the largest |value| of every
+block it converts into one device word; `peak()` reads that word back (4 bytes, the only
+host transfer the check costs) and `check_peak` turns it into the errors users see. Device
+arrays are never copied to the host; host arrays are uploaded in their own dtype (an 8-bit
+image moves a quarter of the bytes of its float32 copy) and converted on the device.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pyopencl as cl
+
+from .buffers import BufferPool
+from .volumes import CL_TYPES, Volume
+
+#: Work-items per work-group of the conversion kernel (a power of two).
+CONVERT_GROUP = 64
+
+
+def check_peak(peak: float, limit: float, name: str = "image") -> None:
+    """ValueError when `peak` (the largest |value| of an input, NaN/inf when it held any)
+    is not finite or above `limit` (the largest magnitude float32 distances can take)."""
+    if not math.isfinite(peak):
+        raise ValueError(f"{name} contains NaN or infinite values")
+    if peak > limit:
+        raise ValueError(f"{name} values must satisfy |x| <= {limit:.3g} so that float32 "
+                         f"patch distances cannot overflow (largest |x| is {peak:.3g})")
+
+
+class Uploader:
+    """Converts blocks of frames and rows of an input to planar float32 on one runtime's
+    device, keeping the running maximum |value| of everything converted since `begin()`."""
+
+    def __init__(self, runtime: Any, pool: BufferPool) -> None:
+        self.runtime = runtime
+        self.pool = pool
+        self.group = min(CONVERT_GROUP, 1 << (int(runtime.profile.max_work_group_size).bit_length() - 1))
+        self._kernels: dict[str, Any] = {}
+        self._peak = cl.Buffer(runtime.context, cl.mem_flags.READ_WRITE, 4)
+        self._peak_host = np.zeros(1, np.uint32)
+
+    def kernel(self, dtype: Any) -> Any:
+        name = CL_TYPES[np.dtype(dtype)]
+        kernel = self._kernels.get(name)
+        if kernel is None:
+            program = self.runtime.programs.get("lib/convert.cl.mako", src_type=name,
+                                                group=self.group)
+            kernel = self._kernels[name] = cl.Kernel(program, "to_planar")
+        return kernel
+
+    def begin(self, wait_for: list[Any] | None = None) -> Any:
+        """Clear the running maximum (before the first block of a run); returns the event."""
+        return cl.enqueue_fill_buffer(self.runtime.queue, self._peak, np.uint32(0), 0, 4,
+                                      wait_for=wait_for)
+
+    def convert(self, volume: Volume, f_lo: int, f_hi: int, y_lo: int, y_hi: int, dst: Any,
+                dst_base: int = 0, *, staging: str = "staging",
+                wait_for: list[Any] | None = None) -> list[tuple[str, Any]]:
+        """Frames [f_lo, f_hi) and rows [y_lo, y_hi) of `volume`, all columns and channels,
+        into dst[dst_base + ((f · C + c) · rows + y) · W + x]; returns (stage, event) pairs
+        ("upload" for a host block's copy, "convert")."""
+        queue = self.runtime.queue
+        frames, rows, cols = f_hi - f_lo, y_hi - y_lo, volume.cols
+        events: list[tuple[str, Any]] = []
+        if volume.on_device:
+            dtype = volume.dtype
+            sf, sy, sx, sc = volume.element_strides()
+            base = volume.element_offset() + f_lo * sf + y_lo * sy
+            source = volume.array.base_data
+        else:
+            block = volume.array if volume.video else volume.array[None]
+            block = block[f_lo:f_hi, y_lo:y_hi]
+            if block.dtype == np.float64 and not self.runtime.profile.fp64:
+                block = block.astype(np.float32)
+            block = np.ascontiguousarray(block)
+            dtype = block.dtype
+            sf, sy, sx = (s // dtype.itemsize for s in block.strides[:3])
+            sc = 1 if block.ndim == 4 else 0
+            base = 0
+            source = self.pool.get(staging, block.nbytes)
+            events.append(("upload", cl.enqueue_copy(queue, source, block, wait_for=wait_for)))
+            wait_for = [events[-1][1]]
+        if dtype == np.float64 and not self.runtime.profile.fp64:
+            raise TypeError("float64 device arrays need a device with fp64 support")
+        i32, i64, g = np.int32, np.int64, self.group
+        event = self.kernel(dtype)(
+            queue, (-(-cols // g) * g, rows, frames), (g, 1, 1), source, i64(base), i64(sf),
+            i64(sy), i64(sx), i64(sc), i32(frames), i32(rows), i32(cols), i32(volume.channels),
+            dst, i64(dst_base), self._peak, wait_for=wait_for)
+        events.append(("convert", event))
+        return events
+
+    def peak(self, wait_for: list[Any] | None = None) -> float:
+        """The largest |value| converted since `begin()` (waits for it): NaN or inf when any
+        value was not finite."""
+        cl.enqueue_copy(self.runtime.queue, self._peak_host, self._peak, wait_for=wait_for)
+        return float(self._peak_host.view(np.float32)[0])

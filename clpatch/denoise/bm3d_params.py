@@ -1,0 +1,176 @@
+"""BM3D's parameters: presets, per-stage parameters and their checks, the aggregation
+choice, fixed-point scales, the data range, the colour transform and the filter's layout
+(what `clpatch.bm3d`, VBM3D and `clpatch explain` share)."""
+
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..core.validate import check_bool, check_choice, check_float, check_int, stage_pair
+from ..match.window_params import MAX_WINDOW
+
+AGGREGATIONS = ("fixed", "cas")
+MAX_PATCH = 16
+MAX_GROUP = 32
+# Floor of the Wiener energy Σw² (stage 2 weights are 1 / (σ² max(Σw², floor))).
+WIENER_ENERGY_FLOOR = 2.0 ** -10
+# CBM3D's opponent colour transform and its exact inverse.
+OPPONENT = np.array([[1 / 3, 1 / 3, 1 / 3], [1 / 2, 0, -1 / 2], [1 / 4, -1 / 2, 1 / 4]])
+OPPONENT_INV = np.array([[1, 1, 2 / 3], [1, 0, -4 / 3], [1, -1, 2 / 3]])
+
+
+@dataclass(frozen=True)
+class StageParams:
+    """Parameters of one BM3D stage (1: hard thresholding, 2: Wiener)."""
+
+    stage: int
+    patch_size: int
+    step: int
+    window: int
+    n: int
+    tau_match: float
+    transform_2d: str
+    transform_1d: str
+    lambda_3d: float = 2.7
+    beta: float = 2.0
+    mu2: float = 1.0
+    stagger: bool = False
+
+
+PRESETS: dict[str, dict[str, Any]] = {
+    # Davy–Ehret's defaults (their Table 7).
+    "fast": dict(patch_size=8, window=21, step=4, n=(8, 8), transform_2d=("bior1.5", "dct"),
+                 transform_1d="hadamard", tau_match=(2500.0, 400.0), lambda_3d=2.7, mu2=1.0,
+                 beta=2.0, stagger=False, stages=2),
+    # The original BM3D parameters (Dabov et al., normal profile), on the staggered grid of
+    # the bm3d package (Tampere's current implementation).
+    "reference": dict(patch_size=8, window=39, step=3, n=(16, 32),
+                      transform_2d=("bior1.5", "dct"), transform_1d="haar",
+                      tau_match=(2500.0, 400.0), lambda_3d=2.7, mu2=1.0, beta=2.0, stagger=True,
+                      stages=2),
+}
+
+_PER_STAGE = ("window", "step", "n", "transform_2d", "transform_1d", "tau_match", "beta")
+TRANSFORMS_2D = ("dct", "bior1.5")
+TRANSFORMS_1D = ("hadamard", "haar")
+
+
+def merge_params(defaults: dict[str, Any], overrides: dict[str, Any],
+                 what: str) -> tuple[dict[str, Any], int]:
+    """(the defaults with the non-None overrides applied, patch size): unknown keys are a
+    TypeError; with a patch size other than 8 the 2-D transform defaults to the DCT in both
+    stages (Bior1.5 is defined on 8 points only)."""
+    cfg = dict(defaults)
+    for key, value in overrides.items():
+        if key not in cfg:
+            raise TypeError(f"unknown {what} parameter {key!r}; accepted: {sorted(cfg)}")
+        if value is not None:
+            cfg[key] = value
+    p = check_int("patch_size", cfg["patch_size"], 2, MAX_PATCH)
+    if p != 8 and overrides.get("transform_2d") is None:
+        cfg["transform_2d"] = "dct"
+    return cfg, p
+
+
+def group_and_transforms(per: dict[str, tuple[Any, Any]], s: int,
+                         patch_size: int) -> tuple[int, str, str]:
+    """(n, transform_2d, transform_1d) of stage s + 1, checked, from per-stage pairs."""
+    n = check_int("n", per["n"][s], 1, MAX_GROUP)
+    if n & (n - 1):
+        raise ValueError(f"n must be a power of 2 (1, 2, 4, 8, 16 or 32), got {n}")
+    t2, t1 = per["transform_2d"][s], per["transform_1d"][s]
+    check_choice("transform_2d", t2, TRANSFORMS_2D)
+    check_choice("transform_1d", t1, TRANSFORMS_1D)
+    if t2 == "bior1.5" and patch_size != 8:
+        raise ValueError(f"transform_2d='bior1.5' needs patch_size=8, got {patch_size}")
+    return n, t2, t1
+
+
+def stage_params(preset: str = "fast", **overrides: Any) -> tuple[StageParams, StageParams, int]:
+    """(stage-1 params, stage-2 params, number of stages) for a preset plus overrides.
+
+    window, step, n, transform_2d, transform_1d, tau_match and beta take a scalar (both
+    stages) or a (stage 1, stage 2) pair; patch_size, lambda_3d, mu2, stagger and stages one
+    value; None keeps the preset's. With a patch size other than 8 the 2-D transform defaults
+    to the DCT in both stages (Bior1.5 is defined on 8 points only).
+    """
+    check_choice("preset", preset, sorted(PRESETS))
+    cfg, p = merge_params(PRESETS[preset], overrides, "BM3D")
+    stages = check_int("stages", cfg["stages"], 1, 2)
+    per = {k: stage_pair(k, cfg[k]) for k in _PER_STAGE}
+    lam = check_float("lambda_3d", cfg["lambda_3d"])
+    mu2 = check_float("mu2", cfg["mu2"])
+    stagger = check_bool("stagger", cfg["stagger"])
+    out = []
+    for s in (0, 1):
+        n, t2, t1 = group_and_transforms(per, s, p)
+        out.append(StageParams(
+            stage=s + 1, patch_size=p, step=check_int("step", per["step"][s], 1, p),
+            window=check_int("window", per["window"][s], 1, MAX_WINDOW), n=n,
+            tau_match=check_float("tau_match", per["tau_match"][s], positive=False),
+            transform_2d=t2, transform_1d=t1, lambda_3d=lam,
+            beta=check_float("beta", per["beta"][s], positive=False), mu2=mu2,
+            stagger=bool(stagger)))
+    return out[0], out[1], stages
+
+
+def stagger_shifts(step: int) -> tuple[int, ...]:
+    """Column shifts of a staggered grid, one per reference row in turn: row i's references
+    sit i mod step columns right of a lattice column (as shifts left, kept >= 0), so the
+    patch edges of neighbouring rows never line up. For step 3 this is the bm3d package's
+    pattern (0, 1, 2 to the right); step 1 has nothing to stagger."""
+    return tuple((-i) % step for i in range(step)) if step > 1 else ()
+
+
+def choose_aggregation(profile: Any, aggregation: str | None = None) -> tuple[str, str]:
+    """(strategy, reason) of BM3D's aggregation on a device."""
+    if aggregation is not None:
+        check_choice("aggregation", aggregation, AGGREGATIONS, allow_none=True)
+        if aggregation == "fixed" and not profile.int64_atomics:
+            raise ValueError("aggregation='fixed' needs 64-bit integer atomics "
+                             "(cl_khr_int64_base_atomics), which this device lacks")
+        return aggregation, "forced"
+    if profile.int64_atomics:
+        return "fixed", "64-bit integer atomics on fixed point: deterministic (Davy-Ehret 4.4.3)"
+    return "cas", "no 64-bit atomics: float atomics emulated with compare-and-swap"
+
+
+def fixed_point_scales(stage: int, contributions: int, peak: float,
+                       sigmas: np.ndarray) -> tuple[float, float]:
+    """(numerator, denominator) fixed-point scales of a stage: powers of two for which no
+    pixel's sum can leave int64, given at most `contributions` patches per pixel, |values|
+    <= peak, and the stage's largest group weight (1 for stage 1; 1 / (σ² · Wiener floor)
+    for stage 2)."""
+    w_max = 1.0 if stage == 1 else 1.0 / (float(np.min(sigmas)) ** 2 * WIENER_ENERGY_FLOOR)
+    den = contributions * w_max
+    num = den * max(peak, 1e-30) * 16.0  # filtered values may overshoot the input
+    num_scale, den_scale = (2.0 ** max(-100, min(100, math.floor(math.log2(2.0 ** 62 / b))))
+                            for b in (num, den))
+    return num_scale, den_scale
+
+
+def default_data_range(dtype: np.dtype, peak: float | None) -> float:
+    """255 for 8-bit and float images above 1, the type's maximum for other integers,
+    1 for float images within [-1, 1] (peak: max |x|, None when unknown)."""
+    dtype = np.dtype(dtype)
+    if dtype.kind in "ui" and dtype.itemsize > 1:
+        return float(np.iinfo(dtype).max)
+    if dtype.kind == "f" and peak is not None and peak <= 1.0:
+        return 1.0
+    return 255.0
+
+
+def filter_layout(params: StageParams, profile: Any) -> str:
+    """How the fused filter kernel maps a group onto a work-group (for `explain`)."""
+    p, n = params.patch_size, params.n
+    zg = min(n, 8)
+    x = int(profile.bank_padding)
+    paper = p == 8 and zg == 8 and x in (1, 2, 4, 8)
+    return (f"{zg * p} work-items per reference ({zg} patches x {p} columns, {n // zg} "
+            f"slice(s)), transposes padded by x={x} (profile bank_padding), "
+            + ("Algorithm 10's rotated layout" if paper else "a padded generic layout"))

@@ -1,0 +1,123 @@
+"""`clpatch explain nlmeans | bm3d | vbm3d`: what each filter runs and why.
+
+Registers the three operations (see `clpatch.core.registry`); each checks its parameters
+with the same functions its engine uses, so an impossible request is refused, not explained.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..core.registry import Operation, register
+from ..core.validate import check_int
+from ..match.explain import Explanation, explain_search_request
+from ..match.window_config import SEARCH_VARIANTS, SearchConfig, SearchRequest
+from ..match.window_params import check_search_request
+from .bm3d_params import choose_aggregation as bm3d_aggregation
+from .bm3d_params import filter_layout, stage_params
+from .nlm_aggregation import choose_aggregation as nlm_aggregation
+from .vbm3d_params import VIDEO_SEARCHES, choose_video_search, search_layout, video_stage_params
+
+
+def explain_nlmeans(runtime: Any, *, patch_size: int | None = None, step: int | None = None,
+                    n: int | None = None, window: int | None = None, channels: int = 1,
+                    metric: str = "l2", video: bool = False,
+                    variant: str | SearchConfig | None = None, **_: Any) -> Explanation:
+    """NL-means: its search (defaults patch 8, step 4, n 16, window 21), then the averaging
+    and the aggregation."""
+    p = check_int("patch_size", 8 if patch_size is None else patch_size, 1, 32)
+    request = check_search_request(
+        patch_size=p, step=4 if step is None else step, n=16 if n is None else n,
+        window=21 if window is None else window, channels=channels, metric=metric,
+        video=video, max_step=p)
+    out = explain_search_request(runtime, "nlmeans", request, variant)
+    kind, why = nlm_aggregation(request.patch_size, request.step, runtime.profile)
+    out.notes.append(f"then: columns averaging (p work-items per patch, Davy-Ehret "
+                     f"Algorithm 4), aggregation '{kind}' — rule: {why}")
+    return out
+
+
+def explain_bm3d(runtime: Any, *, patch_size: int | None = None, step: Any = None,
+                 n: Any = None, window: Any = None, channels: int = 1,
+                 variant: str | SearchConfig | None = None, preset: str = "fast",
+                 **_: Any) -> Explanation:
+    """BM3D: both stages' searches, the filter kernel's layout and the aggregation."""
+    p1, p2, stages = stage_params(preset, patch_size=patch_size, step=step, window=window, n=n)
+    if channels not in (1, 3):
+        raise ValueError(f"bm3d filters 1 or 3 channels, got {channels}")
+    out = None
+    for params in (p1, p2)[:stages]:
+        request = SearchRequest(params.patch_size, params.step, params.n, params.window, 1, "l2")
+        layout = filter_layout(params, runtime.profile)
+        line = (f"stage {params.stage} filter: {layout}; {params.transform_2d} 2-D, "
+                f"{params.transform_1d} 1-D, "
+                + ("hard thresholding" if params.stage == 1 else "Wiener shrinkage"))
+        if out is None:
+            out = explain_search_request(runtime, f"bm3d ({preset}) stage-1 search", request,
+                                         variant)
+        else:
+            stage2 = explain_search_request(runtime, "", request, variant).config
+            out.notes.append(f"stage 2 search: patch {params.patch_size}, step {params.step}, "
+                             f"n {params.n}, window {params.window}: {stage2.describe()} "
+                             f"[{stage2.source}] — {stage2.reason}")
+        out.notes.append(line)
+    if p1.stagger and p1.step > 1:
+        out.notes.append(f"grid: staggered (grid row i's references sit i mod {p1.step} columns "
+                         "right of the lattice, as in the bm3d package)")
+    kind, why = bm3d_aggregation(runtime.profile)
+    out.notes.append(f"aggregation '{kind}' — rule: {why}")
+    if channels == 3:
+        out.notes.append("colour: CBM3D, groups matched on the opponent luminance Y")
+    return out
+
+
+@dataclass
+class VideoExplanation:
+    """What VBM3D runs and why (its video search is chosen by rule or forced, not tuned)."""
+
+    operation: str
+    device: str
+    variant: str
+    source: str
+    reason: str
+    notes: list[str] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        return "\n".join([f"{self.operation} on {self.device}",
+                          f"runs: {self.variant} video search (Davy-Ehret 4.2)",
+                          f"why:  {self.source} — {self.reason}", *self.notes])
+
+
+def explain_vbm3d(runtime: Any, *, patch_size: int | None = None, step: Any = None,
+                  n: Any = None, window: Any = None, channels: int = 1, variant: Any = None,
+                  **_: Any) -> VideoExplanation:
+    """VBM3D: the video search variant (rule or forced) and each stage's layouts."""
+    p1, p2, stages, radius = video_stage_params(patch_size=patch_size, step=step, n=n,
+                                                window_ref=window)
+    if channels not in (1, 3):
+        raise ValueError(f"vbm3d filters 1 or 3 channels, got {channels}")
+    chosen, why = choose_video_search(runtime.profile, variant)
+    if why == "forced":
+        source, why = "forced", "given by the caller"
+    else:
+        source, why = "rule", why.removeprefix("rule: ")
+    out = VideoExplanation("vbm3d", runtime.device.name.strip(), chosen, source, why)
+    for params in (p1, p2)[:stages]:
+        lanes, group = search_layout(chosen, params)
+        out.notes.append(
+            f"stage {params.stage}: patch {params.patch_size}, step {params.step}, window "
+            f"{params.window_ref} then {params.window_pred} around the {params.q} best of each "
+            f"frame, n {params.n}, +-{radius} frames; search {lanes} work-item(s) per reference"
+            f"; filter: {filter_layout(params, runtime.profile)}")
+    kind, why = bm3d_aggregation(runtime.profile)
+    out.notes.append(f"aggregation '{kind}' — rule: {why}")
+    if channels == 3:
+        out.notes.append("colour: groups matched on the opponent luminance Y")
+    out.notes.append("not tuned: clpatch autotune times the windowed searches only")
+    return out
+
+
+register(Operation("nlmeans", explain_nlmeans, variants=SEARCH_VARIANTS))
+register(Operation("bm3d", explain_bm3d, variants=SEARCH_VARIANTS))
+register(Operation("vbm3d", explain_vbm3d, variants=VIDEO_SEARCHES))

@@ -1,0 +1,125 @@
+"""The frames of an image file as native arrays (uint8 / uint16, alpha kept), and its format.
+
+PNG, TIFF, JPEG and anything else Pillow reads are decoded by Pillow, except 16-bit colour
+(gray+alpha, RGB, RGBA), which Pillow silently reduces to 8 bits: such PNG files are decoded
+by `png.decode_png` and such TIFF files through the optional `tifffile` package. `.npy` files
+are loaded as they are. Shared by the image reader (`images`) and the TIFF video reader.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .errors import ImageFileError, first_line
+from .optional import require_tifffile
+from .png import decode_png
+
+
+def check_file(path: Path) -> None:
+    """FileNotFoundError for a missing path, ImageFileError for one that is not a file."""
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no such file")
+    if not path.is_file():
+        raise ImageFileError(f"{path}: not a file")
+
+
+def decode_frames(path: Path) -> tuple[list[np.ndarray], str]:
+    """The frames of a file as native arrays, and its format name."""
+    check_file(path)
+    if path.suffix.lower() == ".npy":
+        try:
+            return [np.load(path, allow_pickle=False)], "NPY"
+        except (OSError, ValueError, EOFError) as exc:
+            raise ImageFileError(f"{path}: not a readable .npy array ({first_line(exc)})") from None
+
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(path) as image:
+            fmt = image.format or "unknown"
+            deep_colour = is_16bit_colour(image, path, fmt)
+            if not deep_colour:
+                frames = [frame_array(image, k) for k in range(getattr(image, "n_frames", 1))]
+        if deep_colour:
+            frames = _decode_16bit_colour(path, fmt)
+    except UnidentifiedImageError:
+        if is_tiff(path):  # layouts Pillow does not know, e.g. 16-bit gray + alpha
+            return _decode_16bit_colour(path, "TIFF"), "TIFF"
+        raise ImageFileError(f"{path}: not an image file clpatch can read "
+                             "(PNG, TIFF, JPEG, other formats Pillow reads, or .npy)") from None
+    except Image.DecompressionBombError as exc:
+        raise ImageFileError(f"{path}: {first_line(exc)}") from None
+    except ImageFileError:
+        raise
+    except (OSError, ValueError, SyntaxError, struct.error, zlib.error) as exc:
+        raise ImageFileError(f"{path}: cannot read the image ({first_line(exc)})") from None
+    return frames, fmt
+
+
+def frame_array(image: Any, index: int) -> np.ndarray:
+    """Frame `index` of an open Pillow image as a native array: L, LA, RGB, RGBA or 16-bit
+    grayscale (palette, premultiplied, 1-bit and other colour spaces converted)."""
+    image.seek(index)
+    mode = image.mode
+    if mode == "P":
+        image = image.convert("RGBA" if "transparency" in image.info else "RGB")
+    elif mode in ("PA", "La", "RGBa"):
+        image = image.convert("RGBA" if mode != "La" else "LA")
+    elif mode == "1":
+        image = image.convert("L")
+    elif mode in ("CMYK", "YCbCr", "LAB", "HSV", "RGBX"):
+        image = image.convert("RGB")
+    array = np.asarray(image)
+    if array.dtype.byteorder not in ("=", "|"):  # e.g. big-endian 16-bit TIFF
+        array = array.astype(array.dtype.newbyteorder("="))
+    return array
+
+
+def is_16bit_colour(image: Any, path: Path, fmt: str) -> bool:
+    """Whether Pillow would reduce this file's 16-bit colour samples to 8 bits."""
+    if image.mode not in ("LA", "RGB", "RGBA"):
+        return False
+    if fmt == "PNG":
+        with open(path, "rb") as fh:
+            head = fh.read(26)
+        return len(head) == 26 and head[12:16] == b"IHDR" and head[24] == 16
+    if fmt == "TIFF":
+        bits = image.tag_v2.get(258, (8,))
+        bits = bits if isinstance(bits, tuple) else (bits,)
+        return max(bits) > 8
+    return False
+
+
+def is_tiff(path: Path) -> bool:
+    """Whether the file starts like a TIFF (or BigTIFF) file."""
+    with open(path, "rb") as fh:
+        return fh.read(4) in (b"II*\0", b"MM\0*", b"II+\0", b"MM\0+")
+
+
+def tifffile_page_array(page: Any) -> np.ndarray:
+    """A tifffile page as a native (H, W) or (H, W, C) array (planar pages made contiguous)."""
+    array = page.asarray()
+    if array.ndim == 3 and page.axes.startswith("S"):  # planar: (C, H, W)
+        array = np.moveaxis(array, 0, -1)
+    return np.ascontiguousarray(array).astype(array.dtype.newbyteorder("="))
+
+
+def _decode_16bit_colour(path: Path, fmt: str) -> list[np.ndarray]:
+    """The frames of a 16-bit colour PNG (decoded here) or TIFF (through tifffile)."""
+    if fmt == "PNG":
+        return [decode_png(path.read_bytes(), str(path))]
+    tifffile = require_tifffile(path, "this TIFF file (16-bit colour, or a layout Pillow does not "
+                                      "read)")
+    frames = []
+    try:
+        with tifffile.TiffFile(path) as tif:
+            for page in tif.pages:
+                frames.append(tifffile_page_array(page))
+    except (tifffile.TiffFileError, ValueError, OSError) as exc:
+        raise ImageFileError(f"{path}: cannot read the TIFF file ({first_line(exc)})") from None
+    return frames

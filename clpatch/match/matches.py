@@ -1,0 +1,75 @@
+"""The Matches contract: what every search engine returns and every filter consumes.
+
+For every reference patch (top-left corners on a grid), its `n` best candidates: positions
+(top-left corners) and distances, ascending. On the device the layout is fixed:
+
+    positions: int32, [frame][grid row][grid column][n][dim], dim 2 as (y, x) or 3 as (t, y, x)
+    distances: float32, [frame][grid row][grid column][n]
+
+Equal distances resolve to the candidate visited first in the engine's documented order,
+the same on every device (the windowed search: offsets in window order; see DESIGN.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+
+@dataclass
+class Matches:
+    """The n nearest patches of every reference patch.
+
+    positions: int32, (gy, gx, n, 2) as (y, x), or (T, gy, gx, n, 3) as (t, y, x) for video;
+               top-left corners of the matched patches.
+    distances: float32, (gy, gx, n) or (T, gy, gx, n), ascending along the last axis;
+               sums of squared (l2) or absolute (l1) differences over patch and channels.
+    grid_y, grid_x: int32, top-left rows / columns of the reference patches (grid_x is
+               (gy, gx), one row of columns per grid row, for a plan's staggered grid).
+    positions and distances are NumPy arrays for NumPy input, device arrays for device input.
+    The remaining fields say how the matches were found (`config`: the engine's configuration).
+    """
+
+    positions: Any
+    distances: Any
+    grid_y: np.ndarray
+    grid_x: np.ndarray
+    patch_size: int
+    step: int
+    window: int
+    n: int
+    metric: str
+    temporal_window: int
+    config: Any
+
+
+#: The windowed search's name for its result (kept: the public API has always used it).
+SearchResult = Matches
+
+
+def grid_positions(size: int, patch_size: int, step: int) -> np.ndarray:
+    """Top-left coordinates of reference patches along one axis: 0, step, …, plus size − p."""
+    last = size - patch_size
+    positions = list(range(0, last + 1, step))
+    if positions[-1] != last:
+        positions.append(last)
+    return np.asarray(positions, dtype=np.int32)
+
+
+def min_candidates(rows: int, cols: int, frames: int, patch_size: int, window: int,
+                   temporal_window: int) -> int:
+    """The fewest candidates any reference has (a corner reference in the first frame)."""
+    half = window // 2
+    return ((min(half, rows - patch_size) + 1) * (min(half, cols - patch_size) + 1)
+            * (min(temporal_window, frames - 1) + 1))
+
+
+def usable_n(n: int, available: int, *, power_of_two: bool = False) -> int:
+    """The project's one policy for `n` in the filters: `n` (already checked against the
+    engine's range), lowered to the `available` candidates of the most constrained reference
+    on images too small to offer n (and to a power of two where a group size must be one).
+    `search_patches` refuses instead: its result has a fixed n axis, so it cannot shrink."""
+    n = min(n, available)
+    return 1 << (n.bit_length() - 1) if power_of_two else n

@@ -1,0 +1,70 @@
+"""`search_patches`: the exact windowed patch search as one call.
+
+Semantics (fixed by the design so that every variant is checkable against NumPy):
+
+- reference patches have their top-left corner on the grid 0, step, 2·step, … of each
+  axis, plus the last valid position H − p (W − p), so borders are always covered;
+- candidates are all valid patch positions whose top-left corner lies in the window of
+  half-width window // 2 around the reference's, clipped to the image (the reference
+  itself is a candidate); for video, in frames t − tw … t + tw, clipped to the video;
+- the distance is the sum over the patch and its channels of squared (L2) or absolute
+  (L1) differences;
+- the result is the n candidates of smallest distance, ascending.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..core.runtime import Runtime, resolve_runtime
+from ..core.validate import check_int
+from ..core.volumes import as_volume
+from .matches import Matches
+from .window import SearchPlan
+from .window_config import SearchConfig, choose_search
+from .window_params import MAX_TEMPORAL_WINDOW, check_fits, check_search_request
+
+#: Search plans kept per runtime (least recently used dropped first).
+PLANS_KEPT = 16
+
+
+def search_patches(image: Any, patch_size: int = 8, step: int = 4, window: int = 21, n: int = 16,
+                   metric: str = "l2", variant: str | SearchConfig | None = None,
+                   temporal_window: int = 0, runtime: Runtime | None = None, *,
+                   video: bool | None = None) -> Matches:
+    """Find the `n` most similar patches of every reference patch, exactly.
+
+    image: (H, W) or (H, W, C) NumPy or device array of any real dtype; video as
+           (T, H, W[, C]) (a 3-D array is taken as video when temporal_window > 0 or video=True).
+    patch_size: side p of the square patches, 1–32.   step: grid step of reference patches.
+    window: side of the search window (half-width window // 2), 1–127.
+    n: neighbours per reference, 1–32; at most the candidates of a corner reference (a
+           larger n is refused: the result has a fixed n axis).
+    metric: "l2" (sum of squared differences) or "l1" (sum of absolute differences).
+    variant: None (the scheduler's choice), "naive", "convolution", "square", "column",
+             or a SearchConfig forcing every knob.
+    temporal_window: for video, frames t − tw … t + tw are searched.
+    runtime: device to run on (default: the input's queue, else the default device).
+    Returns `Matches` (alias `SearchResult`): NumPy arrays for NumPy input, device arrays
+    for device input.
+    """
+    tw = check_int("temporal_window", temporal_window, 0, MAX_TEMPORAL_WINDOW)
+    volume = as_volume(image, video=video, temporal_window=tw)
+    if tw and not volume.video:
+        raise ValueError("temporal_window > 0 needs a video input (T, H, W[, C])")
+    request = check_search_request(patch_size=patch_size, step=step, n=n, window=window,
+                                   channels=volume.channels, metric=metric, video=volume.video)
+    available = check_fits(request, volume.frames, volume.rows, volume.cols, tw)
+    if request.n > available:
+        raise ValueError(f"n={request.n} is larger than the number of candidates of a corner "
+                         f"reference ({available} with window={request.window}, "
+                         f"patch_size={request.patch_size}"
+                         + (f", temporal_window={tw}" if volume.video else "") + ")")
+    rt = resolve_runtime(runtime, image)
+    config = choose_search(request, rt.profile, variant, rt.tuning)
+    key = ("search", volume.frames, volume.rows, volume.cols, volume.channels, volume.video,
+           volume.dtype.str, volume.on_device, request, tw, config)
+    plan = rt.plan_cache().plan(key, lambda: SearchPlan(
+        rt, volume.frames, volume.rows, volume.cols, volume.channels, request, config,
+        temporal_window=tw, device_output=volume.on_device, video=volume.video), PLANS_KEPT)
+    return plan.run(image)

@@ -1,0 +1,34 @@
+"""`clpatch.explain`: which kernel configuration an operation would run, and why.
+
+The operations are those the engines registered (`clpatch.core.registry`); this module
+imports no engine. Each engine checks the parameters as its public function does, so an
+impossible request gets the same error here as from the call itself.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..core.registry import operation as find_operation
+from ..core.registry import operations
+from ..core.runtime import resolve_runtime
+
+__all__ = ["explain", "operations"]
+
+
+def explain(operation: str = "search", *, patch_size: int | None = None,
+            step: int | None = None, n: int | None = None, window: int | None = None,
+            channels: int = 1, metric: str = "l2", video: bool = False, variant: Any = None,
+            preset: str = "fast", runtime: Any = None) -> Any:
+    """Which kernel configuration `operation` ("search", "nlmeans", "bm3d", "vbm3d")
+    would run with these parameters on `runtime`'s device (default device if None), and
+    why: `forced`, `tuned` or `rule`. `str()` of the result is what `clpatch explain` prints.
+
+    Unset parameters take the operation's defaults: patch 8, step 4, n 16, window 21 for
+    search and nlmeans; the `preset`'s for bm3d (both stages' searches, the filter's layout
+    and the aggregation); VBM3D's defaults for vbm3d (`window` is its window_ref)."""
+    found = find_operation(operation)
+    rt = resolve_runtime(runtime)
+    return found.explain(rt, patch_size=patch_size, step=step, n=n, window=window,
+                         channels=channels, metric=metric, video=video, variant=variant,
+                         preset=preset)
