@@ -34,8 +34,8 @@ import pyopencl.array as cla
 from PIL import Image
 
 import clpatch
-from clpatch.tune.timing import photo_mosaic, time_events
 from clpatch.denoise.bm3d import BM3DPlan, stage_params
+from clpatch.tune.timing import photo_mosaic, time_events
 
 ROOT = Path(__file__).resolve().parent.parent
 IMAGES = ROOT / "tests" / "data"

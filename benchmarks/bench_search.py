@@ -29,9 +29,9 @@ import pyopencl.array as cla
 from PIL import Image
 
 import clpatch
-from clpatch.tune.timing import measure_ceilings, photo_mosaic, time_events
-from clpatch.match.window_config import SearchRequest, choose_search
 from clpatch.match.window import SearchPlan, grid_positions
+from clpatch.match.window_config import SearchRequest, choose_search
+from clpatch.tune.timing import measure_ceilings, photo_mosaic, time_events
 
 ROOT = Path(__file__).resolve().parent.parent
 IMAGES = ROOT / "tests" / "data"

@@ -27,9 +27,9 @@ import numpy as np
 from PIL import Image
 
 import clpatch
-from clpatch.tune.timing import event_ms, photo_mosaic
 from clpatch.denoise.bm3d import BM3DPlan, stage_params
 from clpatch.denoise.vbm3d import VBM3DPlan, video_stage_params
+from clpatch.tune.timing import event_ms, photo_mosaic
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))

@@ -21,9 +21,9 @@ import pyopencl.array as cla
 from PIL import Image
 
 import clpatch
-from clpatch.tune.timing import photo_mosaic, time_events
-from clpatch.match.window_config import SearchRequest, choose_search
 from clpatch.match.window import SearchPlan
+from clpatch.match.window_config import SearchRequest, choose_search
+from clpatch.tune.timing import photo_mosaic, time_events
 
 IMAGES = Path(__file__).resolve().parent.parent / "tests" / "data"
 

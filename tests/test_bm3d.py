@@ -1,6 +1,6 @@
 """BM3D/CBM3D (clpatch.bm3d) against the NumPy oracle tests/reference/bm3d.py: presets,
 colour, other patch and group sizes, both aggregations, tiles, device arrays, dtypes,
-data ranges, tiny images, bad arguments; plus the code generators of clpatch._clgen.
+data ranges, tiny images, bad arguments; plus the code generators of clpatch.denoise.clgen.
 
 Every configuration of the filter is a kernel build (5-15 s on a CPU device), so the default
 run sticks to a dozen of them; the wider sweeps are marked slow (CLPATCH_SLOW=1).
@@ -17,16 +17,17 @@ import pytest
 
 import clpatch
 from clpatch.denoise import clgen as gen
-from clpatch.denoise.bm3d import (
-    PRESETS,
-    BM3DPlan,
-    choose_aggregation,
-    default_data_range,
-    stage_params,
-)
+from clpatch.denoise.bm3d import BM3DPlan
 from clpatch.denoise.bm3d import bm3d as bm3d_fn
+from clpatch.denoise.bm3d_params import PRESETS, choose_aggregation, default_data_range, stage_params
+from clpatch.denoise.transforms import (
+    bior15_matrices,
+    dct_matrix,
+    haar_matrix,
+    hadamard_matrix,
+    transform_pair,
+)
 from clpatch.match.window_config import SearchConfig
-from clpatch.denoise.transforms import bior15_matrices, dct_matrix, haar_matrix, hadamard_matrix, transform_pair
 from tests.helpers import assert_close, load_image
 from tests.reference.bm3d import bm3d_reference
 

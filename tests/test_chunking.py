@@ -1,8 +1,8 @@
 """Memory plan and launch splitting: inputs processed in bands of grid rows, chunks of frames
 and several launches give the same results as one pass, and the oracle's.
 
-The plan's byte budget (`SearchPlan._budget`) and the launch limit
-(`clpatch.search.MAX_PAIRS_PER_LAUNCH`) are made small so that 37×53 images and 5-frame
+The runtime's memory limit (`Runtime.memory_limit`) and the launch limit
+(`clpatch.match.window_layout.MAX_PAIRS_PER_LAUNCH`) are made small so that 37×53 images and 5-frame
 videos are split. Each test searches with a fresh plan cache (the runtime's own plans are
 put back afterwards), so plans made under a small budget never serve other tests.
 """
@@ -14,7 +14,7 @@ import pyopencl.array as cla
 import pytest
 
 import clpatch
-import clpatch.match.window as search_module
+import clpatch.match.window_layout as layout_module
 from tests.helpers import check_search, random_image
 
 VARIANTS = ["square", "column", "convolution", "naive"]
@@ -27,7 +27,7 @@ VIDEO_SHAPE = (5, 25, 31)    # grid rows 0..16 + 17, columns 0..20 + 23: last on
 def fresh_search(runtime, monkeypatch, image, args, variant, *, video=False):
     """search_patches on a plan made now (under whatever is monkeypatched); returns the
     result and the plan."""
-    monkeypatch.setattr(runtime, "_plans", {})
+    runtime.plan_cache().clear()
     result = clpatch.search_patches(image, variant=variant, runtime=runtime, video=video, **args)
     (plan,) = runtime.plan_cache().values()
     return result, plan
@@ -64,8 +64,9 @@ def split_and_compare(runtime, monkeypatch, image, args, variant, patch, *, vide
     return whole_plan, split_plan
 
 
-def budget(m, nbytes):
-    m.setattr(search_module.SearchPlan, "_budget", lambda self: nbytes)
+def budget(m, runtime, nbytes):
+    """A search budget of `nbytes`: the search takes a third of the memory limit."""
+    m.setattr(runtime, "memory_limit", 3 * nbytes)
 
 
 # ---- bands of grid rows and chunks of frames (memory budget) ---------------------------------
@@ -75,7 +76,7 @@ def test_image_in_row_bands(runtime, monkeypatch, variant):
     image = random_image(IMAGE_SHAPE, seed=31)
     # 6000 bytes: the 9 grid rows' results (1664 bytes each) and rows need several bands.
     whole, split = split_and_compare(runtime, monkeypatch, image, IMAGE, variant,
-                                     lambda m: budget(m, 6000))
+                                     lambda m: budget(m, runtime, 6000))
     assert len(whole.chunks) == 1
     assert len(split.chunks) >= 3
     assert [c.g0 for c in split.chunks] == sorted({c.g0 for c in split.chunks})
@@ -91,7 +92,7 @@ def test_video_in_frame_chunks(runtime, monkeypatch, variant):
     # 10000 bytes: a frame's results take 4032 bytes and a frame 3100: frames are split,
     # rows are not.
     whole, split = split_and_compare(runtime, monkeypatch, video, VIDEO, variant,
-                                     lambda m: budget(m, 10000), video=True)
+                                     lambda m: budget(m, runtime, 10000), video=True)
     assert len(whole.chunks) == 1
     assert len({c.r0 for c in split.chunks}) >= 2
     assert {(c.g0, c.g1) for c in split.chunks} == {(0, len(split.grid_y))}
@@ -104,7 +105,7 @@ def test_video_in_frame_chunks_and_row_bands(runtime, monkeypatch, variant):
     video = random_image(VIDEO_SHAPE, seed=33)
     # 6100 bytes: one frame with its neighbours no longer fits, one grid row band of them does.
     _, split = split_and_compare(runtime, monkeypatch, video, VIDEO, variant,
-                                 lambda m: budget(m, 6100), video=True)
+                                 lambda m: budget(m, runtime, 6100), video=True)
     assert len({c.r0 for c in split.chunks}) == VIDEO_SHAPE[0]
     assert len({c.g0 for c in split.chunks}) >= 2
 
@@ -117,7 +118,7 @@ def test_device_input_in_row_bands(runtime, monkeypatch, variant):
     args = {**IMAGE, "n": 2}         # 1872 bytes of results: they fit, the image (7844) does not
     device = cla.to_device(runtime.queue, image)
     whole, split = split_and_compare(runtime, monkeypatch, device, args, variant,
-                                     lambda m: budget(m, 6000))
+                                     lambda m: budget(m, runtime, 6000))
     assert len(whole.chunks) == 1 and len(split.chunks) >= 3
     assert split.device_output
     assert_identical(clpatch.search_patches(image, variant=variant, runtime=runtime, **args),
@@ -132,13 +133,13 @@ def test_device_video_in_frame_chunks(runtime, monkeypatch, variant):
     args = {**VIDEO, "n": 2}         # 5040 bytes of results: they fit, the video (15500) does not
     device = cla.to_device(runtime.queue, video)
     _, split = split_and_compare(runtime, monkeypatch, device, args, variant,
-                                 lambda m: budget(m, 10000), video=True)
+                                 lambda m: budget(m, runtime, 10000), video=True)
     assert len({c.r0 for c in split.chunks}) >= 2
 
 
 def test_budget_too_small_for_one_row(runtime, monkeypatch):
-    budget(monkeypatch, 1000)
-    monkeypatch.setattr(runtime, "_plans", {})
+    budget(monkeypatch, runtime, 1000)
+    runtime.plan_cache().clear()
     with pytest.raises(clpatch.DeviceResourceError, match=r"one row of references .*1000 bytes"):
         clpatch.search_patches(random_image(IMAGE_SHAPE, seed=35), runtime=runtime, **IMAGE)
     with pytest.raises(clpatch.DeviceResourceError, match="one row of references"):
@@ -148,8 +149,8 @@ def test_budget_too_small_for_one_row(runtime, monkeypatch):
 
 
 def test_device_result_too_large_for_one_buffer(runtime, monkeypatch):
-    budget(monkeypatch, 10000)               # the result takes 14976 bytes
-    monkeypatch.setattr(runtime, "_plans", {})
+    budget(monkeypatch, runtime, 10000)               # the result takes 14976 bytes
+    runtime.plan_cache().clear()
     device = cla.to_device(runtime.queue, random_image(IMAGE_SHAPE, seed=36))
     with pytest.raises(clpatch.DeviceResourceError, match=r"14976 bytes .*10000 bytes.*NumPy array"):
         clpatch.search_patches(device, runtime=runtime, **IMAGE)
@@ -165,8 +166,8 @@ def test_device_result_too_large_for_one_buffer(runtime, monkeypatch):
     (VIDEO_SHAPE, VIDEO, 6100),
 ], ids=["image", "image-n2", "video-frames", "video-frames-rows"])
 def test_every_chunk_fits_the_budget(runtime, monkeypatch, shape, args, nbytes):
-    budget(monkeypatch, nbytes)
-    monkeypatch.setattr(runtime, "_plans", {})
+    budget(monkeypatch, runtime, nbytes)
+    runtime.plan_cache().clear()
     clpatch.search_patches(random_image(shape, seed=37), runtime=runtime, **args)
     (plan,) = runtime.plan_cache().values()
     per_ref = args["n"] * 4 * plan.dim
@@ -183,7 +184,7 @@ def test_image_launches_split_by_rows(runtime, monkeypatch, variant):
     image = random_image(IMAGE_SHAPE, seed=38)
     whole, split = split_and_compare(
         runtime, monkeypatch, image, IMAGE, variant,
-        lambda m: m.setattr(search_module, "MAX_PAIRS_PER_LAUNCH", 1))
+        lambda m: m.setattr(layout_module, "MAX_PAIRS_PER_LAUNCH", 1))
     assert len(split.chunks) == 1
     # One launch per grid row at least (9 rows).
     assert launches(split) >= len(split.grid_y) > launches(whole)
@@ -195,7 +196,7 @@ def test_video_launches_split_by_frames(runtime, monkeypatch, variant):
     # Room for two frames of lattice rows per launch: (6 columns x 243 candidates) x 10 rows.
     whole, split = split_and_compare(
         runtime, monkeypatch, video, VIDEO, variant,
-        lambda m: m.setattr(search_module, "MAX_PAIRS_PER_LAUNCH", 6 * 243 * 10), video=True)
+        lambda m: m.setattr(layout_module, "MAX_PAIRS_PER_LAUNCH", 6 * 243 * 10), video=True)
     assert launches(split) > launches(whole)
 
 
@@ -204,8 +205,8 @@ def test_video_launches_split_by_frames_and_rows(runtime, monkeypatch, variant):
     video = random_image(VIDEO_SHAPE, seed=40)
 
     def patch(m):
-        m.setattr(search_module, "MAX_PAIRS_PER_LAUNCH", 1)
-        budget(m, 10000)
+        m.setattr(layout_module, "MAX_PAIRS_PER_LAUNCH", 1)
+        budget(m, runtime, 10000)
 
     whole, split = split_and_compare(runtime, monkeypatch, video, VIDEO, variant, patch,
                                      video=True)
@@ -223,8 +224,8 @@ def test_video_launches_split_by_frames_and_rows(runtime, monkeypatch, variant):
 def test_launch_splits_cover_everything_once(monkeypatch, frames, rows, cols, candidates, limit):
     """The (frame range, row range) pieces tile frames × rows exactly, each under the limit
     unless it is a single row of one frame."""
-    monkeypatch.setattr(search_module, "MAX_PAIRS_PER_LAUNCH", limit)
-    pieces = search_module.SearchPlan._splits(frames, rows, cols, candidates)
+    monkeypatch.setattr(layout_module, "MAX_PAIRS_PER_LAUNCH", limit)
+    pieces = layout_module.launch_pieces(frames, rows, cols, candidates)
     covered = np.zeros((frames, rows), int)
     for f0, f1, r0, r1 in pieces:
         assert 0 <= f0 < f1 <= frames and 0 <= r0 < r1 <= rows

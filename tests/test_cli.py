@@ -12,8 +12,9 @@ import pytest
 from PIL import Image
 
 import clpatch
+from clpatch.cli import devices as cli_devices
 from clpatch.cli import main as cli
-from clpatch.core.runtime import INSTALL_HELP, list_devices
+from clpatch.core.runtime import INSTALL_HELP, is_simulator, list_devices
 from tests.conftest import device_specs
 from tests.helpers import assert_close, check_search, load_image, random_image
 
@@ -83,12 +84,12 @@ def test_devices_check(capsys):
     assert code == 0, out + err
     assert ": ok (" in out
     for entry in list_devices():
-        if clpatch.runtime.is_simulator(entry.device):
+        if is_simulator(entry.device):
             assert f"{entry.index}  {entry.device.name.strip()}: skipped (simulator)" in out
 
 
 def test_devices_check_fails_when_no_device_works(capsys, monkeypatch):
-    monkeypatch.setattr(cli, "_check_device", lambda entry: "planted failure")
+    monkeypatch.setattr(cli_devices, "check_device", lambda entry: "planted failure")
     code, out, err = run(capsys, "devices", "--check")
     assert code == 1
     assert "FAILED: planted failure" in out
@@ -98,8 +99,8 @@ def test_devices_check_fails_when_no_device_works(capsys, monkeypatch):
 
 
 def test_devices_without_any_platform(capsys, monkeypatch):
-    monkeypatch.setattr(cli, "list_devices", lambda: [])
-    monkeypatch.setattr(cli, "get_platforms", lambda: [])
+    monkeypatch.setattr(cli_devices, "list_devices", lambda: [])
+    monkeypatch.setattr(cli_devices, "get_platforms", lambda: [])
     code, out, err = run(capsys, "devices")
     assert code == 1 and out == ""
     assert err.startswith("clpatch: error: ") and INSTALL_HELP in err

@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from clpatch.io import images as imageio
+from clpatch.denoise.bm3d import bm3d
 from clpatch.denoise.nlmeans import nlmeans
+from clpatch.io import images as imageio
 from tests.helpers import DATA, load_image
 from tests.test_cli import assert_one_error_line, run, spec_of
 
@@ -166,8 +167,6 @@ def test_add_noise_with_a_seed_is_reproducible(capsys, tmp_path, runtime):
 
 
 def test_denoise_bm3d_gray_and_16_bit(capsys, tmp_path, runtime):
-    from clpatch.denoise.bm3d import bm3d
-
     image = noisy(crop("camera"), 20)
     src, dst = tmp_path / "noisy.png", tmp_path / "out.png"
     Image.fromarray(image).save(src)
@@ -194,8 +193,6 @@ def test_denoise_bm3d_gray_and_16_bit(capsys, tmp_path, runtime):
 
 
 def test_denoise_cbm3d_reference_preset(capsys, tmp_path, runtime):
-    from clpatch.denoise.bm3d import bm3d
-
     image = noisy(crop("astronaut"), 20)
     src, dst = tmp_path / "colour.png", tmp_path / "colour-out.png"
     Image.fromarray(image).save(src)

@@ -435,7 +435,7 @@ def test_plan_is_reused_for_the_same_shape(runtime):
 
 
 def test_plan_cache_is_bounded(runtime, monkeypatch):
-    monkeypatch.setattr(runtime, "_plans", {})
+    runtime.plan_cache().clear()
     for width in range(30, 50):
         search(random_image((20, width), seed=width), runtime)
     plans = [k for k in runtime.plan_cache() if k[0] == "search"]

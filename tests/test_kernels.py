@@ -16,7 +16,7 @@ SEARCH = dict(variant="square", patch=8, n=16, channels=1, metric="l2", table="o
               video=False, tile=16, batch=8)
 # The disk-cache tests build the small conversion kernel, for a source type no search in the
 # suite uses, so that they never wait for a search kernel to compile.
-CONVERT = dict(src_type="short")
+CONVERT = dict(src_type="short", group=4)
 BAD_SOURCE = "__kernel void broken(__global float *x) { x[0] = not_declared_anywhere; }\n"
 
 
@@ -135,18 +135,23 @@ def test_failed_build_is_not_cached(runtime, tmp_path, monkeypatch):
 # ---- memory and disk cache -------------------------------------------------------------------
 
 def run_convert(runtime, program):
-    """Launch the built conversion kernel: int16 (2, 3) -> planar float."""
+    """Launch the built conversion kernel: int16 (2, 3) -> planar float, and the peak
+    |value| it folds into its check word."""
     src = np.array([[1, -2, 3], [400, -500, 32767]], np.int16)
     mf = cl.mem_flags
     src_buf = cl.Buffer(runtime.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=src)
     dst_buf = cl.Buffer(runtime.context, mf.WRITE_ONLY, src.size * 4)
+    peak = np.zeros(1, np.uint32)
+    peak_buf = cl.Buffer(runtime.context, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=peak)
     i64, i32 = np.int64, np.int32
-    cl.Kernel(program, "to_planar")(runtime.queue, (3, 2, 1), None, src_buf, i64(0), i64(0),
+    cl.Kernel(program, "to_planar")(runtime.queue, (4, 2, 1), (4, 1, 1), src_buf, i64(0), i64(0),
                                     i64(3), i64(1), i64(0), i32(1), i32(2), i32(3), i32(1), dst_buf,
-                                    i64(0))
+                                    i64(0), peak_buf)
     out = np.empty(src.shape, np.float32)
     cl.enqueue_copy(runtime.queue, out, dst_buf)
+    cl.enqueue_copy(runtime.queue, peak, peak_buf)
     np.testing.assert_array_equal(out, src.astype(np.float32))
+    assert peak.view(np.float32)[0] == 32767.0
 
 
 @pytest.fixture
@@ -178,7 +183,7 @@ def test_memory_cache(runtime, cache_folder):
     assert programs.builds == 1
     assert programs.get("lib/convert.cl.mako", **CONVERT) is first
     assert programs.builds == 1
-    other = programs.get("lib/convert.cl.mako", src_type="ushort")
+    other = programs.get("lib/convert.cl.mako", src_type="ushort", group=4)
     assert other is not first and programs.builds == 2
     run_convert(runtime, first)
 
@@ -282,7 +287,7 @@ def test_device_identity_names_the_driver(runtime):
 
 
 def test_max_group_size(runtime):
-    program = runtime.programs.get("lib/convert.cl.mako", src_type="float")
+    program = runtime.programs.get("lib/convert.cl.mako", src_type="float", group=64)
     kernel = cl.Kernel(program, "to_planar")
     size = max_group_size(kernel, runtime.device)
     assert 1 <= size <= runtime.device.max_work_group_size

@@ -8,8 +8,9 @@ import pyopencl.array as cla
 import pytest
 
 import clpatch
-from clpatch.denoise.nlmeans import NLMeansPlan, bilinear_weights, choose_aggregation, coverage
-from clpatch.match.window_config import explain
+from clpatch.denoise.nlm_aggregation import bilinear_weights, choose_aggregation, coverage
+from clpatch.denoise.nlmeans import NLMeansPlan
+from clpatch.tune.explain import explain
 from tests.helpers import assert_close, load_image, random_image
 from tests.reference.nlmeans import nlmeans_reference
 
@@ -180,7 +181,7 @@ def test_tiny_images(runtime, shape):
     p = min(8, *shape)
     out = clpatch.nlmeans(image, SIGMA, patch_size=p, step=max(1, p // 2), runtime=runtime)
     # n is capped at the candidates of a corner reference.
-    from clpatch.match.window import min_candidates
+    from clpatch.match.matches import min_candidates
 
     n = min(16, min_candidates(shape[0], shape[1], 1, p, 21, 0))
     expected = nlmeans_reference(image, SIGMA, patch_size=p, step=max(1, p // 2), window=21, n=n)

@@ -9,7 +9,6 @@ import pyopencl as cl
 import pytest
 
 import clpatch
-from clpatch.core.resources import profiles_dir
 from clpatch.core.profiles import (
     _VALUE_FIELDS,
     FAMILIES,
@@ -21,6 +20,7 @@ from clpatch.core.profiles import (
     measured_facts,
     profile_for_device,
 )
+from clpatch.core.resources import profiles_dir
 from clpatch.match.window_config import SearchRequest, choose_search
 from tests.helpers import check_search, random_image
 

@@ -9,10 +9,11 @@ import pytest
 
 import clpatch
 from clpatch.cli import main as cli
-from clpatch.tune.autotune import Autotuner, autotune, summary_table
-from clpatch.match.window_config import SearchConfig, SearchRequest, explain
+from clpatch.core.tuning import TuningCache, source_hash
 from clpatch.match.window import SearchPlan
-from clpatch.core.tuning import TuningCache, request_key, source_hash
+from clpatch.match.window_config import SearchConfig, SearchRequest, request_key
+from clpatch.tune.autotune import Autotuner, autotune, summary_table
+from clpatch.tune.explain import explain
 from tests.helpers import check_search, random_image
 
 REQUEST = SearchRequest(8, 4, 16, 21)
@@ -136,7 +137,7 @@ def test_configurations_that_fail_or_disagree_are_rejected_never_chosen(runtime,
 def test_explain_shows_rejections(runtime, tmp_path):
     path = tmp_path / "t.json"
     cache = TuningCache(runtime.device, path)
-    cache.record("search", REQUEST, {
+    cache.record(request_key("search", REQUEST), {
         "config": {"variant": "naive", "table": "ordered", "group": 32, "rows": 0, "tile": 0,
                    "batch": 0},
         "time_ms": 1.0, "rule_time_ms": 2.0, "rule_config": {}, "size": [64, 64],
@@ -199,15 +200,16 @@ def test_source_hash_covers_every_template_the_search_uses():
     import re
 
     from clpatch.core.resources import cl_src_dir
-    from clpatch.core.tuning import TUNED_TEMPLATES
+    from clpatch.match.window_config import TUNED_TEMPLATES
 
     root = cl_src_dir()
     for name in TUNED_TEMPLATES:
         text = (root / name).read_text()
         for included in re.findall(r'<%namespace[^>]*file="([^"]+)"', text):
+            included = included.lstrip("/")       # namespaces name files from cl_src/
             assert included in TUNED_TEMPLATES, f"{name} uses {included}, which the hash misses"
     # Changing another kernel family (NL-means) must not make search tunings stale.
-    assert "nlmeans.cl.mako" not in TUNED_TEMPLATES
+    assert "denoise/nlmeans.cl.mako" not in TUNED_TEMPLATES
 
 
 def test_parallel_builds_time_the_same_configurations(runtime, tmp_path):
@@ -236,8 +238,8 @@ def test_a_failed_prebuild_is_rejected_with_its_reason_and_not_rebuilt(runtime, 
                                                                        builds):
     import threading
 
-    from clpatch.tune.autotune import _MEMORY_PER_BUILD_PROCESS
     from clpatch.core.errors import KernelBuildError
+    from clpatch.tune.prebuild import MEMORY_PER_BUILD_PROCESS
 
     builders = []
     original = SearchPlan._kernel_for
@@ -250,7 +252,7 @@ def test_a_failed_prebuild_is_rejected_with_its_reason_and_not_rebuilt(runtime, 
 
     monkeypatch.setattr(SearchPlan, "_kernel_for", failing)
     rt = clpatch.Runtime(runtime.device, profiling=True)
-    if builds == "processes" and rt.profile.global_mem_size < 2 * _MEMORY_PER_BUILD_PROCESS:
+    if builds == "processes" and rt.profile.global_mem_size < 2 * MEMORY_PER_BUILD_PROCESS:
         pytest.skip("too little device memory for two build processes")
     with Autotuner(rt, size=SIZE, quick=True, repeats=1, warmup=0, jobs=2,
                    builds=builds) as tuner:

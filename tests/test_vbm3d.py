@@ -13,10 +13,10 @@ import pytest
 
 import clpatch
 from clpatch.core.errors import DeviceResourceError
-from clpatch.denoise.vbm3d import (
+from clpatch.denoise.vbm3d import VBM3DPlan
+from clpatch.denoise.vbm3d_params import (
     DEFAULTS,
     VIDEO_SEARCHES,
-    VBM3DPlan,
     choose_video_search,
     search_layout,
     video_stage_params,
@@ -131,7 +131,7 @@ def test_search_layout_and_rule(runtime):
 
 
 def test_explain(runtime):
-    from clpatch.match.window_config import explain
+    from clpatch.tune.explain import explain
 
     text = str(explain("vbm3d", runtime=runtime))
     assert "video search" in text and "why:  rule" in text and "stage 2: patch 8, step 4" in text

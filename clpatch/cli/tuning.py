@@ -1,15 +1,27 @@
-"""The tuning commands of the command line: `clpatch explain | autotune | bench`."""
+"""The tuning commands: `clpatch explain` (which kernel configuration runs, and why),
+`clpatch autotune` (time them and keep the fastest) and `clpatch bench` (kernel times)."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 from ..core.registry import operations, variant_names
+from ..core.runtime import Runtime
 from ..match.window_config import config_to_json
+from ..tune.autotune import (
+    FULL_GRID,
+    QUICK_REQUESTS,
+    autotune,
+    default_jobs,
+    grid_requests,
+    summary_table,
+)
+from ..tune.bench import BENCHES, METHODS, format_table, parse_size, run_bench
+from ..tune.explain import explain as explain_choice
+from .common import add_device_option
 
 
 def _csv_ints(text: str) -> list[int]:
@@ -43,30 +55,22 @@ def _positive_int(text: str) -> int:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    from ..core.runtime import Runtime
-    from ..tune.explain import explain
-
     runtime = Runtime(args.device)
     if args.tuning:
         runtime.use_tuning(args.tuning)
-    print(explain(args.operation, patch_size=args.patch_size, step=args.step, n=args.n,
-                  window=args.window, channels=args.channels, metric=args.metric,
-                  video=args.video, variant=args.variant, preset=args.preset, runtime=runtime))
+    print(explain_choice(args.operation, patch_size=args.patch_size, step=args.step, n=args.n,
+                         window=args.window, channels=args.channels, metric=args.metric,
+                         video=args.video, variant=args.variant, preset=args.preset,
+                         runtime=runtime))
     return 0
 
 
 def cmd_autotune(args: argparse.Namespace) -> int:
-    from ..tune.autotune import QUICK_REQUESTS, autotune, default_jobs, grid_requests, summary_table
-    from ..tune.bench import parse_size
-    from ..core.runtime import Runtime
-
     runtime = Runtime(args.device, profiling=True)
     cache = runtime.use_tuning(args.output) if args.output else runtime.tuning
     if args.quick and not any((args.patch_sizes, args.steps, args.ns, args.windows, args.channels)):
         requests = list(QUICK_REQUESTS)
     else:
-        from ..tune.autotune import FULL_GRID
-
         requests = grid_requests(args.patch_sizes or FULL_GRID["patch_size"],
                                  args.steps or FULL_GRID["step"], args.ns or FULL_GRID["n"],
                                  args.windows or FULL_GRID["window"],
@@ -92,14 +96,9 @@ def cmd_autotune(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from ..tune.bench import METHODS, format_table, parse_size, run_bench
-    from ..core.runtime import Runtime
-
     methods = [m for m in METHODS] if args.method == "all" else [args.method]
     runtime = Runtime(args.device, profiling=True)
     if args.method == "all":
-        from ..tune.bench import BENCHES
-
         methods = [m for m in methods if m in BENCHES]
     sizes = [parse_size(s) for s in (args.size or ["512x512"])]
     rows = run_bench(runtime, methods, sizes, repeats=args.repeats)
@@ -111,8 +110,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_commands(commands: argparse._SubParsersAction,
-                 add_device_option: Callable[[argparse.ArgumentParser], None]) -> None:
+def add_commands(commands: argparse._SubParsersAction) -> None:
+    """Add `explain`, `autotune` and `bench` to the command line's sub-commands."""
     explain = commands.add_parser(
         "explain", help="say which kernel configuration a call would run, and why",
         description="Which configuration runs for these parameters on the device, and whether "

@@ -1,6 +1,6 @@
 """`clpatch denoise` on videos: a directory of frames, a multi-page TIFF, a `.npy` array
 (T, H, W[, 3]) or, with the `video` extra, a video file; the result is written as the same
-kind of video unless OUT names another (see clpatch.videoio).
+kind of video unless OUT names another (see clpatch.io.video).
 
 Methods: `vbm3d` streams the frames through `VBM3DPlan.stream` (device memory bounded by the
 temporal window, host memory by the frames in flight); `bm3d` denoises frame by frame; and
@@ -21,10 +21,14 @@ from typing import Any
 
 import numpy as np
 
-from .progress import Progress
-from .main import _as_written
 from ..core.runtime import Runtime
+from ..denoise.bm3d import bm3d
+from ..denoise.nlmeans import nlmeans_video
+from ..denoise.vbm3d import VBM3DPlan
+from ..denoise.vbm3d_params import choose_video_search, video_stage_params
 from ..io.video import VideoInfo, VideoWriter, open_video
+from .common import CommandError, as_written, builds_note, device_line
+from .progress import Progress
 
 # Command-line options (argparse dest) each video method accepts, and its keyword.
 VIDEO_OPTIONS = {
@@ -37,10 +41,6 @@ VIDEO_OPTIONS = {
 }
 
 
-class VideoCommandError(Exception):
-    """A usage error of the video path (the command line reports it as one line)."""
-
-
 def _options(args: argparse.Namespace) -> dict[str, Any]:
     accepted = VIDEO_OPTIONS[args.method]
     given = {dest: getattr(args, dest) for dest in
@@ -49,7 +49,7 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
     for dest in given:
         if dest not in accepted:
             users = [m for m, opts in VIDEO_OPTIONS.items() if dest in opts]
-            raise VideoCommandError(f"--{dest.replace('_', '-')} does not apply to --method "
+            raise CommandError(f"--{dest.replace('_', '-')} does not apply to --method "
                                     f"{args.method} on a video (only to {', '.join(users)})")
     return {accepted[dest]: value for dest, value in given.items()}
 
@@ -70,8 +70,6 @@ def _noisy(frames: Iterator[np.ndarray], sigma: float | None,
 def _method_line(args: argparse.Namespace, kwargs: dict[str, Any], runtime: Runtime) -> str:
     parts = [args.method, f"sigma {args.sigma:g}"]
     if args.method == "vbm3d":
-        from ..denoise.vbm3d_params import choose_video_search, video_stage_params
-
         given = {k: v for k, v in kwargs.items() if k != "aggregation"}
         s1, s2, _, radius = video_stage_params(**given)
         variant, _ = choose_video_search(runtime.profile)
@@ -100,22 +98,15 @@ def _denoised(args: argparse.Namespace, info: VideoInfo, pairs: Iterator[tuple[A
     rows, cols = info.shape[:2]
     channels = 3 if info.colour else 1
     if args.method == "vbm3d":
-        from ..denoise.vbm3d import VBM3DPlan
-        from ..denoise.vbm3d_params import video_stage_params
-
         given = {k: v for k, v in kwargs.items() if k != "aggregation"}
         p1, p2, stages, radius = video_stage_params(**given)
         plan = VBM3DPlan(runtime, rows, cols, channels, (p1, p2), stages, radius,
                          aggregation=kwargs.get("aggregation"))
         yield from plan.stream(inputs(), args.sigma, data_range=data_range)
     elif args.method == "bm3d":
-        from ..denoise.bm3d import bm3d
-
         for frame in inputs():
             yield bm3d(frame, args.sigma, runtime=runtime, data_range=data_range, **kwargs)
     else:
-        from ..denoise.nlmeans import nlmeans_video
-
         video = np.stack(list(inputs()))
         yield from nlmeans_video(video, args.sigma, runtime=runtime, **kwargs)
 
@@ -129,7 +120,7 @@ def denoise_video(args: argparse.Namespace, seed: int | None) -> int:
     if args.clean:
         clean_info, clean_frames = open_video(args.clean)
         if (clean_info.frames, clean_info.shape) != (info.frames, info.shape):
-            raise VideoCommandError(f"the clean reference {args.clean} is {clean_info.describe()}, "
+            raise CommandError(f"the clean reference {args.clean} is {clean_info.describe()}, "
                                     f"the input {info.describe()}")
     runtime = Runtime(args.device)
     builds = runtime.programs.builds
@@ -170,7 +161,7 @@ def _run(args: argparse.Namespace, info: VideoInfo, frames: Iterator[np.ndarray]
             if noisy_writer is not None:
                 noisy_writer.write(noisy)
             if clean is not None:
-                written = _as_written(result, info)
+                written = as_written(result, info)
                 squared["noisy"] += float(np.mean((noisy.astype(np.float64) - clean) ** 2))
                 squared["denoised"] += float(np.mean((written.astype(np.float64) - clean) ** 2))
             count += 1
@@ -187,10 +178,9 @@ def _summary(args: argparse.Namespace, info: VideoInfo, kwargs: dict[str, Any], 
         lines.append(f"noise:      added Gaussian noise, sigma {args.add_noise:g}, seed {seed} "
                      "(not clipped)" + (f"; saved to {args.save_noisy}" if args.save_noisy else ""))
     lines += [f"method:     {_method_line(args, kwargs, runtime)}",
-              f"device:     {runtime.device.platform.name.strip()} | {runtime.device.name.strip()} "
-              f"(profile {runtime.profile.family})",
+              f"device:     {device_line(runtime)}",
               f"time:       {seconds:.3f} s, {count / max(seconds, 1e-9):.1f} frames/s"
-              + (f" (includes building {builds} OpenCL program(s))" if builds else "")]
+              + builds_note(builds)]
     if args.add_noise is not None or args.clean:
         def db(total: float) -> float:
             return 10 * np.log10(info.peak ** 2 / max(total / count, 1e-300))

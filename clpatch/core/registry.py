@@ -26,12 +26,15 @@ class Operation:
     tuned_templates: templates (paths under cl_src/) whose kernels `clpatch autotune` times
                for this operation; a tuning file is trusted only for the source it timed.
     variants:  the names `variant=` accepts for this operation (for the command line).
+    check_tuned: `check_tuned(config)` raises ValueError/TypeError for a tuning-file entry's
+               configuration this operation cannot use (the entry is then ignored).
     """
 
     name: str
     explain: Callable[..., Any]
     tuned_templates: tuple[str, ...] = ()
     variants: tuple[str, ...] = ()
+    check_tuned: Callable[[dict], Any] | None = None
 
 
 _lock = threading.Lock()
@@ -53,6 +56,13 @@ def operation(name: str) -> Operation:
     if found is None:
         raise ValueError(f"operation must be one of {names}, got {name!r}")
     return found
+
+
+def tuned_check(name: str) -> Callable[[dict], Any] | None:
+    """The entry check of operation `name`, None when it has none or is not registered."""
+    with _lock:
+        found = _operations.get(name)
+    return found.check_tuned if found is not None else None
 
 
 def operations() -> tuple[str, ...]:

@@ -31,7 +31,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from .registry import tuned_templates
+from .registry import tuned_check, tuned_templates
 from .resources import cl_src_dir
 
 log = logging.getLogger("clpatch")
@@ -102,11 +102,15 @@ class TuningCache:
             return
         good = {}
         for key, entry in data["entries"].items():
-            if isinstance(entry, dict) and isinstance(entry.get("config"), dict):
+            try:
+                if not isinstance(entry, dict) or not isinstance(entry.get("config"), dict):
+                    raise ValueError("no configuration")
+                check = tuned_check(str(key).split(":", 1)[0])
+                if check is not None:
+                    check(entry["config"])
                 good[key] = entry
-            else:
-                log.warning("clpatch: ignoring tuning entry %s in %s (no configuration)", key,
-                            self.path)
+            except (TypeError, ValueError) as exc:
+                log.warning("clpatch: ignoring tuning entry %s in %s (%s)", key, self.path, exc)
         self.entries = good
 
     def _ignore(self, why: str) -> None:

@@ -97,7 +97,7 @@ class _Stage:
         self.staggered = bool(self.search.stagger)
         extra = {"stagger": True} if self.staggered else {}
         program = rt.programs.get(
-            "denoise/bm3d.cl.mako", patch=params.patch_size, n=params.n, channels=plan.channels,
+            "denoise/collaborative.cl.mako", patch=params.patch_size, n=params.n, channels=plan.channels,
             stage=params.stage, transform_2d=params.transform_2d,
             transform_1d=params.transform_1d, beta=params.beta, aggregation=plan.aggregation,
             colour=plan.colour, **extra)

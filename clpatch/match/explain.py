@@ -16,6 +16,7 @@ from .window_config import (
     SearchConfig,
     SearchRequest,
     choose_search,
+    config_from_json,
     rule_config,
     tuned_config,
 )
@@ -95,4 +96,4 @@ def explain_search(runtime: Any, *, patch_size: int | None = None, step: int | N
     return explain_search_request(runtime, "search", request, variant)
 
 
-register(Operation("search", explain_search, TUNED_TEMPLATES, SEARCH_VARIANTS))
+register(Operation("search", explain_search, TUNED_TEMPLATES, SEARCH_VARIANTS, config_from_json))

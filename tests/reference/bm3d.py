@@ -25,7 +25,7 @@ Group filtering (:func:`filter_stack`), per channel:
 - stage 2: empirical Wiener shrinkage ``w = B² / (B² + mu2·σ²)`` (mu2 = 1: the original's)
   with B the 3-D spectrum of the same group cut from the basic estimate (the oracle),
   applied to the noisy spectrum; group weight ``1 / (mu2·σ² max(Σ w², 2⁻¹⁰))`` (clpatch's
-  floor, see clpatch/bm3d.py);
+  floor, see clpatch/denoise/bm3d.py);
 - inverse 3-D transform. The threshold is uniform: the coefficients are thresholded as they
   come out of the transform, also for Bior1.5 whose rows 0 and 1 are not of unit norm
   (scaling the threshold by the row norms instead moved stage 1 by ~0.02 dB on camera).
@@ -40,7 +40,7 @@ each channel is filtered with its own noise level ``σ_c = σ·‖row_c‖`` (σ
 and aggregated separately; the result goes back to RGB with the exact inverse.
 Grid: references every ``step`` rows and columns plus the last row and column; with
 ``stagger`` (the reference preset) grid row i uses the columns of :func:`staggered_columns`
-for the shift ``stagger_shifts(step)[i % step]`` (clpatch's table, the bm3d package's pattern
+for the shift ``stagger_shifts(step)[i % step]`` (clpatch's shifts, the bm3d package's pattern
 for step 3).
 Not reproduced: the original's σ > 40 settings (τ = 5000, prefiltered matching). The bm3d
 package's white-noise λ = 3.0 and μ² = 0.4 are reachable through ``lambda_3d`` and ``mu2``.
@@ -48,24 +48,206 @@ package's white-noise λ = 3.0 and μ² = 0.4 are reachable through ``lambda_3d`
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from clpatch.denoise.bm3d import (
-    OPPONENT,
-    OPPONENT_INV,
-    WIENER_ENERGY_FLOOR,
-    StageParams,
-    stage_params,
-    stagger_shifts,
-)
-from clpatch.denoise.transforms import kaiser_window, transform_pair
-
 from .search import grid
 
-# The opponent transform, the presets and their validation are the library's (shared
-# parameter tables, not shared computations).
-OPP, OPP_INV = OPPONENT, OPPONENT_INV
+# Nothing is imported from clpatch: the oracle states its own parameter tables, transforms
+# and window, so that a mistake in the library's cannot hide in both.
+
+# --------------------------------------------------------------------------- parameters
+
+#: CBM3D's opponent transform (rows Y, U, V) and its exact inverse.
+OPP = np.array([[1 / 3, 1 / 3, 1 / 3], [1 / 2, 0, -1 / 2], [1 / 4, -1 / 2, 1 / 4]])
+OPP_INV = np.array([[1, 1, 2 / 3], [1, 0, -4 / 3], [1, -1, 2 / 3]])
+
+#: Floor of the Wiener energy Σw² (stage 2 group weight ``1 / (mu2·σ² max(Σw², floor))``).
+WIENER_ENERGY_FLOOR = 2.0 ** -10
+
+MAX_PATCH, MAX_GROUP, MAX_WINDOW = 16, 32, 127
+
+#: The presets: "fast" = Davy–Ehret's defaults (their Table 7); "reference" = the original
+#: BM3D parameters (normal profile) on the staggered grid of the bm3d package.
+PRESETS: dict[str, dict[str, Any]] = {
+    "fast": dict(patch_size=8, window=21, step=4, n=(8, 8), transform_2d=("bior1.5", "dct"),
+                 transform_1d="hadamard", tau_match=(2500.0, 400.0), lambda_3d=2.7, mu2=1.0,
+                 beta=2.0, stagger=False, stages=2),
+    "reference": dict(patch_size=8, window=39, step=3, n=(16, 32),
+                      transform_2d=("bior1.5", "dct"), transform_1d="haar",
+                      tau_match=(2500.0, 400.0), lambda_3d=2.7, mu2=1.0, beta=2.0, stagger=True,
+                      stages=2),
+}
+PER_STAGE = ("window", "step", "n", "transform_2d", "transform_1d", "tau_match", "beta")
+
+
+@dataclass(frozen=True)
+class StageParams:
+    """Parameters of one BM3D stage (1: hard thresholding, 2: Wiener)."""
+
+    stage: int
+    patch_size: int
+    step: int
+    window: int
+    n: int
+    tau_match: float
+    transform_2d: str
+    transform_1d: str
+    lambda_3d: float = 2.7
+    beta: float = 2.0
+    mu2: float = 1.0
+    stagger: bool = False
+
+
+def pair(name: str, value: Any) -> tuple[Any, Any]:
+    """(stage 1, stage 2) values of a per-stage parameter: a scalar is both."""
+    if isinstance(value, (tuple, list)):
+        if len(value) != 2:
+            raise ValueError(f"{name} must be a scalar or a (stage 1, stage 2) pair, got {value!r}")
+        return tuple(value)
+    return (value, value)
+
+
+def _int(name: str, value: Any, lo: int, hi: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an integer, got {type(value).__name__}")
+    if not lo <= value <= hi:
+        raise ValueError(f"{name} must be in [{lo}, {hi}], got {value}")
+    return int(value)
+
+
+def _number(name: str, value: Any, *, positive: bool = True) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{name} must be a number, got {type(value).__name__}")
+    value = float(value)
+    if not math.isfinite(value) or value < 0 or (positive and value == 0):
+        raise ValueError(f"{name} must be a finite number {'> 0' if positive else '>= 0'}, got {value}")
+    return value
+
+
+def stage_params(preset: str = "fast", **overrides: Any) -> tuple[StageParams, StageParams, int]:
+    """(stage-1 params, stage-2 params, number of stages) of a preset plus overrides.
+
+    window, step, n, transform_2d, transform_1d, tau_match and beta take a scalar (both
+    stages) or a (stage 1, stage 2) pair; patch_size, lambda_3d, mu2, stagger and stages one
+    value; None keeps the preset's. A patch size other than 8 makes the DCT the default 2-D
+    transform of both stages (Bior1.5 exists on 8 points only).
+    """
+    if preset not in PRESETS:
+        raise ValueError(f"preset must be one of {sorted(PRESETS)}, got {preset!r}")
+    cfg = dict(PRESETS[preset])
+    for key, value in overrides.items():
+        if key not in cfg:
+            raise TypeError(f"unknown BM3D parameter {key!r}; accepted: {sorted(cfg)}")
+        if value is not None:
+            cfg[key] = value
+    p = _int("patch_size", cfg["patch_size"], 2, MAX_PATCH)
+    if p != 8 and overrides.get("transform_2d") is None:
+        cfg["transform_2d"] = "dct"
+    stages = _int("stages", cfg["stages"], 1, 2)
+    if not isinstance(cfg["stagger"], (bool, np.bool_)):
+        raise TypeError(f"stagger must be True or False, got {cfg['stagger']!r}")
+    per = {key: pair(key, cfg[key]) for key in PER_STAGE}
+    out = []
+    for s in (0, 1):
+        n = _int("n", per["n"][s], 1, MAX_GROUP)
+        if n & (n - 1):
+            raise ValueError(f"n must be a power of 2, got {n}")
+        t2, t1 = per["transform_2d"][s], per["transform_1d"][s]
+        if t2 not in ("dct", "bior1.5") or t1 not in ("hadamard", "haar"):
+            raise ValueError(f"transforms must be dct/bior1.5 (2-D) and hadamard/haar (1-D), "
+                             f"got {t2!r}, {t1!r}")
+        if t2 == "bior1.5" and p != 8:
+            raise ValueError(f"transform_2d='bior1.5' needs patch_size=8, got {p}")
+        out.append(StageParams(
+            stage=s + 1, patch_size=p, step=_int("step", per["step"][s], 1, p),
+            window=_int("window", per["window"][s], 1, MAX_WINDOW), n=n,
+            tau_match=_number("tau_match", per["tau_match"][s], positive=False),
+            transform_2d=t2, transform_1d=t1, lambda_3d=_number("lambda_3d", cfg["lambda_3d"]),
+            beta=_number("beta", per["beta"][s], positive=False), mu2=_number("mu2", cfg["mu2"]),
+            stagger=bool(cfg["stagger"])))
+    return out[0], out[1], stages
+
+
+def stagger_shifts(step: int) -> tuple[int, ...]:
+    """Column shifts (to the left) of a staggered grid's rows in turn: row i's references sit
+    i mod step columns right of a lattice column; for step 3 that is (0, 2, 1), the bm3d
+    package's pattern. Step 1 has nothing to stagger: ()."""
+    return tuple((-i) % step for i in range(step)) if step > 1 else ()
+
+
+# --------------------------------------------------------------------------- transforms
+
+
+def kaiser_window(p: int, beta: float) -> np.ndarray:
+    """p×p aggregation window: the outer product of the 1-D Kaiser window
+    ``w[i] = I0(β √(1 − (2i/(p−1) − 1)²)) / I0(β)`` (``numpy.kaiser``) with itself."""
+    w = np.kaiser(int(p), float(beta))
+    return np.outer(w, w)
+
+
+def _haar(n: int) -> np.ndarray:
+    """Orthonormal Haar matrix, full decomposition, rows ``[a_L, d_L, …, d_1]`` (pywt's
+    ``wavedec`` order) with ``d[k] = (x[2k] − x[2k+1]) / √2`` at every level."""
+    if n == 1:
+        return np.ones((1, 1))
+    half = _haar(n // 2)
+    return np.vstack([np.kron(half, [1.0, 1.0]), np.kron(np.eye(n // 2), [1.0, -1.0])]) / math.sqrt(2)
+
+
+def _bior15() -> np.ndarray:
+    """The 8-point Bior1.5 matrix of the Tampere BM3D (the bm3d package's hard-coded one).
+
+    Rows 4–7: the finest details ``(x[2k] − x[2k+1]) / √2``. Rows 0–3: the 4-point transform
+    ``[sum / 2, (second half − first half) / 2, (a0 − a1) / √2, (a2 − a3) / √2]`` of the
+    level-1 approximation ``a[k] = c (128 (x[2k] + x[2k+1]) + 22 (x[2k+2] − x[2k+3])
+    − 22 (x[2k−2] − x[2k−1]))`` (indices mod 8: the periodised CDF 1,5 low-pass √2/256·[3, −3,
+    −22, 22, 128, 128, 22, −22, −3, 3] wrapped onto 8 samples, where its ±3 taps cancel), with
+    c = √2/256 divided by the norm of that wrapped filter (‖·‖² = 17352/16384).
+    """
+    low = np.zeros((4, 8))
+    for k in range(4):
+        for offset, tap in ((0, 128), (1, 128), (2, 22), (3, -22), (-2, -22), (-1, 22)):
+            low[k, (2 * k + offset) % 8] += tap
+    low *= math.sqrt(2) / 256 / math.sqrt(17352 / 16384)
+    r2 = 1 / math.sqrt(2)
+    coarse = np.array([[0.5, 0.5, 0.5, 0.5], [-0.5, -0.5, 0.5, 0.5], [r2, -r2, 0, 0], [0, 0, r2, -r2]])
+    fine = np.kron(np.eye(4), [r2, -r2])
+    return np.vstack([coarse @ low, fine])
+
+
+@cache
+def transform_pair(name: str, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(forward, inverse) matrices of a transform on n points, acting on column vectors:
+    ``dct`` (orthonormal DCT-II), ``hadamard`` (Sylvester order, /√n), ``haar`` (any power of
+    2) and ``bior1.5`` (n = 8; not orthogonal: its inverse is the matrix inverse)."""
+    if name == "dct":
+        k, i = np.arange(n)[:, None], np.arange(n)[None, :]
+        forward = np.cos(np.pi * (2 * i + 1) * k / (2 * n)) * math.sqrt(2 / n)
+        forward[0] = math.sqrt(1 / n)
+    elif name == "hadamard":
+        forward = np.ones((1, 1))
+        while forward.shape[0] < n:
+            forward = np.kron([[1.0, 1.0], [1.0, -1.0]], forward)
+        forward = forward / math.sqrt(n)
+    elif name == "haar":
+        forward = _haar(n)
+    elif name == "bior1.5" and n == 8:
+        forward = _bior15()
+    else:
+        raise ValueError(f"no transform {name!r} on {n} points")
+    if forward.shape != (n, n):
+        raise ValueError(f"{name} needs a power of 2 size, got {n}")
+    inverse = forward.T.copy() if name != "bior1.5" else np.linalg.inv(forward)
+    forward.setflags(write=False)
+    inverse.setflags(write=False)
+    return forward, inverse
+
 
 # --------------------------------------------------------------------------- block matching
 

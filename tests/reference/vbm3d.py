@@ -76,13 +76,10 @@ from typing import Any
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from clpatch.denoise.bm3d import _pair
-from clpatch.denoise.transforms import kaiser_window
-
-from .bm3d import OPP, OPP_INV, filter_stack
+from .bm3d import OPP, OPP_INV, filter_stack, kaiser_window, pair
 from .search import grid
 
-# The maintainer will later replace this table by an import from the library.
+# Stated here, not imported from clpatch (an oracle imports nothing from the code it checks).
 DEFAULTS: dict[str, Any] = dict(
     patch_size=8,
     step=(6, 4),
@@ -312,7 +309,7 @@ def stage_params(stage: int, data_range: float = 255.0, **overrides: Any) -> dic
         raise TypeError(f"unknown VBM3D parameter(s) {sorted(unknown)}; accepted: {sorted(DEFAULTS)}")
     cfg = dict(DEFAULTS)
     cfg.update({k: v for k, v in overrides.items() if v is not None})
-    out = {key: _pair(key, cfg[key])[stage - 1] for key in STAGE_KEYS}
+    out = {key: pair(key, cfg[key])[stage - 1] for key in STAGE_KEYS}
     if out["patch_size"] != 8 and overrides.get("transform_2d") is None:
         out["transform_2d"] = "dct"
     if not data_range > 0:

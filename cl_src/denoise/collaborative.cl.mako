@@ -1,9 +1,10 @@
-## BM3D / CBM3D collaborative filtering (Davy-Ehret 2.2, 4.4): the fused filter kernel of
-## Algorithm 6, the accumulation normalisation, and the CBM3D opponent colour transform.
+## The collaborative filter of BM3D / CBM3D and VBM3D (Davy-Ehret 2.2, 4.4): the fused filter
+## kernel of Algorithm 6, the accumulation normalisation, and the CBM3D opponent colour
+## transform. BM3D renders it for images, VBM3D with video=True (rings of frame slots).
 ##
 ## Rendered with: patch (P), n (N: largest group, a power of 2 <= 32), channels (C: 1, or 3
 ## for CBM3D), stage (1: hard thresholding, 2: Wiener with the basic estimate as oracle),
-## transform_2d, transform_1d (names of clpatch.transforms), beta (Kaiser window),
+## transform_2d, transform_1d (names of clpatch.denoise.transforms), beta (Kaiser window),
 ## aggregation ("fixed" | "cas", see lib/aggregate.mako), video (positions hold (t, y, x)),
 ## colour (bool: the opponent colour kernels are included). The profile gives the
 ## local-memory padding x of the transposes (bank_padding: NVIDIA 1, AMD 2, Intel 4).

@@ -15,7 +15,7 @@
 ## summed with warp shuffles where the profile has them, else through local memory, 4.2.4),
 ## patch (P), n (N), q (Q), window_ref (W1), window_pred (W2), channels (C: slots hold C
 ## planes, the search reads plane 0), lanes (work-items per reference: 1, LANES or P) and
-## group (references per work-group), both from clpatch.vbm3d.search_layout.
+## group (references per work-group), both from clpatch.denoise.vbm3d_params.search_layout.
 <%page args="variant, patch, n, q, window_ref, window_pred, channels, lanes, group"/>
 <%
     P, N, Q, C = patch, n, q, channels

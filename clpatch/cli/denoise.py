@@ -1,0 +1,245 @@
+"""`clpatch denoise IN OUT` on images: read, optionally add noise, denoise with NL-means or
+BM3D, write with the input's bit depth and mode, report the PSNR. Videos go to `video`."""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..core.runtime import Runtime
+from ..denoise.bm3d import bm3d
+from ..denoise.bm3d_params import stage_params
+from ..denoise.nlmeans import nlmeans
+from ..denoise.vbm3d import vbm3d
+from ..io.images import ImageInfo, add_noise, output_format, psnr, read_image, write_image
+from ..io.video import is_video_path
+from .common import (
+    CommandError,
+    add_device_option,
+    as_written,
+    builds_note,
+    check_folder,
+    device_line,
+    positive_number,
+    seed_number,
+)
+from .video import denoise_video
+
+DENOISE_METHODS = ("nlmeans", "bm3d", "vbm3d")
+AGGREGATIONS = ("buffers", "fixed", "cas")
+BM3D_PRESETS = ("fast", "reference")
+# The library function of each method.
+_FUNCTIONS: dict[str, Callable[..., Any]] = {"nlmeans": nlmeans, "bm3d": bm3d, "vbm3d": vbm3d}
+# Options of `denoise` passed on to the method when given: (argparse dest, keyword, label).
+METHOD_OPTIONS = (("preset", "preset", "preset"), ("patch_size", "patch_size", "patch"),
+                  ("step", "step", "step"), ("window", "window", "window"), ("n", "n", "n"),
+                  ("h", "h", "h"), ("aggregation", "aggregation", "aggregation"),
+                  ("temporal_radius", "temporal_radius", "temporal radius"))
+
+
+def method_function(name: str) -> Callable[..., Any]:
+    """The library function of the denoising method `name`."""
+    if name not in _FUNCTIONS:
+        raise CommandError(f"unknown denoising method {name!r}; choose from "
+                           f"{', '.join(DENOISE_METHODS)}")
+    return _FUNCTIONS[name]
+
+
+def method_line(name: str, function: Any, sigma: float, kwargs: dict[str, Any]) -> str:
+    """'nlmeans, sigma 20, patch 8, ...': the parameters that apply, given or default."""
+    defaults = {k: p.default for k, p in inspect.signature(function).parameters.items()}
+    parts = [name, f"sigma {sigma:g}"]
+    if name == "bm3d":
+        given = {k: v for k, v in kwargs.items() if k in ("patch_size", "step", "window", "n")}
+        preset = kwargs.get("preset", defaults["preset"])
+        s1, s2, _ = stage_params(preset, **given)
+        parts += [f"preset {preset}", f"patch {s1.patch_size}", f"step {s1.step}/{s2.step}",
+                  f"window {s1.window}/{s2.window}", f"n {s1.n}/{s2.n}",
+                  f"transforms {s1.transform_2d}/{s2.transform_2d}, {s1.transform_1d}",
+                  f"aggregation {kwargs.get('aggregation') or 'auto'}"]
+        return ", ".join(parts)
+    for _, key, label in METHOD_OPTIONS:
+        value = kwargs.get(key, defaults.get(key))
+        if key in defaults or key in kwargs:
+            shown = "auto" if value is None else f"{value:g}" if isinstance(value, float) else value
+            parts.append(f"{label} {shown}")
+    return ", ".join(parts)
+
+
+def _shape(image: np.ndarray) -> str:
+    return "x".join(str(s) for s in image.shape[:2])
+
+
+def check_output(path: str | None, info: ImageInfo) -> None:
+    """Fail before any work when `path` cannot be written with `info`'s depth and mode."""
+    if path is None:
+        return
+    check_folder(path)
+    output_format(path, info)
+
+
+def _clean_reference(path: str, image: np.ndarray, info: ImageInfo) -> np.ndarray:
+    clean, clean_info = read_image(path)
+    if clean.shape != image.shape:
+        raise CommandError(f"the clean reference {path} is {_shape(clean)} "
+                           f"{'colour' if clean_info.colour else 'grayscale'}, the input "
+                           f"{_shape(image)} {'colour' if info.colour else 'grayscale'}")
+    if clean_info.bit_depth != info.bit_depth:
+        raise CommandError(f"the clean reference {path} is {clean_info.describe()}, the input "
+                           f"{info.describe()}: PSNR needs the same bit depth")
+    return clean
+
+
+def denoise_image(name: str, image: np.ndarray, info: ImageInfo, args: argparse.Namespace, *,
+                  clean: np.ndarray | None, clean_name: str | None,
+                  noise_line: str | None) -> int:
+    """Denoise `image` with args.method, write args.output (when given) and print what
+    happened."""
+    if args.method == "vbm3d":
+        raise CommandError(f"--method vbm3d denoises videos, and {name} is an image; give a "
+                           "directory of frames, a multi-page TIFF, a (T, H, W[, 3]) .npy array "
+                           "or a video file")
+    function = method_function(args.method)
+    kwargs = {key: getattr(args, dest) for dest, key, _ in METHOD_OPTIONS
+              if getattr(args, dest, None) is not None}
+    accepted = inspect.signature(function).parameters
+    for key in kwargs:
+        if key not in accepted:
+            users = [m for m in DENOISE_METHODS
+                     if key in inspect.signature(method_function(m)).parameters]
+            raise CommandError(f"--{key.replace('_', '-')} does not apply to --method "
+                               f"{args.method} (only to {', '.join(users)})")
+    if "data_range" in accepted and info.bit_depth is not None:
+        kwargs["data_range"] = float(info.peak)  # BM3D's thresholds follow the file's range
+    runtime = Runtime(args.device)
+    builds = runtime.programs.builds
+    start = time.perf_counter()
+    result = function(image, args.sigma, runtime=runtime, **kwargs)
+    seconds = time.perf_counter() - start
+    builds = runtime.programs.builds - builds
+    result = np.asarray(result, dtype=np.float32)
+    if result.shape != image.shape:
+        raise CommandError(f"{args.method} returned shape {result.shape} for an image of "
+                           f"shape {image.shape}")
+    if args.output:
+        write_image(args.output, result, info)
+
+    lines = [f"image:      {name}: {_shape(image)}, {info.describe()}"]
+    if noise_line:
+        lines.append(f"noise:      {noise_line}")
+    lines += [
+        f"method:     {method_line(args.method, function, args.sigma, kwargs)}",
+        f"device:     {device_line(runtime)}",
+        f"time:       {seconds:.3f} s" + builds_note(builds),
+    ]
+    if clean is not None:
+        before = psnr(image, clean, info.peak)
+        after = psnr(as_written(result, info), clean, info.peak)
+        lines.append(f"PSNR:       noisy {before:.2f} dB -> denoised {after:.2f} dB "
+                     f"({after - before:+.2f} dB; peak {info.peak:g}, against {clean_name})")
+    if args.output:
+        lines.append(f"output:     {args.output} "
+                     f"({info.describe(output_format(args.output, info))})")
+    print("\n".join(lines))
+    return 0
+
+
+def noise_seed(seed: int | None) -> int:
+    """The given seed, or a fresh one (printed, so that the run can be repeated)."""
+    return seed if seed is not None else int(np.random.SeedSequence().entropy % 2**31)
+
+
+def cmd_denoise(args: argparse.Namespace) -> int:
+    """`clpatch denoise IN OUT`: read, optionally add noise, denoise, write, report."""
+    if args.sigma is None:
+        if args.add_noise is None:
+            raise CommandError("--sigma is required: the noise standard deviation of IN, in its "
+                               "units (e.g. 20 for an 8-bit image)")
+        args.sigma = args.add_noise
+    if args.add_noise is None and (args.seed is not None or args.save_noisy):
+        raise CommandError("--seed and --save-noisy go with --add-noise")
+    if is_video_path(args.input):
+        return denoise_video(args, noise_seed(args.seed) if args.add_noise else None)
+    if args.overwrite:
+        raise CommandError("--overwrite is for video outputs (directories of frames)")
+    image, info = read_image(args.input)
+    check_output(args.output, info)
+    check_output(args.save_noisy, info)
+    clean, clean_name, noise_line = None, None, None
+    if args.clean:
+        clean, clean_name = _clean_reference(args.clean, image, info), Path(args.clean).name
+    if args.add_noise is not None:
+        seed = noise_seed(args.seed)
+        clean, clean_name = image, f"{Path(args.input).name} (the input)"
+        image = add_noise(clean, args.add_noise, seed)
+        noise_line = f"added Gaussian noise, sigma {args.add_noise:g}, seed {seed} (not clipped)"
+        if args.save_noisy:
+            write_image(args.save_noisy, image, info)
+            noise_line += f"; saved to {args.save_noisy}"
+    return denoise_image(Path(args.input).name, image, info, args, clean=clean,
+                         clean_name=clean_name, noise_line=noise_line)
+
+
+def add_command(commands: argparse._SubParsersAction) -> None:
+    """Add `denoise` to the command line's sub-commands."""
+    denoise = commands.add_parser(
+        "denoise", help="denoise an image or a video",
+        description="Denoise an image (PNG, TIFF, JPEG: 8- or 16-bit grayscale, RGB, with or "
+        "without alpha; or a .npy array) and write the result with the same bit depth and mode; "
+        "alpha is kept as it is. Values and sigma share the file's units (0-255 for 8-bit, "
+        "0-65535 for 16-bit files). Videos (a directory of frames, a multi-page TIFF, a "
+        "(T, H, W[, 3]) .npy array, or with the 'video' extra a video file) are denoised with "
+        "--method vbm3d (streamed), bm3d (frame by frame) or nlmeans (video NL-means) and "
+        "written as OUT's kind of video.")
+    denoise.add_argument("input", metavar="IN", help="noisy image file (or the clean image, with "
+                         "--add-noise)")
+    denoise.add_argument("output", metavar="OUT", help="denoised image to write; the format "
+                         "comes from the extension (.png, .tif, .tiff, .jpg, .jpeg, .npy)")
+    denoise.add_argument("--method", "-m", choices=DENOISE_METHODS, default="nlmeans",
+                         help="denoising method: nlmeans (default), bm3d (CBM3D for colour) or, "
+                              "for videos, vbm3d")
+    denoise.add_argument("--preset", choices=BM3D_PRESETS, default=None,
+                         help="bm3d parameter set: fast (Davy-Ehret's defaults, the default) or "
+                              "reference (the original BM3D's)")
+    denoise.add_argument("--sigma", type=positive_number, default=None,
+                         help="noise standard deviation in the image's units, e.g. 20 for 8-bit "
+                              "(default with --add-noise: the added sigma)")
+    noise = denoise.add_mutually_exclusive_group()
+    noise.add_argument("--add-noise", type=positive_number, metavar="SIGMA", default=None,
+                       help="first add Gaussian noise of this sigma to IN (a test): IN is then "
+                            "the clean reference for the PSNR")
+    noise.add_argument("--clean", metavar="REF", default=None,
+                       help="clean image to report PSNR against (same size and bit depth)")
+    denoise.add_argument("--seed", type=seed_number, default=None,
+                         help="seed of --add-noise's noise (default: a fresh one, printed)")
+    denoise.add_argument("--save-noisy", metavar="FILE", default=None,
+                         help="with --add-noise: also write the noisy image (rounded and clipped)")
+    denoise.add_argument("--patch-size", "-p", type=int, default=None,
+                         help="patch side (default: the method's, 8)")
+    denoise.add_argument("--step", "-s", type=int, default=None,
+                         help="grid step of the reference patches (default: the method's; "
+                              "nlmeans 4, bm3d by preset)")
+    denoise.add_argument("--window", "-w", type=int, default=None,
+                         help="search window side (default: the method's; nlmeans 21, bm3d by "
+                              "preset)")
+    denoise.add_argument("-n", type=int, default=None,
+                         help="similar patches per reference (default: the method's; nlmeans 16, "
+                              "bm3d by preset; a power of 2 for bm3d)")
+    denoise.add_argument("--h", type=positive_number, default=None,
+                         help="NL-means filtering parameter (default: derived from sigma)")
+    denoise.add_argument("--aggregation", choices=AGGREGATIONS, default=None,
+                         help="how overlapping patch estimates are summed (default: the "
+                              "scheduler's choice for the device)")
+    denoise.add_argument("--temporal-radius", "-t", type=int, default=None,
+                         help="videos: frames searched on each side (default: vbm3d 4, nlmeans 4)")
+    denoise.add_argument("--overwrite", action="store_true",
+                         help="videos: write into a non-empty OUT directory (its frame_NNNNN "
+                              "files are replaced)")
+    add_device_option(denoise)
+    denoise.set_defaults(func=cmd_denoise)

@@ -1,0 +1,346 @@
+"""`NLMeansPlan`: the compiled NL-means (search, averaging, aggregation) for one input shape
+and parameter set; `clpatch.denoise.nlmeans` has the method's description and the public
+functions."""
+
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyopencl as cl
+import pyopencl.array as cla
+
+from ..core.buffers import BufferPool, halve_until_fits, memory_limits
+from ..core.kernels import max_group_size
+from ..core.runtime import Runtime
+from ..core.upload import check_peak
+from ..core.validate import check_float
+from ..core.volumes import Volume, as_volume, check_planned, magnitude_limit
+from ..match.window import SearchPlan
+from ..match.window_config import SearchConfig, SearchRequest, choose_search
+from .nlm_aggregation import buffer_classes, choose_aggregation, coverage
+
+__all__ = ["NLMeansPlan"]
+
+AVERAGINGS = ("columns", "naive")
+SEARCH_CHANNELS = ("luminance", "all")
+MAX_CHANNELS = 8
+# Work-items per work-group of the columns averaging kernel (p per patch).
+COLUMNS_GROUP = 64
+# Reference frames per tile of a video: device memory is bounded by this, not by T.
+VIDEO_FRAMES_PER_TILE = 8
+
+
+@dataclass(frozen=True)
+class _Tile:
+    """Reference frames [r0, r1) and output rows [a, b), with the search chunk they need."""
+
+    r0: int
+    r1: int
+    a: int
+    b: int
+    chunk: Any
+
+
+class NLMeansPlan:
+    """A compiled NL-means for one input shape and parameter set, reusable across calls.
+
+    `run(image, sigma, h=None, flat_beta=1.05)` denoises one image or video of the planned
+    shape. Inputs larger than the device's memory are processed in overlapping tiles: a
+    tile of output rows searches and averages every reference patch that touches them, so
+    each output pixel gathers exactly the contributions of an untiled run, in the same
+    order. Videos are processed a few reference frames at a time (a stream), so device
+    memory does not grow with the number of frames. `last_events` holds the (stage,
+    event) pairs of the last run: convert, transform, search, clear, average, finalize.
+    """
+
+    def __init__(self, runtime: Runtime, frames: int, rows: int, cols: int, channels: int, *,
+                 patch_size: int = 8, step: int = 4, window: int = 21, n: int = 16,
+                 temporal_window: int = 0, video: bool = False,
+                 search_channels: str = "luminance", aggregation: str | None = None,
+                 averaging: str | None = None, variant: str | SearchConfig | None = None,
+                 device_output: bool = False, tile_bytes: int | None = None) -> None:
+        if search_channels not in SEARCH_CHANNELS:
+            raise ValueError(f"search_channels must be one of {SEARCH_CHANNELS}, got {search_channels!r}")
+        if averaging is not None and averaging not in AVERAGINGS:
+            raise ValueError(f"averaging must be one of {AVERAGINGS} or None, got {averaging!r}")
+        if not 1 <= channels <= MAX_CHANNELS:
+            raise ValueError(f"NL-means filters 1 to {MAX_CHANNELS} channels, got {channels}")
+        if step > patch_size:
+            raise ValueError(f"step must be at most patch_size (pixels between patches would "
+                             f"get no estimate), got step={step}, patch_size={patch_size}")
+        self.runtime = runtime
+        self.frames, self.rows, self.cols, self.channels = frames, rows, cols, channels
+        self.video = video
+        self.device_output = device_output
+        self.colour = channels == 3
+        self.luma = self.colour and search_channels == "luminance"
+        search_c = 1 if self.luma else channels
+        self.patch_size, self.step, self.temporal_window = patch_size, step, temporal_window
+        request = SearchRequest(patch_size, step, n, window, search_c, "l2", video)
+        config = choose_search(request, runtime.profile, variant, runtime.tuning)
+        self.search = SearchPlan(runtime, frames, rows, cols, search_c, request, config,
+                                 temporal_window=temporal_window, video=video)
+        self.n = n
+        self.aggregation, self.aggregation_reason = choose_aggregation(
+            patch_size, step, runtime.profile, aggregation)
+        self.classes = buffer_classes(patch_size, step) if self.aggregation == "buffers" else 1
+        self.averaging = averaging or "columns"
+        self.grid_y, self.grid_x = self.search.grid_y, self.search.grid_x
+        self.lattice_rows, self.lattice_cols = self.search.lattice_rows, self.search.lattice_cols
+        self._build()
+        cover_y = coverage(rows, patch_size, self.grid_y).astype(np.float32)
+        cover_x = coverage(cols, patch_size, self.grid_x).astype(np.float32)
+        ctx = runtime.context
+        flags = cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR
+        self._cover_y = cl.Buffer(ctx, flags, hostbuf=cover_y)
+        self._cover_x = cl.Buffer(ctx, flags, hostbuf=cover_x)
+        self._xs = cl.Buffer(ctx, flags, hostbuf=self.grid_x.astype(np.int32))
+        self._pool = BufferPool(runtime.context)
+        self._ys: dict[tuple[int, int], Any] = {}
+        self.tiles = self._plan_tiles(tile_bytes)
+        self.last_events: list[tuple[str, Any]] = []
+
+    # ---- kernels -------------------------------------------------------------------------
+
+    @property
+    def config(self) -> SearchConfig:
+        """The search configuration in use."""
+        return self.search.config
+
+    def _build(self) -> None:
+        p = self.patch_size
+        device = self.runtime.device
+        slots = max(1, COLUMNS_GROUP // p)
+        while True:
+            params = dict(patch=p, n=self.n, channels=self.channels, video=self.video,
+                          averaging=self.averaging, aggregation=self.aggregation,
+                          classes=self.classes, slots=slots if self.averaging == "columns" else 1,
+                          colour=self.colour, luma=self.luma)
+            program = self.runtime.programs.get("denoise/nlmeans.cl.mako", **params)
+            average = cl.Kernel(program, "nlm_average")
+            allowed = max_group_size(average, device)
+            if self.averaging == "naive" or p * slots <= allowed:
+                break
+            if slots == 1:  # not even one patch per group: one work-item per patch
+                self.averaging = "naive"
+            slots = max(1, slots // 2)
+        self.slots = slots if self.averaging == "columns" else 1
+        self._average = average
+        self._naive_group = max(1, min(self.runtime.profile.naive_group_size, allowed))
+        self._finalize = cl.Kernel(program, "nlm_finalize")
+        self._clear = cl.Kernel(program, "nlm_clear")
+        self._opponent = cl.Kernel(program, "nlm_to_opponent") if self.colour else None
+
+    # ---- memory plan -----------------------------------------------------------------------
+
+    def _tile_for(self, r0: int, r1: int, a: int, b: int) -> _Tile:
+        p = self.patch_size
+        g0 = int(np.searchsorted(self.grid_y + p, a, side="right"))
+        g1 = int(np.searchsorted(self.grid_y, b, side="left"))
+        return _Tile(r0, r1, a, b, self.search.chunk(r0, r1, g0, g1))
+
+    def _tile_bytes(self, tile: _Tile) -> tuple[int, int]:
+        """(largest buffer, all buffers) in bytes of one tile."""
+        c = tile.chunk
+        nf, hb, w, ch = c.f_hi - c.f_lo, c.y_hi - c.y_lo, self.cols, self.channels
+        nr = tile.r1 - tile.r0
+        refs = nr * (c.g1 - c.g0) * len(self.grid_x)
+        acc_item = {"buffers": 4 * self.classes ** 2, "fixed": 8, "cas": 4}[self.aggregation]
+        sizes = [nf * ch * hb * w * 4,                       # planar band
+                 nf * ch * hb * w * 8,                       # host staging (up to 8-byte items)
+                 nf * hb * w * 4 if self.luma else 0,        # luminance band
+                 refs * self.n * 4 * (self.search.dim + 1),  # positions and distances
+                 nr * ch * hb * w * acc_item,                # accumulators
+                 0 if self.device_output else nr * (tile.b - tile.a) * w * ch * 4]
+        return max(sizes), sum(sizes)
+
+    def _plan_tiles(self, tile_bytes: int | None) -> list[_Tile]:
+        largest, total = memory_limits(self.runtime, tile_bytes)
+        frames_per_tile = self.frames
+        if self.video:
+            frames_per_tile = min(self.frames, max(VIDEO_FRAMES_PER_TILE, 2 * self.temporal_window + 1))
+        rows_per_tile = self.rows
+
+        def tiles(fc: int, rc: int) -> list[_Tile]:
+            return [self._tile_for(r0, min(self.frames, r0 + fc), a, min(self.rows, a + rc))
+                    for r0 in range(0, self.frames, fc) for a in range(0, self.rows, rc)]
+
+        def fits(fc: int, rc: int) -> bool:
+            return all(big <= largest and whole <= total
+                       for big, whole in map(self._tile_bytes, tiles(fc, rc)))
+
+        return tiles(*halve_until_fits(
+            fits, frames_per_tile, rows_per_tile,
+            f"one image row of this input does not fit the device's memory "
+            f"({largest} bytes per buffer); reduce the image width, window or n"))
+
+    def _buffer(self, name: str, nbytes: int) -> Any:
+        return self._pool.get(name, nbytes)
+
+    # ---- running ---------------------------------------------------------------------------
+
+    def _fixed_scale(self, peak: float) -> float:
+        """Fixed-point scale: a power of two keeping every pixel's sum within int64, given
+        the input's peak |value|."""
+        peak *= math.sqrt(3.0) if self.colour else 1.0
+        k = buffer_classes(self.patch_size, self.step) + 1
+        bound = max(peak * k * k, 1e-30)
+        return float(2.0 ** min(40, math.floor(math.log2(2.0 ** 62 / bound))))
+
+    def _check_peak(self, peak: float) -> None:
+        check_peak(peak, magnitude_limit(self.patch_size, self.channels))
+        limit = magnitude_limit(self.patch_size, self.channels) / math.sqrt(3.0)
+        if self.colour and peak > limit:
+            raise ValueError(f"colour image values must satisfy |x| <= {limit:.3g}")
+
+    def run(self, image: Any, sigma: float, *, h: float | None = None,
+            flat_beta: float = 1.05) -> Any:
+        """Denoise `image` (the planned shape): float32, same shape, NumPy or device array
+        like the input."""
+        sigma = check_float("sigma", sigma)
+        h = sigma if h is None else check_float("h", h)
+        flat_beta = check_float("flat_beta", flat_beta)
+        volume = as_volume(image, video=self.video)
+        check_planned(volume, (self.frames, self.rows, self.cols, self.channels),
+                      self.device_output, self.runtime.context)
+        # Values are checked by the conversion kernel. The fixed-point scale and the colour
+        # bound need the peak |value| before averaging: then a single tile's upload is kept,
+        # and a tiled input is converted tile by tile once up front to measure it.
+        uploader = self.search.uploader
+        uploader.begin()
+        events: list[tuple[str, Any]] = []
+        first = None
+        peak_first = self.colour or self.aggregation == "fixed"
+        scale = 1.0
+        if peak_first:
+            if len(self.tiles) == 1:
+                first = self.search.upload(volume, self.tiles[0].chunk)
+            else:
+                for tile in self.tiles:
+                    self.search.upload(volume, tile.chunk, "peak")
+            peak = uploader.peak()
+            self._check_peak(peak)
+            if self.aggregation == "fixed":
+                scale = self._fixed_scale(peak)
+        queue = self.runtime.queue
+        scalars = (np.float32(2.0 * sigma * sigma), np.float32(1.0 / (h * h)),
+                   np.float32(flat_beta * sigma * sigma),
+                   np.float32(1.0 / (self.patch_size ** 2 * self.search.channels)),
+                   np.float32(scale))
+        shape = tuple(image.shape)
+        if self.device_output:
+            output = cla.empty(queue, shape, np.float32)
+        else:
+            output = np.empty(shape, np.float32)
+        for i, tile in enumerate(self.tiles):
+            self._run_tile(volume, tile, scalars, output, events, first if i == 0 else None)
+        self.last_events = events
+        if not peak_first:
+            self._check_peak(uploader.peak())
+        return output
+
+    def _run_tile(self, volume: Volume, tile: _Tile, scalars: tuple, output: Any,
+                  events: list[tuple[str, Any]], uploaded: tuple[Any, list] | None) -> None:
+        queue = self.runtime.queue
+        i32 = np.int32
+        chunk = tile.chunk
+        nf, hb, w, ch = chunk.f_hi - chunk.f_lo, chunk.y_hi - chunk.y_lo, self.cols, self.channels
+        nr = tile.r1 - tile.r0
+        gy, gx, n, dim = chunk.g1 - chunk.g0, len(self.grid_x), self.n, self.search.dim
+
+        search = self.search
+        planar, uploads = uploaded if uploaded is not None else search.upload(volume, chunk)
+        events.extend(uploads)
+        searched = planar
+        if self.colour:
+            lum = self._buffer("lum", nf * hb * w * 4) if self.luma else planar
+            events.append(("transform", self._opponent(
+                queue, (w, hb, nf), None, planar, i32(nf), i32(hb), i32(w), lum)))
+            searched = lum if self.luma else planar
+
+        pos = self._buffer("pos", nr * gy * gx * n * dim * 4)
+        dist = self._buffer("dist", nr * gy * gx * n * 4)
+        events.extend(("search", e) for e in search.enqueue(searched, chunk, pos, dist,
+                                                             out_rows=gy))
+
+        plane = nr * ch * hb * w
+        item = 8 if self.aggregation == "fixed" else 4
+        acc = self._buffer("acc", plane * self.classes ** 2 * item)
+        count = plane * self.classes ** 2
+        events.append(("clear", self._clear(queue, (count,), None, acc,
+                                            i32(count))))
+        ys = self._ys.get((chunk.g0, chunk.g1))
+        if ys is None:
+            ys = self._ys[(chunk.g0, chunk.g1)] = cl.Buffer(
+                self.runtime.context, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR,
+                hostbuf=self.grid_y[chunk.g0:chunk.g1].astype(np.int32))
+
+        head = (planar, i32(nf), i32(hb), i32(w), i32(chunk.f_lo), i32(chunk.y_lo), pos, dist,
+                i32(gy), i32(gx), ys, self._xs)
+        ref_fb = tile.r0 - chunk.f_lo
+        tail = (i32(nr), i32(ref_fb), i32(chunk.g0))
+
+        def average(i0: int, si: int, na: int, j0: int, sj: int, nb: int, cls: int) -> None:
+            if na <= 0 or nb <= 0:
+                return
+            if self.averaging == "columns":
+                r = self.slots
+                global_size = (self.patch_size, -(-nb // r) * r, na * nr)
+                local_size = (self.patch_size, r, 1)
+            else:
+                g = self._naive_group
+                global_size = (-(-nb // g) * g, na, nr)
+                local_size = (g, 1, 1)
+            events.append(("average", self._average(
+                queue, global_size, local_size, *head, i32(i0), i32(si), i32(na), i32(j0),
+                i32(sj), i32(nb), *tail, i32(cls), acc, i32(plane), *scalars)))
+
+        if self.aggregation != "buffers":
+            average(0, 1, gy, 0, 1, gx, 0)
+        else:
+            self._average_classes(average, chunk.g0, chunk.g1)
+
+        if self.device_output:
+            out, out_rows, out_y0, out_f0 = output.data, self.rows, tile.a, tile.r0
+        else:
+            out = self._buffer("out", nr * (tile.b - tile.a) * w * ch * 4)
+            out_rows, out_y0, out_f0 = tile.b - tile.a, 0, 0
+        rows = tile.b - tile.a
+        scale = float(scalars[-1])
+        events.append(("finalize", self._finalize(
+            queue, (w, rows, nr), None, acc, i32(plane), i32(hb), i32(w), i32(chunk.y_lo),
+            i32(tile.a - chunk.y_lo), i32(rows), i32(nr), self._cover_y, self._cover_x,
+            np.float32(1.0 / scale), out, i32(out_rows), i32(out_y0), i32(out_f0))))
+        if not self.device_output:
+            staged = np.empty((nr, rows, w, ch), np.float32)
+            cl.enqueue_copy(queue, staged, out)
+            view = output if self.video else output[None]
+            view[tile.r0:tile.r1, tile.a:tile.b] = staged.reshape(view[tile.r0:tile.r1, tile.a:tile.b].shape)
+
+    def _average_classes(self, average: Any, g0: int, g1: int) -> None:
+        """The atomic-free launches: lattice references by class into K × K buffers, then the
+        references off the lattice (last row / column) in launches of non-overlapping
+        patches, added to buffer 0 after the lattice (launches of a queue run in order)."""
+        k = self.classes
+        lat_hi = min(g1, self.lattice_rows)
+        lat_rows = max(0, lat_hi - g0)
+        lat_cols = self.lattice_cols
+        gx = len(self.grid_x)
+        average(0, 1, lat_rows, 0, 1, lat_cols, -1)
+        if lat_cols < gx:  # last grid column, off the lattice: rows of one class at a time
+            for c in range(k):
+                first = (-(g0 - c)) % k  # first tile row whose grid row ≡ c (mod k)
+                average(first, k, -(-(lat_rows - first) // k), lat_cols, 1, 1, 0)
+        if g1 > self.lattice_rows:  # last grid row, off the lattice
+            row = self.lattice_rows - g0
+            for c in range(k):
+                average(row, 1, 1, c, k, -(-(lat_cols - c) // k), 0)
+            if lat_cols < gx:
+                average(row, 1, 1, lat_cols, 1, 1, 0)
+
+
+# ---- public functions -----------------------------------------------------------------------
