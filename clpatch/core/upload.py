@@ -17,6 +17,7 @@ import numpy as np
 import pyopencl as cl
 
 from .buffers import BufferPool
+from .kernels import kernel
 from .volumes import CL_TYPES, Volume
 
 #: Work-items per work-group of the conversion kernel (a power of two).
@@ -44,15 +45,16 @@ class Uploader:
         self._kernels: dict[str, Any] = {}
         self._peak = cl.Buffer(runtime.context, cl.mem_flags.READ_WRITE, 4)
         self._peak_host = np.zeros(1, np.uint32)
+        self.begin()        # a conversion outside a checked run still finds a defined word
 
     def kernel(self, dtype: Any) -> Any:
         name = CL_TYPES[np.dtype(dtype)]
-        kernel = self._kernels.get(name)
-        if kernel is None:
+        found = self._kernels.get(name)
+        if found is None:
             program = self.runtime.programs.get("lib/convert.cl.mako", src_type=name,
                                                 group=self.group)
-            kernel = self._kernels[name] = cl.Kernel(program, "to_planar")
-        return kernel
+            found = self._kernels[name] = kernel(program, "to_planar")
+        return found
 
     def begin(self, wait_for: list[Any] | None = None) -> Any:
         """Clear the running maximum (before the first block of a run); returns the event."""

@@ -45,10 +45,11 @@ from typing import Any
 
 import numpy as np
 import pyopencl as cl
-import pyopencl.array as cla
 
 from ..core.buffers import BufferPool, halve_until_fits, memory_limits
+from ..core.kernels import kernel
 from ..core.runtime import Runtime, resolve_runtime
+from ..core.staging import download
 from ..core.upload import check_peak
 from ..core.validate import check_float
 from ..core.volumes import Volume, as_volume, channels_last, check_planned
@@ -97,16 +98,17 @@ class _Stage:
         self.staggered = bool(self.search.stagger)
         extra = {"stagger": True} if self.staggered else {}
         program = rt.programs.get(
-            "denoise/collaborative.cl.mako", patch=params.patch_size, n=params.n, channels=plan.channels,
+            "denoise/collaborative.cl.mako", patch=params.patch_size, n=params.n,
+            channels=plan.channels,
             stage=params.stage, transform_2d=params.transform_2d,
             transform_1d=params.transform_1d, beta=params.beta, aggregation=plan.aggregation,
             colour=plan.colour, **extra)
-        self.filter = cl.Kernel(program, "bm3d_filter")
+        self.filter = kernel(program, "bm3d_filter")
         self.group = min(params.n, 8) * params.patch_size
-        self.finalize = cl.Kernel(program, "bm3d_finalize")
-        self.finalize_planar = cl.Kernel(program, "bm3d_finalize_planar")
-        self.clear = cl.Kernel(program, "bm3d_clear")
-        self.opponent = cl.Kernel(program, "bm3d_to_opponent") if plan.colour else None
+        self.finalize = kernel(program, "bm3d_finalize")
+        self.finalize_planar = kernel(program, "bm3d_finalize_planar")
+        self.clear = kernel(program, "bm3d_clear")
+        self.opponent = kernel(program, "bm3d_to_opponent") if plan.colour else None
 
     def rows_for(self, a: int, b: int) -> tuple[int, int]:
         """Grid rows [g0, g1) whose groups can reach output rows [a, b)."""
@@ -241,9 +243,8 @@ class BM3DPlan:
         scales = self._scales(peak, sigmas)
         tau_unit = (data_range / 255.0) ** 2
 
-        queue = self.runtime.queue
         if self.device_output:
-            output = cla.empty(queue, tuple(image.shape), np.float32)
+            output = self.runtime.empty(tuple(image.shape), np.float32)
         else:
             output = np.empty(tuple(image.shape), np.float32)
         # Between the stages: the noisy band and the basic estimate stay on the device when
@@ -343,9 +344,7 @@ class BM3DPlan:
             events.append(("finalize" + tag, stage.finalize_planar(
                 queue, (w, rows, 1), None, *head, basic, i32(rows), i32(0))))
             if not single:
-                staged = np.empty((ch, rows, w), np.float32)
-                cl.enqueue_copy(queue, staged, basic)
-                kept["basic_host"][:, tile.a:tile.b] = staged
+                download(queue, kept["basic_host"][:, tile.a:tile.b], basic, shape=(ch, rows, w))
             return
         if self.device_output:
             out, out_rows, out_y0 = output.data, self.rows, tile.a
@@ -355,9 +354,7 @@ class BM3DPlan:
         events.append(("finalize" + tag, stage.finalize(
             queue, (w, rows, 1), None, *head, out, i32(out_rows), i32(out_y0), i32(0))))
         if not self.device_output:
-            staged = np.empty((rows, w, ch), np.float32)
-            cl.enqueue_copy(queue, staged, out)
-            output[tile.a:tile.b] = staged.reshape(output[tile.a:tile.b].shape)
+            download(queue, output[tile.a:tile.b], out, shape=(rows, w, ch))
 
 
 # ---- public function ------------------------------------------------------------------------

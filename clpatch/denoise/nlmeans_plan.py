@@ -11,11 +11,11 @@ from typing import Any
 
 import numpy as np
 import pyopencl as cl
-import pyopencl.array as cla
 
 from ..core.buffers import BufferPool, halve_until_fits, memory_limits
-from ..core.kernels import max_group_size
+from ..core.kernels import kernel, max_group_size
 from ..core.runtime import Runtime
+from ..core.staging import download
 from ..core.upload import check_peak
 from ..core.validate import check_float
 from ..core.volumes import Volume, as_volume, check_planned, magnitude_limit
@@ -121,7 +121,7 @@ class NLMeansPlan:
                           classes=self.classes, slots=slots if self.averaging == "columns" else 1,
                           colour=self.colour, luma=self.luma)
             program = self.runtime.programs.get("denoise/nlmeans.cl.mako", **params)
-            average = cl.Kernel(program, "nlm_average")
+            average = kernel(program, "nlm_average")
             allowed = max_group_size(average, device)
             if self.averaging == "naive" or p * slots <= allowed:
                 break
@@ -131,9 +131,9 @@ class NLMeansPlan:
         self.slots = slots if self.averaging == "columns" else 1
         self._average = average
         self._naive_group = max(1, min(self.runtime.profile.naive_group_size, allowed))
-        self._finalize = cl.Kernel(program, "nlm_finalize")
-        self._clear = cl.Kernel(program, "nlm_clear")
-        self._opponent = cl.Kernel(program, "nlm_to_opponent") if self.colour else None
+        self._finalize = kernel(program, "nlm_finalize")
+        self._clear = kernel(program, "nlm_clear")
+        self._opponent = kernel(program, "nlm_to_opponent") if self.colour else None
 
     # ---- memory plan -----------------------------------------------------------------------
 
@@ -226,14 +226,13 @@ class NLMeansPlan:
             self._check_peak(peak)
             if self.aggregation == "fixed":
                 scale = self._fixed_scale(peak)
-        queue = self.runtime.queue
         scalars = (np.float32(2.0 * sigma * sigma), np.float32(1.0 / (h * h)),
                    np.float32(flat_beta * sigma * sigma),
                    np.float32(1.0 / (self.patch_size ** 2 * self.search.channels)),
                    np.float32(scale))
         shape = tuple(image.shape)
         if self.device_output:
-            output = cla.empty(queue, shape, np.float32)
+            output = self.runtime.empty(shape, np.float32)
         else:
             output = np.empty(shape, np.float32)
         for i, tile in enumerate(self.tiles):
@@ -316,10 +315,8 @@ class NLMeansPlan:
             i32(tile.a - chunk.y_lo), i32(rows), i32(nr), self._cover_y, self._cover_x,
             np.float32(1.0 / scale), out, i32(out_rows), i32(out_y0), i32(out_f0))))
         if not self.device_output:
-            staged = np.empty((nr, rows, w, ch), np.float32)
-            cl.enqueue_copy(queue, staged, out)
             view = output if self.video else output[None]
-            view[tile.r0:tile.r1, tile.a:tile.b] = staged.reshape(view[tile.r0:tile.r1, tile.a:tile.b].shape)
+            download(queue, view[tile.r0:tile.r1, tile.a:tile.b], out, shape=(nr, rows, w, ch))
 
     def _average_classes(self, average: Any, g0: int, g1: int) -> None:
         """The atomic-free launches: lattice references by class into K × K buffers, then the

@@ -110,7 +110,7 @@ class VBM3DPlan:
             if volume.array.context != self.runtime.context:
                 raise ValueError("frames live in another OpenCL context than the runtime's")
             peak = self._device_peak(volume)
-            output = cla.empty(self.runtime.queue, tuple(video.shape), np.float32)
+            output = self.runtime.empty(tuple(video.shape), np.float32)
             frames: Iterator[Any] = (_DeviceFrame(volume, t) for t in range(volume.frames))
         else:
             check_host_values(volume, self.params[0].patch_size, name="frames")

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import pyopencl as cl
 
+from ..core.kernels import kernel
 from ..match.matches import grid_positions
 from .vbm3d_params import VideoStageParams, search_layout
 
@@ -33,18 +34,19 @@ class VideoStage:
             "match/video_search.cl.mako", variant=plan.variant, patch=params.patch_size, n=params.n,
             q=params.q, window_ref=params.window_ref, window_pred=params.window_pred,
             channels=plan.channels, lanes=self.lanes, group=self.group)
-        self.search = cl.Kernel(search, "vbm3d_search")
+        self.search = kernel(search, "vbm3d_search")
         program = rt.programs.get(
-            "denoise/collaborative.cl.mako", patch=params.patch_size, n=params.n, channels=plan.channels,
+            "denoise/collaborative.cl.mako", patch=params.patch_size, n=params.n,
+            channels=plan.channels,
             stage=params.stage, transform_2d=params.transform_2d,
             transform_1d=params.transform_1d, beta=params.beta, aggregation=plan.aggregation,
             video=True, colour=plan.colour)
-        self.filter = cl.Kernel(program, "bm3d_filter")
+        self.filter = kernel(program, "bm3d_filter")
         self.work_group = min(params.n, 8) * params.patch_size
-        self.finalize = cl.Kernel(program, "bm3d_finalize")
-        self.finalize_planar = cl.Kernel(program, "bm3d_finalize_planar")
-        self.clear = cl.Kernel(program, "bm3d_clear")
-        self.opponent = cl.Kernel(program, "bm3d_to_opponent") if plan.colour else None
+        self.finalize = kernel(program, "bm3d_finalize")
+        self.finalize_planar = kernel(program, "bm3d_finalize_planar")
+        self.clear = kernel(program, "bm3d_clear")
+        self.opponent = kernel(program, "bm3d_to_opponent") if plan.colour else None
         self.ys = int_buffer(rt, self.grid_y)
         self.xs = int_buffer(rt, self.grid_x)
 

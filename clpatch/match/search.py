@@ -61,10 +61,14 @@ def search_patches(image: Any, patch_size: int = 8, step: int = 4, window: int =
                          f"patch_size={request.patch_size}"
                          + (f", temporal_window={tw}" if volume.video else "") + ")")
     rt = resolve_runtime(runtime, image)
-    config = choose_search(request, rt.profile, variant, rt.tuning)
+    if not (variant is None or isinstance(variant, (str, SearchConfig))):
+        raise TypeError(f"variant must be a string, a SearchConfig or None, "
+                        f"got {type(variant).__name__}")
+    # The configuration is chosen when the plan is made (use_tuning drops the plans).
     key = ("search", volume.frames, volume.rows, volume.cols, volume.channels, volume.video,
-           volume.dtype.str, volume.on_device, request, tw, config)
+           volume.on_device, request, tw, variant)
     plan = rt.plan_cache().plan(key, lambda: SearchPlan(
-        rt, volume.frames, volume.rows, volume.cols, volume.channels, request, config,
-        temporal_window=tw, device_output=volume.on_device, video=volume.video), PLANS_KEPT)
+        rt, volume.frames, volume.rows, volume.cols, volume.channels, request,
+        choose_search(request, rt.profile, variant, rt.tuning), temporal_window=tw,
+        device_output=volume.on_device, video=volume.video), PLANS_KEPT)
     return plan.run(image)

@@ -14,10 +14,9 @@ from typing import Any
 
 import numpy as np
 import pyopencl as cl
-import pyopencl.array as cla
 
 from ..core.buffers import BufferPool, memory_limits
-from ..core.kernels import max_group_size
+from ..core.kernels import kernel, max_group_size
 from ..core.runtime import Runtime
 from ..core.upload import Uploader, check_peak
 from ..core.volumes import Volume, as_volume, check_planned, magnitude_limit
@@ -109,15 +108,15 @@ class SearchPlan:
                                             **self._template_params(config))
         name = {"naive": "search_naive", "square": "search_square"}.get(config.variant,
                                                                          "search_rowband")
-        return cl.Kernel(program, name)
+        return kernel(program, name)
 
     def _build(self, config: SearchConfig) -> SearchConfig:
         """Build the kernels of `config`, shrinking work-groups the built kernel cannot take
         (registers and local memory can lower a kernel's limit below the device's)."""
         device = self.runtime.device
         while True:
-            kernel = self._kernel_for(config)
-            allowed = max_group_size(kernel, device)
+            built = self._kernel_for(config)
+            allowed = max_group_size(built, device)
             if config.variant == "naive":
                 if config.group > allowed:
                     config = dataclasses.replace(
@@ -127,10 +126,10 @@ class SearchPlan:
             if (config.tile ** 2 if config.variant == "square" else config.group) <= allowed:
                 break
             config = self._shrink(config, allowed)
-        self._main = kernel
+        self._main = built
         self._naive = None
         if config.variant == "naive":
-            self._naive, self._naive_group = kernel, config.group
+            self._naive, self._naive_group = built, config.group
         elif self.lattice_rows < len(self.grid_y) or (self.lattice_cols < len(self.grid_x)
                                                       and not self.stagger):
             # Grid rows/columns off the lattice are searched by the naive kernel (a staggered
@@ -217,9 +216,10 @@ class SearchPlan:
         queue = self.runtime.queue
         gy, gx, n, dim = len(self.grid_y), len(self.grid_x), self.request.n, self.dim
         events: list[tuple[str, Any]] = []
-        if self.device_output:
-            positions = cla.empty(queue, (self.frames, gy, gx, n, dim), np.int32)
-            distances = cla.empty(queue, (self.frames, gy, gx, n), np.float32)
+        if self.device_output:   # images get no frame axis (the kernels write frame 0)
+            lead = (self.frames,) if self.video else ()
+            positions = self.runtime.empty((*lead, gy, gx, n, dim), np.int32)
+            distances = self.runtime.empty((*lead, gy, gx, n), np.float32)
         else:
             positions = np.empty((self.frames, gy, gx, n, dim), np.int32)
             distances = np.empty((self.frames, gy, gx, n), np.float32)
@@ -255,7 +255,7 @@ class SearchPlan:
                     dist_view[...] = staged_dist
         self.last_events = events
         check_peak(self.uploader.peak(last), self.check_limit())
-        if not self.video:
+        if not self.video and not self.device_output:
             positions, distances = positions[0], distances[0]
         r = self.request
         grid_x = self.ref_x.copy() if self.stagger else self.grid_x.copy()

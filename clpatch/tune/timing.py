@@ -14,6 +14,7 @@ import numpy as np
 import pyopencl as cl
 from PIL import Image
 
+from ..core.kernels import kernel
 from ..core.resources import sample_image_path
 from ..core.runtime import Runtime
 
@@ -73,8 +74,8 @@ def measure_ceilings(runtime: Runtime) -> dict[str, float]:
     ctx, queue = runtime.context, runtime.queue
     chains, iterations = 8, 4096
     program = runtime.programs.get("lib/ceilings.cl.mako", chains=chains, iterations=iterations)
-    fma = cl.Kernel(program, "fma_rate")
-    copy = cl.Kernel(program, "copy")
+    fma = kernel(program, "fma_rate")
+    copy = kernel(program, "copy")
     items = runtime.profile.compute_units * 2048
     out = cl.Buffer(ctx, cl.mem_flags.WRITE_ONLY, items * 4)
 
