@@ -10,6 +10,7 @@
 ## local-memory padding x of the transposes (bank_padding: NVIDIA 1, AMD 2, Intel 4).
 <%page args="patch, n, channels, stage, transform_2d, transform_1d, beta, aggregation, video=False, colour=False, stagger=False"/>
 <%namespace name="agg" file="/lib/aggregate.mako"/>
+<%namespace name="mt" file="/lib/matches.mako"/>\
 <%!
     import math
     from clpatch.denoise import clgen as gen
@@ -27,6 +28,7 @@
     SLICE_S = ZG * P * P if PAPER else ZG * (P * P + 1)
     SL = max(SLICE_A, SLICE_S)
     DIM = 3 if video else 2
+    ENTRY = mt.entry("ref", N, "j")  # result j of reference ref (lib/matches.mako)
     ACC = {"fixed": "long", "cas": "uint"}[aggregation]
     F2, I2 = transform_pair(transform_2d, P)
     sizes = [1 << e for e in range(int(math.log2(N)) + 1)]
@@ -239,7 +241,7 @@ void bm3d_filter(__global const float *restrict img,
     const int zz = get_group_id(2);
     const int fr = zz / nrows;
     const int ti = row_first + (zz - fr * nrows);
-    const int ref = (fr * out_gy + ti) * gx + gj;
+    const int ref = ${mt.ref("ti", "gj", "gx", frame="fr", gy="out_gy")};
     const int rt = ref_fb + fr;
 % if video:
     const int rslot = (rt - frame_base) % nf;
@@ -257,12 +259,12 @@ void bm3d_filter(__global const float *restrict img,
     int where = ${N};
     int similar = 0;
     for (int j = 0; j < ${N}; ++j) {
-        similar += dist[ref * ${N} + j] <= tau;
+        similar += ${mt.dist("dist", ENTRY)} <= tau;
 % if video:
-        const bool self = pos[(ref * ${N} + j) * 3] == rt
-                          && pos[(ref * ${N} + j) * 3 + 1] == ry && pos[(ref * ${N} + j) * 3 + 2] == rx;
+        const bool self = ${mt.pos_t("pos", ENTRY, DIM)} == rt
+                          && ${mt.pos_y("pos", ENTRY, DIM)} == ry && ${mt.pos_x("pos", ENTRY, DIM)} == rx;
 % else:
-        const bool self = pos[(ref * ${N} + j) * 2] == ry && pos[(ref * ${N} + j) * 2 + 1] == rx;
+        const bool self = ${mt.pos_y("pos", ENTRY, DIM)} == ry && ${mt.pos_x("pos", ENTRY, DIM)} == rx;
 % endif
         if (self && where == ${N})
             where = j;
@@ -293,17 +295,17 @@ void bm3d_filter(__global const float *restrict img,
         } else {
             const int j = m - 1 + (m - 1 >= where ? 1 : 0);
 % if video:
-            const int tb = (pos[(ref * ${N} + j) * 3] - frame_base) % nf;
-            const int yb = pos[(ref * ${N} + j) * 3 + 1] - band_y0;
-            const int xb = pos[(ref * ${N} + j) * 3 + 2];
+            const int tb = (${mt.pos_t("pos", ENTRY, DIM)} - frame_base) % nf;
+            const int yb = ${mt.pos_y("pos", ENTRY, DIM)} - band_y0;
+            const int xb = ${mt.pos_x("pos", ENTRY, DIM)};
 % else:
             const int tb = rt;
-            const int yb = pos[(ref * ${N} + j) * 2] - band_y0;
-            const int xb = pos[(ref * ${N} + j) * 2 + 1];
+            const int yb = ${mt.pos_y("pos", ENTRY, DIM)} - band_y0;
+            const int xb = ${mt.pos_x("pos", ENTRY, DIM)};
 % endif
             off[${r}] = ((tb * ${C}) * H + yb) * W + xb + y;
 % if video:
-            aoff[${r}] = ((((pos[(ref * ${N} + j) * 3] - frame_base) % acc_nf) * ${C}) * H + yb) * W + xb + y;
+            aoff[${r}] = ((((${mt.pos_t("pos", ENTRY, DIM)} - frame_base) % acc_nf) * ${C}) * H + yb) * W + xb + y;
 % endif
         }
     }

@@ -10,6 +10,7 @@
 ## the luminance plane alone, for a luminance-only search).
 <%page args="patch, n, channels, video, averaging, aggregation, classes=1, slots=1, colour=False, luma=False"/>
 <%namespace name="agg" file="/lib/aggregate.mako"/>
+<%namespace name="mt" file="/lib/matches.mako"/>\
 <%
     P, N, C, K, R = patch, n, channels, classes, slots
     DIM = 3 if video else 2
@@ -56,23 +57,23 @@ ${agg.helpers(aggregation)}
 ## Reads the reference's neighbours: weights w[k], band offsets off[k] of their top-left
 ## pixel in channel 0, and wsum. Expects fr, ti, gj.
 <%def name="neighbours()">
-    const int ref = (fr * out_gy + ti) * gx + gj;
+    const int ref = ${mt.ref("ti", "gj", "gx", frame="fr", gy="out_gy")};
     float w[${N}];
     int off[${N}];
     float wsum = 0.0f;
 % for k in range(N):
     {
-        const float d = dist[ref * ${N} + ${k}];
+        const float d = ${mt.dist("dist", mt.entry("ref", N, k))};
         w[${k}] = exp(-fmax(d * norm - two_sigma2, 0.0f) * inv_h2);
         wsum += w[${k}];
 % if video:
-        const int tb = pos[(ref * ${N} + ${k}) * 3] - frame_base;
-        const int yb = pos[(ref * ${N} + ${k}) * 3 + 1] - band_y0;
-        const int xb = pos[(ref * ${N} + ${k}) * 3 + 2];
+        const int tb = ${mt.pos_t("pos", mt.entry("ref", N, k), DIM)} - frame_base;
+        const int yb = ${mt.pos_y("pos", mt.entry("ref", N, k), DIM)} - band_y0;
+        const int xb = ${mt.pos_x("pos", mt.entry("ref", N, k), DIM)};
 % else:
         const int tb = ref_fb + fr;
-        const int yb = pos[(ref * ${N} + ${k}) * 2] - band_y0;
-        const int xb = pos[(ref * ${N} + ${k}) * 2 + 1];
+        const int yb = ${mt.pos_y("pos", mt.entry("ref", N, k), DIM)} - band_y0;
+        const int xb = ${mt.pos_x("pos", mt.entry("ref", N, k), DIM)};
 % endif
         off[${k}] = ((tb * ${C}) * H + yb) * W + xb;
     }

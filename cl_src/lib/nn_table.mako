@@ -6,6 +6,7 @@
 ## The table is the arrays `bd` (distances) and `bp` (packed candidate offsets, see
 ## pack_offset). The ordered kind keeps bd ascending (Algorithm 2); the unordered kind
 ## keeps the current maximum in `bmax` (Algorithm 3) and is sorted once at the end.
+<%namespace name="mt" file="/lib/matches.mako"/>
 
 ## Candidate offsets relative to the reference (frame, row, column), each in [-127, 127],
 ## packed in one int: the table then holds one int per entry.
@@ -86,21 +87,21 @@
 </%def>
 
 ## Write the table of the reference at (frame t, row ry, column rx), buffer coordinates,
-## as absolute positions: (y, x), or (t, y, x) for video. `first` is the index of the
-## reference's first entry in out_dist.
+## as absolute positions: (y, x), or (t, y, x) for video, in the layout of lib/matches.mako.
+## `first` is the index of the reference's first entry in out_dist (mt.first).
 <%def name="write(n, video, first, t, ry, rx)">
 % for k in range(n):
     {
         const int code = bp[${k}];
-        const int e = ${first} + ${k};
-        out_dist[e] = bd[${k}];
+        const int e = ${mt.entry_from(first, k)};
+        ${mt.dist("out_dist", "e")} = bd[${k}];
 % if video:
-        out_pos[3 * e] = frame_base + ${t} + OFFSET_T(code);
-        out_pos[3 * e + 1] = band_y0 + ${ry} + OFFSET_Y(code);
-        out_pos[3 * e + 2] = ${rx} + OFFSET_X(code);
+        ${mt.pos_t("out_pos", "e", 3)} = frame_base + ${t} + OFFSET_T(code);
+        ${mt.pos_y("out_pos", "e", 3)} = band_y0 + ${ry} + OFFSET_Y(code);
+        ${mt.pos_x("out_pos", "e", 3)} = ${rx} + OFFSET_X(code);
 % else:
-        out_pos[2 * e] = band_y0 + ${ry} + OFFSET_Y(code);
-        out_pos[2 * e + 1] = ${rx} + OFFSET_X(code);
+        ${mt.pos_y("out_pos", "e", 2)} = band_y0 + ${ry} + OFFSET_Y(code);
+        ${mt.pos_x("out_pos", "e", 2)} = ${rx} + OFFSET_X(code);
 % endif
     }
 % endfor

@@ -11,6 +11,7 @@
 <%page args="variant, patch, n, channels, metric, table, video, step=None, width=None, rows=None, tile=None, batch=1, shift_max=0"/>
 <%namespace name="nn" file="/lib/nn_table.mako"/>
 <%namespace name="m" file="/lib/metric.mako"/>
+<%namespace name="mt" file="/lib/matches.mako"/>\
 <%
     P, N, C = patch, n, channels
 %>
@@ -122,7 +123,7 @@ __kernel void search_naive(${common_args()},
         }
     }
     ${nn.finish(N, table)}
-    const int first = (((out_f0 + f) * out_gy + out_row0 + i) * out_gx + out_col0 + j) * ${N};
+    const int first = ${mt.first(mt.ref("out_row0 + i", "out_col0 + j", "out_gx", frame="out_f0 + f", gy="out_gy"), N)};
     ${nn.write(N, video, "first", "t", "ry", "rx")}
 }
 
@@ -259,7 +260,7 @@ ${tracker_batch("column_sum(&part[buf][%s][tr][tj * " + str(S) + "])", P, K, N, 
     }
     if (tracker) {
         ${nn.finish(N, table)}
-        const int first = (((out_f0 + f) * out_gy + out_row0 + i0 + tr) * out_gx + out_col0 + j0 + tj) * ${N};
+        const int first = ${mt.first(mt.ref("out_row0 + i0 + tr", "out_col0 + j0 + tj", "out_gx", frame="out_f0 + f", gy="out_gy"), N)};
         ${nn.write(N, video, "first", "t", "ry", "rx")}
     }
 }
@@ -368,7 +369,7 @@ ${tracker_batch("(part[buf][%s][ly][lx] + part[buf][%s][ly][lx + 1] + part[buf][
     }
     if (tracker) {
         ${nn.finish(N, table)}
-        const int first = (((out_f0 + f) * out_gy + out_row0 + gi) * out_gx + out_col0 + gj) * ${N};
+        const int first = ${mt.first(mt.ref("out_row0 + gi", "out_col0 + gj", "out_gx", frame="out_f0 + f", gy="out_gy"), N)};
         ${nn.write(N, video, "first", "t", "ry", "rx")}
     }
 }

@@ -17,6 +17,7 @@
 ## planes, the search reads plane 0), lanes (work-items per reference: 1, LANES or P) and
 ## group (references per work-group), both from clpatch.denoise.vbm3d_params.search_layout.
 <%page args="variant, patch, n, q, window_ref, window_pred, channels, lanes, group"/>
+<%namespace name="mt" file="/lib/matches.mako"/>\
 <%
     P, N, Q, C = patch, n, q, channels
     H1, H2 = window_ref // 2, window_pred // 2
@@ -108,10 +109,10 @@ inline bool key_less(const float d1, const int t1, const int y1, const int x1,
 <%def name="write_results(name)">
     for (int k = 0; k < ${N}; ++k) {
         const bool some = ${name}_d[k] < INFINITY;
-        out_dist[ref * ${N} + k] = ${name}_d[k];
-        out_pos[(ref * ${N} + k) * 3] = some ? ${name}_t[k] : -1;
-        out_pos[(ref * ${N} + k) * 3 + 1] = some ? ${name}_y[k] : -1;
-        out_pos[(ref * ${N} + k) * 3 + 2] = some ? ${name}_x[k] : -1;
+        ${mt.dist("out_dist", mt.entry("ref", N, "k"))} = ${name}_d[k];
+        ${mt.pos_t("out_pos", mt.entry("ref", N, "k"), 3)} = some ? ${name}_t[k] : -1;
+        ${mt.pos_y("out_pos", mt.entry("ref", N, "k"), 3)} = some ? ${name}_y[k] : -1;
+        ${mt.pos_x("out_pos", mt.entry("ref", N, "k"), 3)} = some ? ${name}_x[k] : -1;
     }
 </%def>
 
@@ -218,7 +219,7 @@ __kernel void vbm3d_search(${args()})
     const int gj = get_global_id(0), gi = get_global_id(1);
     if (gj >= gx || gi >= gy)
         return;
-    const int ref = gi * gx + gj;
+    const int ref = ${mt.ref("gi", "gj", "gx")};
     const int ry = ys[gi], rx = xs[gj];
     ${load_patch()}
     ${list_decl("best", N)}
@@ -260,7 +261,7 @@ void vbm3d_search(${args()})
     const int lane = get_local_id(0), me = get_local_id(1);
     const int gj = get_global_id(1), gi = get_global_id(2);
     const bool live = gj < gx;
-    const int ref = gi * gx + gj;
+    const int ref = ${mt.ref("gi", "gj", "gx")};
     const int ry = ys[gi], rx = xs[live ? gj : gx - 1];
     ${load_patch()}
     ${list_decl("best", N)}
@@ -354,7 +355,7 @@ void vbm3d_search(${args()})
     const int lane = get_local_id(0), me = get_local_id(1);
     const int gj = get_global_id(1), gi = get_global_id(2);
     const bool live = gj < gx;
-    const int ref = gi * gx + gj;
+    const int ref = ${mt.ref("gi", "gj", "gx")};
     const int ry = ys[gi], rx = xs[live ? gj : gx - 1];
     float col[${P}];
     {

@@ -45,6 +45,7 @@ class Uploader:
         self._kernels: dict[str, Any] = {}
         self._peak = cl.Buffer(runtime.context, cl.mem_flags.READ_WRITE, 4)
         self._peak_host = np.zeros(1, np.uint32)
+        self._readers: dict[str, Any] = {}   # staging buffer -> the conversion reading it
         self.begin()        # a conversion outside a checked run still finds a defined word
 
     def kernel(self, dtype: Any) -> Any:
@@ -62,11 +63,14 @@ class Uploader:
                                       wait_for=wait_for)
 
     def convert(self, volume: Volume, f_lo: int, f_hi: int, y_lo: int, y_hi: int, dst: Any,
-                dst_base: int = 0, *, staging: str = "staging",
+                dst_base: int = 0, *, staging: str = "staging", transfers: Any = None,
                 wait_for: list[Any] | None = None) -> list[tuple[str, Any]]:
         """Frames [f_lo, f_hi) and rows [y_lo, y_hi) of `volume`, all columns and channels,
         into dst[dst_base + ((f · C + c) · rows + y) · W + x]; returns (stage, event) pairs
-        ("upload" for a host block's copy, "convert")."""
+        ("upload" for a host block's copy, "convert"). A host block goes through device
+        buffer `staging`; with `transfers` (a `clpatch.core.transfer.Transfers`) its copy
+        runs on the transfer queue through a pinned slot of the same name, after the last
+        conversion that read that buffer."""
         queue = self.runtime.queue
         frames, rows, cols = f_hi - f_lo, y_hi - y_lo, volume.cols
         events: list[tuple[str, Any]] = []
@@ -86,8 +90,15 @@ class Uploader:
             sc = 1 if block.ndim == 4 else 0
             base = 0
             source = self.pool.get(staging, block.nbytes)
-            events.append(("upload", cl.enqueue_copy(queue, source, block, wait_for=wait_for)))
-            wait_for = [events[-1][1]]
+            if transfers is not None:
+                last = self._readers.get(staging)
+                copied = transfers.upload(source, block, staging,
+                                          wait_for=[last] if last is not None else None)
+                wait_for = [*(wait_for or ()), copied]
+            else:
+                copied = cl.enqueue_copy(queue, source, block, wait_for=wait_for)
+                wait_for = [copied]
+            events.append(("upload", copied))
         if dtype == np.float64 and not self.runtime.profile.fp64:
             raise TypeError("float64 device arrays need a device with fp64 support")
         i32, i64, g = np.int32, np.int64, self.group
@@ -96,7 +107,14 @@ class Uploader:
             i64(sy), i64(sx), i64(sc), i32(frames), i32(rows), i32(cols), i32(volume.channels),
             dst, i64(dst_base), self._peak, wait_for=wait_for)
         events.append(("convert", event))
+        if not volume.on_device:
+            self._readers[staging] = event
         return events
+
+    def read_peak(self, host: np.ndarray) -> Any:
+        """Start copying the check word (see `peak`) into the uint32 array `host`, without
+        waiting; returns the copy's event."""
+        return cl.enqueue_copy(self.runtime.queue, host, self._peak, is_blocking=False)
 
     def peak(self, wait_for: list[Any] | None = None) -> float:
         """The largest |value| converted since `begin()` (waits for it): NaN or inf when any

@@ -16,6 +16,7 @@ from ..core.buffers import BufferPool, halve_until_fits, memory_limits
 from ..core.kernels import kernel, max_group_size
 from ..core.runtime import Runtime
 from ..core.staging import download
+from ..core.transfer import Transfers
 from ..core.upload import check_peak
 from ..core.validate import check_float
 from ..core.volumes import Volume, as_volume, check_planned, magnitude_limit
@@ -32,6 +33,10 @@ MAX_CHANNELS = 8
 COLUMNS_GROUP = 64
 # Reference frames per tile of a video: device memory is bounded by this, not by T.
 VIDEO_FRAMES_PER_TILE = 8
+# NumPy images of at least this many bytes are denoised in PIPELINE_BANDS bands (at least) so
+# that a band's upload and the previous band's download overlap the kernels (Transfers).
+PIPELINE_BYTES = 8 << 20
+PIPELINE_BANDS = 4
 
 
 @dataclass(frozen=True)
@@ -101,6 +106,12 @@ class NLMeansPlan:
         self._xs = cl.Buffer(ctx, flags, hostbuf=self.grid_x.astype(np.int32))
         self._pool = BufferPool(runtime.context)
         self._ys: dict[tuple[int, int], Any] = {}
+        # Pipelined: a NumPy image large enough, and no peak needed before averaging.
+        self.pipelined = (not device_output and not video and not self.colour
+                          and self.aggregation != "fixed"
+                          and rows * cols * channels * 4 >= PIPELINE_BYTES)
+        self.transfers = Transfers(runtime) if self.pipelined else None
+        self._downloads: dict[int, Any] = {}
         self.tiles = self._plan_tiles(tile_bytes)
         self.last_events: list[tuple[str, Any]] = []
 
@@ -163,7 +174,7 @@ class NLMeansPlan:
         frames_per_tile = self.frames
         if self.video:
             frames_per_tile = min(self.frames, max(VIDEO_FRAMES_PER_TILE, 2 * self.temporal_window + 1))
-        rows_per_tile = self.rows
+        rows_per_tile = -(-self.rows // PIPELINE_BANDS) if self.pipelined else self.rows
 
         def tiles(fc: int, rc: int) -> list[_Tile]:
             return [self._tile_for(r0, min(self.frames, r0 + fc), a, min(self.rows, a + rc))
@@ -235,15 +246,25 @@ class NLMeansPlan:
             output = self.runtime.empty(shape, np.float32)
         else:
             output = np.empty(shape, np.float32)
+        pending = None      # (slot, rows of output) whose download is under way
         for i, tile in enumerate(self.tiles):
-            self._run_tile(volume, tile, scalars, output, events, first if i == 0 else None)
+            started = self._run_tile(volume, tile, scalars, output, events,
+                                     first if i == 0 else None, i % 2)
+            if pending is not None:
+                self.transfers.finish_download(f"out{pending[0]}", pending[1])
+            pending = started
+        if pending is not None:
+            self.transfers.finish_download(f"out{pending[0]}", pending[1])
         self.last_events = events
         if not peak_first:
             self._check_peak(uploader.peak())
         return output
 
     def _run_tile(self, volume: Volume, tile: _Tile, scalars: tuple, output: Any,
-                  events: list[tuple[str, Any]], uploaded: tuple[Any, list] | None) -> None:
+                  events: list[tuple[str, Any]], uploaded: tuple[Any, list] | None,
+                  slot: int) -> tuple[int, np.ndarray] | None:
+        """Enqueue one tile; a pipelined plan alternates two slots of staging and output
+        buffers and returns (slot, output rows) whose download it started."""
         queue = self.runtime.queue
         i32 = np.int32
         chunk = tile.chunk
@@ -252,7 +273,13 @@ class NLMeansPlan:
         gy, gx, n, dim = chunk.g1 - chunk.g0, len(self.grid_x), self.n, self.search.dim
 
         search = self.search
-        planar, uploads = uploaded if uploaded is not None else search.upload(volume, chunk)
+        if uploaded is not None:
+            planar, uploads = uploaded
+        elif self.pipelined:
+            planar, uploads = search.upload(volume, chunk, staging=f"staging{slot}",
+                                            transfers=self.transfers)
+        else:
+            planar, uploads = search.upload(volume, chunk)
         events.extend(uploads)
         searched = planar
         if self.colour:
@@ -306,17 +333,29 @@ class NLMeansPlan:
         if self.device_output:
             out, out_rows, out_y0, out_f0 = output.data, self.rows, tile.a, tile.r0
         else:
-            out = self._buffer("out", nr * (tile.b - tile.a) * w * ch * 4)
+            out = self._buffer(f"out{slot}" if self.pipelined else "out",
+                               nr * (tile.b - tile.a) * w * ch * 4)
             out_rows, out_y0, out_f0 = tile.b - tile.a, 0, 0
         rows = tile.b - tile.a
         scale = float(scalars[-1])
-        events.append(("finalize", self._finalize(
+        # A pipelined slot's output buffer is written again once its last download is done.
+        previous = self._downloads.pop(slot, None)
+        finalized = self._finalize(
             queue, (w, rows, nr), None, acc, i32(plane), i32(hb), i32(w), i32(chunk.y_lo),
             i32(tile.a - chunk.y_lo), i32(rows), i32(nr), self._cover_y, self._cover_x,
-            np.float32(1.0 / scale), out, i32(out_rows), i32(out_y0), i32(out_f0))))
-        if not self.device_output:
-            view = output if self.video else output[None]
-            download(queue, view[tile.r0:tile.r1, tile.a:tile.b], out, shape=(nr, rows, w, ch))
+            np.float32(1.0 / scale), out, i32(out_rows), i32(out_y0), i32(out_f0),
+            wait_for=[previous] if previous is not None else None)
+        events.append(("finalize", finalized))
+        if self.device_output:
+            return None
+        view = output if self.video else output[None]
+        destination = view[tile.r0:tile.r1, tile.a:tile.b]
+        if not self.pipelined:
+            download(queue, destination, out, shape=(nr, rows, w, ch))
+            return None
+        self._downloads[slot] = self.transfers.start_download(
+            out, nr * rows * w * ch * 4, f"out{slot}", wait_for=[finalized])
+        return slot, destination
 
     def _average_classes(self, average: Any, g0: int, g1: int) -> None:
         """The atomic-free launches: lattice references by class into K × K buffers, then the

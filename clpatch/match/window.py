@@ -180,15 +180,18 @@ class SearchPlan:
         return self.geometry.chunk(r0, r1, g0, g1)
 
     def upload(self, volume: Volume, chunk: Chunk, name: str = "planar", *,
+               staging: str = "staging", transfers: Any = None,
                wait_for: list[Any] | None = None) -> tuple[Any, list[tuple[str, Any]]]:
         """The chunk's frames and rows of all of `volume`'s channels as planar float32 in
-        this plan's buffer `name`, with the (stage, event) pairs of the upload. Values are
-        checked by the conversion: call `uploader.begin()` before a run's first upload and
-        `uploader.peak()` after its last."""
+        this plan's buffer `name`, with the (stage, event) pairs of the upload (a host
+        block goes through buffer `staging`, on `transfers`' queue when given, see
+        `Uploader.convert`). Values are checked by the conversion: call `uploader.begin()`
+        before a run's first upload and `uploader.peak()` after its last."""
         frames, rows = chunk.f_hi - chunk.f_lo, chunk.y_hi - chunk.y_lo
         planar = self.pool.get(name, frames * volume.channels * rows * self.cols * 4)
         events = self.uploader.convert(volume, chunk.f_lo, chunk.f_hi, chunk.y_lo, chunk.y_hi,
-                                       planar, wait_for=wait_for)
+                                       planar, staging=staging, transfers=transfers,
+                                       wait_for=wait_for)
         return planar, events
 
     def enqueue(self, planar: Any, chunk: Chunk, out_pos: Any, out_dist: Any, *, out_rows: int,

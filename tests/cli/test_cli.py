@@ -18,7 +18,7 @@ from clpatch.core.runtime import INSTALL_HELP, is_simulator, list_devices
 from tests.conftest import device_specs
 from tests.helpers import assert_close, check_search, load_image, random_image
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]  # tests/cli/ -> the repository root
 
 
 def spec_of(runtime: clpatch.Runtime) -> str:

@@ -9,8 +9,8 @@ import numpy as np
 from PIL import Image
 
 import clpatch
+from tests.cli.test_cli import assert_one_error_line, run, spec_of
 from tests.reference.video import load_image, motion_video
-from tests.test_cli import assert_one_error_line, run, spec_of
 
 SIGMA = 20.0
 

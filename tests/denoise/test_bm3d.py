@@ -619,3 +619,57 @@ def test_generated_transforms_match_transform_pair():
 
 def test_public_names():
     assert clpatch.bm3d is bm3d_fn and clpatch.BM3DPlan is BM3DPlan
+
+
+@pytest.mark.parametrize("channels", [1, 3])
+def test_pinned_transfers_give_identical_results(runtime, monkeypatch, channels):
+    """Large NumPy images move through pinned slots on the transfer queue (PINNED_BYTES):
+    the same result as the plain copies, tiled or not."""
+    from clpatch.core import transfer
+    from clpatch.denoise import bm3d_plan as bm3d_module
+
+    shape = (70, 53) if channels == 1 else (70, 53, 3)
+    image = (np.random.default_rng(21).random(shape) * 255).astype(np.float32)
+    p1, p2, stages = stage_params("fast")
+    plain = BM3DPlan(runtime, 70, 53, channels, (p1, p2), stages)
+    monkeypatch.setattr(bm3d_module, "PINNED_BYTES", 0)
+    monkeypatch.setattr(transfer, "PIECE_BYTES", 1 << 12)
+    pinned = BM3DPlan(runtime, 70, 53, channels, (p1, p2), stages)
+    tiled = BM3DPlan(runtime, 70, 53, channels, (p1, p2), stages,
+                     tile_bytes=100_000 if channels == 1 else 400_000)
+    assert plain.transfers is None and pinned.transfers is not None and len(tiled.tiles) > 1
+    expected = plain.run(image, 20.0)
+    for _ in range(2):
+        np.testing.assert_array_equal(pinned.run(image, 20.0), expected)
+    if plain.aggregation == "fixed":          # "cas" is not bit-for-bit reproducible
+        np.testing.assert_array_equal(tiled.run(image, 20.0), expected)
+
+
+def test_stream_matches_run_frame_by_frame(runtime, monkeypatch):
+    """BM3DPlan.stream overlaps frames (two alternating slots) and gives what run() gives
+    with the same peak; a frame beyond the assumed peak, or with NaN, is refused."""
+    from clpatch.core import transfer
+
+    monkeypatch.setattr(transfer, "PIECE_BYTES", 1 << 12)
+    rng = np.random.default_rng(31)
+    frames = [(rng.random((45, 38)) * 255).astype(np.float32) for _ in range(5)]
+    p1, p2, stages = stage_params("fast")
+    plan = BM3DPlan(runtime, 45, 38, 1, (p1, p2), stages)
+    out = list(plan.stream(frames, 20.0, data_range=255.0, peak=300.0))
+    assert len(out) == 5
+    for frame, denoised in zip(frames, out, strict=True):
+        single = BM3DPlan(runtime, 45, 38, 1, (p1, p2), stages)
+        expected = list(single.stream([frame], 20.0, data_range=255.0, peak=300.0))[0]
+        np.testing.assert_array_equal(denoised, expected)
+        if plan.aggregation == "fixed":
+            # run() takes the frame's own peak for its scales: same filter, other rounding.
+            assert_close(denoised, single.run(frame, 20.0, data_range=255.0), rtol=0, atol=1e-3,
+                         what="stream vs run")
+    with pytest.raises(ValueError, match="beyond the assumed peak"):
+        list(plan.stream([frames[0], frames[1] * 2], 20.0, data_range=255.0, peak=300.0))
+    bad = frames[0].copy()
+    bad[3, 4] = np.nan
+    with pytest.raises(ValueError, match="frame 1 contains NaN"):
+        list(plan.stream([frames[0], bad], 20.0, data_range=255.0))
+    with pytest.raises(ValueError, match="one tile"):
+        BM3DPlan(runtime, 45, 38, 1, (p1, p2), stages, device_output=True).stream(frames, 20.0)

@@ -117,6 +117,25 @@ def test_tiles_give_identical_results(runtime, video):
         np.testing.assert_array_equal(tiled.run(image, SIGMA), whole.run(image, SIGMA))
 
 
+@pytest.mark.parametrize("channels", [1, 2])
+def test_pipelined_bands_give_identical_results(runtime, monkeypatch, channels):
+    """NumPy images above PIPELINE_BYTES go in bands whose copies run on the transfer queue
+    through pinned slots (two of each, reused every other band): same result as one pass."""
+    from clpatch.denoise import nlmeans_plan
+
+    shape = (73, 47) if channels == 1 else (73, 47, 2)
+    image = noisy(shape, seed=17)
+    whole = NLMeansPlan(runtime, 1, 73, 47, channels, aggregation="buffers")
+    monkeypatch.setattr(nlmeans_plan, "PIPELINE_BYTES", 0)
+    banded = NLMeansPlan(runtime, 1, 73, 47, channels, aggregation="buffers")
+    assert not whole.pipelined and banded.pipelined
+    assert len(whole.tiles) == 1 and len(banded.tiles) >= nlmeans_plan.PIPELINE_BANDS
+    expected = whole.run(image, SIGMA)
+    for _ in range(2):                      # the second run reuses every slot
+        np.testing.assert_array_equal(banded.run(image, SIGMA), expected)
+    assert any(name == "upload" for name, _ in banded.last_events)
+
+
 def test_video_is_streamed_in_bounded_tiles(runtime):
     frames = noisy((20, 18, 18), seed=8)
     plan = NLMeansPlan(runtime, 20, 18, 18, 1, patch_size=6, step=3, window=7, n=4,

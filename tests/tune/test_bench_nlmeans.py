@@ -10,7 +10,7 @@ import clpatch
 from clpatch.cli import main as cli
 from clpatch.tune.bench import run_bench
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]  # tests/tune/ -> the repository root
 
 
 def load_script(name: str):

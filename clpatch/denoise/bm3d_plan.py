@@ -1,0 +1,350 @@
+"""`BM3DPlan`: the compiled BM3D/CBM3D (two stages of search, fused filter and aggregation)
+for one image shape and parameter set; `clpatch.denoise.bm3d` describes the method."""
+
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyopencl as cl
+
+from ..core.buffers import BufferPool, halve_until_fits, memory_limits
+from ..core.kernels import kernel
+from ..core.runtime import Runtime
+from ..core.staging import download
+from ..core.transfer import Transfers
+from ..core.upload import check_peak
+from ..core.validate import check_float
+from ..core.volumes import Volume, as_volume, check_planned
+from ..match.window import SearchPlan
+from ..match.window_config import SearchConfig, SearchRequest, choose_search
+from . import bm3d_stream
+from .bm3d_params import (
+    OPPONENT,
+    StageParams,
+    choose_aggregation,
+    default_data_range,
+    fixed_point_scales,
+    stagger_shifts,
+)
+
+__all__ = ["BM3DPlan"]
+
+# NumPy images of at least this many bytes move through pinned memory.
+PINNED_BYTES = 8 << 20
+# Filter launches are split so that one launch holds at most this many work-groups.
+GROUPS_PER_LAUNCH = 1 << 20
+
+
+@dataclass(frozen=True)
+class _Tile:
+    """Output rows [a, b) and, per stage, the search chunk of the references they need."""
+
+    a: int
+    b: int
+    chunks: tuple[Any, ...]
+
+
+class _Stage:
+    """The search plan and kernels of one stage."""
+
+    def __init__(self, plan: BM3DPlan, params: StageParams, variant: Any) -> None:
+        rt = plan.runtime
+        self.params = params
+        request = SearchRequest(params.patch_size, params.step, params.n, params.window, 1, "l2",
+                                False)
+        config = choose_search(request, rt.profile, variant, rt.tuning)
+        shifts = stagger_shifts(params.step) if params.stagger else ()
+        self.search = SearchPlan(rt, 1, plan.rows, plan.cols, 1, request, config,
+                                 stagger=shifts)
+        self.staggered = bool(self.search.stagger)
+        extra = {"stagger": True} if self.staggered else {}
+        program = rt.programs.get(
+            "denoise/collaborative.cl.mako", patch=params.patch_size, n=params.n,
+            channels=plan.channels,
+            stage=params.stage, transform_2d=params.transform_2d,
+            transform_1d=params.transform_1d, beta=params.beta, aggregation=plan.aggregation,
+            colour=plan.colour, **extra)
+        self.filter = kernel(program, "bm3d_filter")
+        self.group = min(params.n, 8) * params.patch_size
+        self.finalize = kernel(program, "bm3d_finalize")
+        self.finalize_planar = kernel(program, "bm3d_finalize_planar")
+        self.clear = kernel(program, "bm3d_clear")
+        self.opponent = kernel(program, "bm3d_to_opponent") if plan.colour else None
+
+    def rows_for(self, a: int, b: int) -> tuple[int, int]:
+        """Grid rows [g0, g1) whose groups can reach output rows [a, b)."""
+        p, h = self.params.patch_size, self.params.window // 2
+        gy = self.search.grid_y
+        g0 = int(np.searchsorted(gy, a - h - p + 1, side="left"))
+        g1 = int(np.searchsorted(gy, b - 1 + h, side="right"))
+        return g0, max(g1, g0 + 1)
+
+
+class BM3DPlan:
+    """A compiled BM3D/CBM3D for one image shape and parameter set, reusable across calls.
+
+    `run(image, sigma)` denoises one image of the planned shape. Images larger than the
+    device's memory are processed in bands of output rows; a band searches and filters every
+    reference whose group can reach it (stage 1 for all bands, then stage 2), so each output
+    pixel gathers exactly the contributions of an untiled run (bit for bit with the
+    deterministic "fixed" aggregation). `last_events` holds (stage, event) pairs of the last
+    run: convert, transform, search1, filter1, finalize1, search2, filter2, finalize2, clear.
+    """
+
+    def __init__(self, runtime: Runtime, rows: int, cols: int, channels: int,
+                 params: tuple[StageParams, StageParams], stages: int = 2, *,
+                 aggregation: str | None = None, variant: str | SearchConfig | None = None,
+                 device_output: bool = False, tile_bytes: int | None = None) -> None:
+        if channels not in (1, 3):
+            raise ValueError(f"BM3D filters grayscale (1 channel) or RGB (3 channels), got {channels}")
+        self.runtime = runtime
+        self.rows, self.cols, self.channels = rows, cols, channels
+        self.colour = channels == 3
+        self.device_output = device_output
+        self.params = params[:stages]
+        self.aggregation, self.aggregation_reason = choose_aggregation(runtime.profile, aggregation)
+        self.stages = [_Stage(self, p, variant) for p in self.params]
+        self.pool = BufferPool(runtime.context)
+        # Large NumPy images move through pinned memory on a transfer queue (Transfers).
+        large = rows * cols * channels * 4 >= PINNED_BYTES
+        self.transfers = Transfers(runtime) if large and not device_output else None
+        self.stream_downloads: dict[int, Any] = {}   # stream slot -> its last download
+        self._xs = [None if s.staggered else self._int_buffer(s.search.grid_x)
+                    for s in self.stages]
+        self._ys: dict[tuple[int, int, int], Any] = {}
+        self.tiles = self._plan_tiles(tile_bytes)
+        self.last_events: list[tuple[str, Any]] = []
+
+    def _int_buffer(self, values: np.ndarray) -> Any:
+        return cl.Buffer(self.runtime.context, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR,
+                         hostbuf=np.ascontiguousarray(values, dtype=np.int32))
+
+    # ---- memory plan -----------------------------------------------------------------------
+
+    def _tile(self, a: int, b: int) -> _Tile:
+        return _Tile(a, b, tuple(s.search.chunk(0, 1, *s.rows_for(a, b)) for s in self.stages))
+
+    def _tile_bytes(self, tile: _Tile) -> tuple[int, int]:
+        """(largest buffer, all buffers) of a tile, in bytes."""
+        w, ch = self.cols, self.channels
+        item = 8 if self.aggregation == "fixed" else 4
+        largest = whole = 0
+        for stage, chunk in zip(self.stages, tile.chunks, strict=True):
+            hb = chunk.y_hi - chunk.y_lo
+            refs = (chunk.g1 - chunk.g0) * len(stage.search.grid_x)
+            sizes = [ch * hb * w * 4,                       # planar band
+                     ch * hb * w * 8,                       # host staging
+                     ch * hb * w * 4,                       # basic estimate band
+                     refs * stage.params.n * 12,            # positions and distances
+                     ch * hb * w * 2 * item,                # numerator and denominator
+                     (tile.b - tile.a) * w * ch * 4]        # output rows
+            largest = max(largest, *sizes)
+            whole = max(whole, sum(sizes))
+        return largest, whole
+
+    def _plan_tiles(self, tile_bytes: int | None) -> list[_Tile]:
+        largest, total = memory_limits(self.runtime, tile_bytes)
+
+        def tiles(rc: int) -> list[_Tile]:
+            return [self._tile(a, min(self.rows, a + rc)) for a in range(0, self.rows, rc)]
+
+        def fits(_: int, rc: int) -> bool:
+            return all(big <= largest and whole <= total for big, whole in map(self._tile_bytes,
+                                                                               tiles(rc)))
+
+        _, rows = halve_until_fits(
+            fits, 1, self.rows,
+            f"one image row of this input does not fit the device's memory ({largest} bytes per "
+            "buffer); reduce the image width, window or n")
+        return tiles(rows)
+
+    # ---- running ---------------------------------------------------------------------------
+
+    def scales(self, peak: float, sigmas: np.ndarray) -> list[tuple[float, float]]:
+        """(numerator, denominator) fixed-point scales per stage: powers of two for which no
+        pixel's sum can leave int64 (the weights and the contributions per pixel are bounded)."""
+        if self.aggregation != "fixed":
+            return [(1.0, 1.0)] * len(self.stages)
+        out = []
+        for stage in self.stages:
+            p = stage.params
+            per_axis = -(-(p.patch_size + 2 * (p.window // 2)) // p.step) + 1
+            if stage.staggered:     # column 0 is a reference of every row besides the lattice
+                per_axis += 1
+            # Stage 2 divides by mu2·σ²: its weights scale like those of a noise mu2^½·σ.
+            noise = sigmas * math.sqrt(p.mu2) if p.stage == 2 else sigmas
+            out.append(fixed_point_scales(p.stage, per_axis * per_axis * p.n, peak, noise))
+        return out
+
+    def run(self, image: Any, sigma: float, *, data_range: float | None = None) -> Any:
+        """Denoise `image` (the planned shape): float32, same shape and kind of array."""
+        sigma = check_float("sigma", sigma)
+        volume = as_volume(image, video=False)
+        check_planned(volume, (1, self.rows, self.cols, self.channels), self.device_output,
+                      self.runtime.context)
+        # The upload measures the peak |value| (the fixed-point scales need it before any
+        # filter runs): a single tile's upload is kept for both stages; a tiled image is
+        # converted band by band once up front to measure it.
+        uploader = self.stages[0].search.uploader
+        uploader.begin()
+        kept: dict[str, Any] = {}
+        events: list[tuple[str, Any]] = []
+        search = self.stages[0].search
+        if len(self.tiles) == 1:
+            kept["noisy"] = self.upload_noisy(self.stages[0], volume, self.tiles[0].chunks[0],
+                                               events)
+        else:
+            for tile in self.tiles:
+                search.upload(volume, tile.chunks[0], "peak")
+        peak = uploader.peak()
+        check_peak(peak, search.check_limit())
+        if data_range is None:
+            data_range = default_data_range(volume.dtype, peak)
+        data_range = check_float("data_range", data_range)
+        if self.colour:
+            sigmas = sigma * np.sqrt((OPPONENT ** 2).sum(1))
+        else:
+            sigmas = np.array([sigma])
+        scales = self.scales(peak, sigmas)
+        tau_unit = (data_range / 255.0) ** 2
+
+        if self.device_output:
+            output = self.runtime.empty(tuple(image.shape), np.float32)
+        else:
+            output = np.empty(tuple(image.shape), np.float32)
+        # Between the stages: the noisy band and the basic estimate stay on the device when
+        # the image is one tile; with several tiles the basic estimate goes through the host.
+        if len(self.stages) == 2 and len(self.tiles) > 1:
+            kept["basic_host"] = np.empty((self.channels, self.rows, self.cols), np.float32)
+        for s, stage in enumerate(self.stages):
+            last = s == len(self.stages) - 1
+            for tile in self.tiles:
+                self.run_stage(s, stage, volume, tile, sigmas, scales[s], tau_unit, last,
+                                output, kept, events)
+        self.last_events = events
+        return output
+
+    def stream(self, frames: Iterable[Any], sigma: float, *, data_range: float | None = None,
+               peak: float | None = None) -> Iterator[np.ndarray]:
+        """Denoise frames of the planned shape one at a time (a video frame by frame),
+        overlapping each frame's copies with its neighbours' kernels; yields float32 frames
+        in order. See `clpatch.denoise.bm3d_stream.stream`."""
+        return bm3d_stream.stream(self, frames, sigma, data_range=data_range, peak=peak)
+
+    def upload_noisy(self, stage: _Stage, volume: Volume, chunk: Any,
+                     events: list[tuple[str, Any]], *, staging: str = "staging",
+                     transfers: Any = None) -> Any:
+        """Convert the chunk of `volume` into the planar "noisy" buffer (opponent colours
+        for colour), appending its events; returns the buffer."""
+        planar, uploads = stage.search.upload(volume, chunk, "noisy", staging=staging,
+                                              transfers=transfers or self.transfers)
+        events.extend(uploads)
+        if self.colour:
+            hb = chunk.y_hi - chunk.y_lo
+            events.append(("transform", stage.opponent(
+                self.runtime.queue, (self.cols, hb, 1), None, planar, np.int32(0), np.int32(1),
+                np.int32(hb),
+                np.int32(self.cols), planar, np.int32(0))))
+        return planar
+
+    def run_stage(self, s: int, stage: _Stage, volume: Volume, tile: _Tile, sigmas: np.ndarray,
+                  scales: tuple[float, float], tau_unit: float, last: bool, output: Any,
+                  kept: dict[str, Any], events: list[tuple[str, Any]], *,
+                  slot: int | None = None) -> None:
+        """Enqueue stage `s` of one tile (its search, filter and finalize). With `slot` (a
+        stream's frame slot) the last stage finalizes into buffer f"out{slot}" once its
+        previous download (`stream_downloads[slot]`) is done, and leaves the download to
+        the caller."""
+        queue = self.runtime.queue
+        i32, f32 = np.int32, np.float32
+        p = stage.params
+        chunk = tile.chunks[s]
+        hb, w, ch = chunk.y_hi - chunk.y_lo, self.cols, self.channels
+        gy, gx = chunk.g1 - chunk.g0, len(stage.search.grid_x)
+        tag = str(p.stage)
+        single = len(self.tiles) == 1
+
+        # The noisy band; a single tile's was uploaded by run() (and serves both stages).
+        if single:
+            noisy = kept["noisy"]
+        else:
+            noisy = kept["noisy"] = self.upload_noisy(stage, volume, chunk, events)
+        # The band the groups are matched on: the noisy image (its Y plane first) or the
+        # basic estimate.
+        if s == 0:
+            guide = noisy
+        elif single:
+            guide = kept["basic"]
+        else:
+            guide = self.pool.get("basic_band", ch * hb * w * 4)
+            cl.enqueue_copy(queue, guide, np.ascontiguousarray(
+                kept["basic_host"][:, chunk.y_lo:chunk.y_hi]))
+
+        pos = self.pool.get("pos", gy * gx * p.n * 8)
+        dist = self.pool.get("dist", gy * gx * p.n * 4)
+        searched = stage.search.enqueue(guide, chunk, pos, dist, out_rows=gy)
+        events.extend(("search" + tag, e) for e in searched)
+
+        item = 8 if self.aggregation == "fixed" else 4
+        count = 2 * ch * hb * w
+        acc = self.pool.get("acc", count * item)
+        events.append(("clear", stage.clear(queue, (count,), None, acc, i32(0), i32(count))))
+        ys = self._ys.get((s, chunk.g0, chunk.g1))
+        if ys is None:
+            ys = self._ys[(s, chunk.g0, chunk.g1)] = self._int_buffer(
+                stage.search.grid_y[chunk.g0:chunk.g1])
+        xs = self._xs[s]
+        if stage.staggered:     # every reference's column, the chunk's rows
+            xs = self._ys.get((-1 - s, chunk.g0, chunk.g1))
+            if xs is None:
+                xs = self._ys[(-1 - s, chunk.g0, chunk.g1)] = self._int_buffer(
+                    stage.search.ref_x[chunk.g0:chunk.g1])
+
+        if p.stage == 1:
+            shrink = [p.lambda_3d * float(v) for v in sigmas]
+        else:
+            shrink = [p.mu2 * float(v) ** 2 for v in sigmas]
+        shrink = (shrink + [0.0, 0.0])[:3]
+        tau = p.tau_match * tau_unit * p.patch_size ** 2
+        images = (noisy, guide) if p.stage == 2 else (noisy,)
+        rows_per_launch = max(1, GROUPS_PER_LAUNCH // max(1, gx))
+        for r0 in range(0, gy, rows_per_launch):
+            nrows = min(gy, r0 + rows_per_launch) - r0
+            events.append(("filter" + tag, stage.filter(
+                queue, (stage.group, gx, nrows), (stage.group, 1, 1), *images, i32(1), i32(hb),
+                i32(w), i32(0), i32(chunk.y_lo), pos, dist, i32(gy), i32(gx), ys,
+                xs, i32(r0), i32(nrows), i32(0), i32(0), acc, f32(tau),
+                *(f32(v) for v in shrink), f32(scales[0]), f32(scales[1]))))
+
+        rows = tile.b - tile.a
+        inv = (f32(1.0 / scales[0]), f32(1.0 / scales[1]))
+        head = (acc, i32(hb), i32(w), i32(0), i32(1), i32(tile.a - chunk.y_lo), i32(rows), *inv)
+        if not last:
+            # The basic estimate, in the working (opponent) space.
+            basic = kept["basic"] = self.pool.get("basic", ch * rows * w * 4)
+            events.append(("finalize" + tag, stage.finalize_planar(
+                queue, (w, rows, 1), None, *head, basic, i32(rows), i32(0))))
+            if not single:
+                download(queue, kept["basic_host"][:, tile.a:tile.b], basic, shape=(ch, rows, w))
+            return
+        if self.device_output:
+            out, out_rows, out_y0 = output.data, self.rows, tile.a
+        else:
+            out = self.pool.get("out" if slot is None else f"out{slot}", rows * w * ch * 4)
+            out_rows, out_y0 = rows, 0
+        previous = self.stream_downloads.pop(slot, None) if slot is not None else None
+        events.append(("finalize" + tag, stage.finalize(
+            queue, (w, rows, 1), None, *head, out, i32(out_rows), i32(out_y0), i32(0),
+            wait_for=[previous] if previous is not None else None)))
+        if not self.device_output and slot is None:
+            if self.transfers is None:
+                download(queue, output[tile.a:tile.b], out, shape=(rows, w, ch))
+            else:
+                self.transfers.start_download(out, rows * w * ch * 4, "out",
+                                              wait_for=[events[-1][1]])
+                self.transfers.finish_download("out", output[tile.a:tile.b])
