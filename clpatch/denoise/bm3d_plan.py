@@ -35,7 +35,7 @@ from .bm3d_params import (
 __all__ = ["BM3DPlan"]
 
 # NumPy images of at least this many bytes move through pinned memory.
-PINNED_BYTES = 8 << 20
+PINNED_BYTES = 4 << 20
 # Filter launches are split so that one launch holds at most this many work-groups.
 GROUPS_PER_LAUNCH = 1 << 20
 
