@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import pyopencl as cl
 
 from .errors import DeviceResourceError
@@ -56,3 +57,9 @@ def memory_limits(runtime: Any, tile_bytes: int | None = None) -> tuple[int, int
     profile = runtime.profile
     return (int(min(profile.max_mem_alloc_size, MAX_BUFFER_BYTES)),
             int(profile.global_mem_size // 2))
+
+
+def int_buffer(context: Any, values: Any) -> Any:
+    """A read-only device buffer holding `values` as int32 (grid coordinates, shifts)."""
+    return cl.Buffer(context, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR,
+                     hostbuf=np.ascontiguousarray(values, dtype=np.int32))

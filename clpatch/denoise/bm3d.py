@@ -45,6 +45,7 @@ from typing import Any
 from ..core.runtime import Runtime, resolve_runtime
 from ..core.validate import check_float
 from ..core.volumes import as_volume, channels_last
+from ..match.matcher import check_search
 from ..match.matches import min_candidates, usable_n
 from ..match.window_config import SearchConfig
 from .bm3d_params import stage_params
@@ -62,7 +63,7 @@ def bm3d(image: Any, sigma: float, *, preset: str = "fast", patch_size: int | No
          mu2: float | None = None, tau_match: Any = None, stagger: bool | None = None,
          aggregation: str | None = None, data_range: float | None = None,
          channel_axis: int | None = None, variant: str | SearchConfig | None = None,
-         runtime: Runtime | None = None) -> Any:
+         search: str = "window", runtime: Runtime | None = None) -> Any:
     """Denoise an image with BM3D (grayscale) or CBM3D (RGB), Davy–Ehret's GPU design.
 
     image: (H, W), (H, W, 1) or (H, W, 3) RGB, any real dtype, NumPy or pyopencl array.
@@ -86,9 +87,12 @@ def bm3d(image: Any, sigma: float, *, preset: str = "fast", patch_size: int | No
         maximum for wider integers, 1 for float images within [-1, 1].
     channel_axis: where the colour channels are (None: last for 3-D input).
     variant: the search variant (None: the scheduler's choice).
+    search: the search engine the groups come from (`clpatch.match.matcher.searches()`;
+        "window", the exact windowed search, is the only one so far).
     Returns float32 of the input's shape, NumPy for NumPy input, device array for device input.
     """
     check_float("sigma", sigma)
+    check_search(search)
     image, restore = channels_last(image, channel_axis, video=False)
     volume = as_volume(image, video=False)
     if volume.channels not in (1, 3):
@@ -108,9 +112,10 @@ def bm3d(image: Any, sigma: float, *, preset: str = "fast", patch_size: int | No
         check_float("data_range", data_range)
     rt = resolve_runtime(runtime, image)
     key = ("bm3d", volume.rows, volume.cols, volume.channels, volume.on_device, tuple(capped),
-           count, aggregation, variant)
+           count, aggregation, variant, search)
     plan = rt.plan_cache().plan(key, lambda: BM3DPlan(
         rt, volume.rows, volume.cols, volume.channels, tuple(capped), count,
-        aggregation=aggregation, variant=variant, device_output=volume.on_device), PLANS_KEPT)
+        aggregation=aggregation, variant=variant, device_output=volume.on_device,
+        search=search), PLANS_KEPT)
     return restore(plan.run(image, sigma, data_range=data_range))
 

@@ -12,15 +12,14 @@ from typing import Any
 import numpy as np
 import pyopencl as cl
 
-from ..core.buffers import BufferPool, halve_until_fits, memory_limits
-from ..core.kernels import kernel
+from ..core.buffers import BufferPool, halve_until_fits, int_buffer, memory_limits
 from ..core.runtime import Runtime
 from ..core.staging import download
 from ..core.transfer import Transfers
 from ..core.upload import check_peak
 from ..core.validate import check_float
 from ..core.volumes import Volume, as_volume, check_planned
-from ..match.window import SearchPlan
+from ..match.matcher import check_search, make_matcher
 from ..match.window_config import SearchConfig, SearchRequest, choose_search
 from . import bm3d_stream
 from .bm3d_params import (
@@ -31,6 +30,7 @@ from .bm3d_params import (
     fixed_point_scales,
     stagger_shifts,
 )
+from .collaborative import FilterKernels
 
 __all__ = ["BM3DPlan"]
 
@@ -59,22 +59,15 @@ class _Stage:
                                 False)
         config = choose_search(request, rt.profile, variant, rt.tuning)
         shifts = stagger_shifts(params.step) if params.stagger else ()
-        self.search = SearchPlan(rt, 1, plan.rows, plan.cols, 1, request, config,
-                                 stagger=shifts)
+        self.search = make_matcher(plan.search_engine, rt, 1, plan.rows, plan.cols, 1, request,
+                                   config, stagger=shifts)
         self.staggered = bool(self.search.stagger)
-        extra = {"stagger": True} if self.staggered else {}
-        program = rt.programs.get(
-            "denoise/collaborative.cl.mako", patch=params.patch_size, n=params.n,
-            channels=plan.channels,
-            stage=params.stage, transform_2d=params.transform_2d,
-            transform_1d=params.transform_1d, beta=params.beta, aggregation=plan.aggregation,
-            colour=plan.colour, **extra)
-        self.filter = kernel(program, "bm3d_filter")
-        self.group = min(params.n, 8) * params.patch_size
-        self.finalize = kernel(program, "bm3d_finalize")
-        self.finalize_planar = kernel(program, "bm3d_finalize_planar")
-        self.clear = kernel(program, "bm3d_clear")
-        self.opponent = kernel(program, "bm3d_to_opponent") if plan.colour else None
+        kernels = FilterKernels(rt, params, channels=plan.channels,
+                                aggregation=plan.aggregation, colour=plan.colour,
+                                stagger=self.staggered)
+        self.filter, self.group = kernels.filter, kernels.group
+        self.finalize, self.finalize_planar = kernels.finalize, kernels.finalize_planar
+        self.clear, self.opponent = kernels.clear, kernels.opponent
 
     def rows_for(self, a: int, b: int) -> tuple[int, int]:
         """Grid rows [g0, g1) whose groups can reach output rows [a, b)."""
@@ -99,9 +92,11 @@ class BM3DPlan:
     def __init__(self, runtime: Runtime, rows: int, cols: int, channels: int,
                  params: tuple[StageParams, StageParams], stages: int = 2, *,
                  aggregation: str | None = None, variant: str | SearchConfig | None = None,
-                 device_output: bool = False, tile_bytes: int | None = None) -> None:
+                 device_output: bool = False, tile_bytes: int | None = None,
+                 search: str = "window") -> None:
         if channels not in (1, 3):
             raise ValueError(f"BM3D filters grayscale (1 channel) or RGB (3 channels), got {channels}")
+        self.search_engine = check_search(search)
         self.runtime = runtime
         self.rows, self.cols, self.channels = rows, cols, channels
         self.colour = channels == 3
@@ -114,15 +109,11 @@ class BM3DPlan:
         large = rows * cols * channels * 4 >= PINNED_BYTES
         self.transfers = Transfers(runtime) if large and not device_output else None
         self.stream_downloads: dict[int, Any] = {}   # stream slot -> its last download
-        self._xs = [None if s.staggered else self._int_buffer(s.search.grid_x)
+        self._xs = [None if s.staggered else int_buffer(self.runtime.context, s.search.grid_x)
                     for s in self.stages]
         self._ys: dict[tuple[int, int, int], Any] = {}
         self.tiles = self._plan_tiles(tile_bytes)
         self.last_events: list[tuple[str, Any]] = []
-
-    def _int_buffer(self, values: np.ndarray) -> Any:
-        return cl.Buffer(self.runtime.context, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR,
-                         hostbuf=np.ascontiguousarray(values, dtype=np.int32))
 
     # ---- memory plan -----------------------------------------------------------------------
 
@@ -296,13 +287,13 @@ class BM3DPlan:
         events.append(("clear", stage.clear(queue, (count,), None, acc, i32(0), i32(count))))
         ys = self._ys.get((s, chunk.g0, chunk.g1))
         if ys is None:
-            ys = self._ys[(s, chunk.g0, chunk.g1)] = self._int_buffer(
+            ys = self._ys[(s, chunk.g0, chunk.g1)] = int_buffer(self.runtime.context,
                 stage.search.grid_y[chunk.g0:chunk.g1])
         xs = self._xs[s]
         if stage.staggered:     # every reference's column, the chunk's rows
             xs = self._ys.get((-1 - s, chunk.g0, chunk.g1))
             if xs is None:
-                xs = self._ys[(-1 - s, chunk.g0, chunk.g1)] = self._int_buffer(
+                xs = self._ys[(-1 - s, chunk.g0, chunk.g1)] = int_buffer(self.runtime.context,
                     stage.search.ref_x[chunk.g0:chunk.g1])
 
         if p.stage == 1:

@@ -12,6 +12,7 @@ from typing import Any
 from ..core.registry import Operation, register
 from ..core.validate import check_int
 from ..match.explain import Explanation, explain_search_request
+from ..match.matcher import DESCRIPTIONS
 from ..match.window_config import SEARCH_VARIANTS, SearchConfig, SearchRequest
 from ..match.window_params import check_search_request
 from .bm3d_params import choose_aggregation as bm3d_aggregation
@@ -32,6 +33,7 @@ def explain_nlmeans(runtime: Any, *, patch_size: int | None = None, step: int | 
         window=21 if window is None else window, channels=channels, metric=metric,
         video=video, max_step=p)
     out = explain_search_request(runtime, "nlmeans", request, variant)
+    out.notes.append(f"search engine: window — {DESCRIPTIONS['window']}")
     kind, why = nlm_aggregation(request.patch_size, request.step, runtime.profile)
     out.notes.append(f"then: columns averaging (p work-items per patch, Davy-Ehret "
                      f"Algorithm 4), aggregation '{kind}' — rule: {why}")
@@ -62,6 +64,7 @@ def explain_bm3d(runtime: Any, *, patch_size: int | None = None, step: Any = Non
                              f"n {params.n}, window {params.window}: {stage2.describe()} "
                              f"[{stage2.source}] — {stage2.reason}")
         out.notes.append(line)
+    out.notes.append(f"search engine: window — {DESCRIPTIONS['window']}")
     if p1.stagger and p1.step > 1:
         out.notes.append(f"grid: staggered (grid row i's references sit i mod {p1.step} columns "
                          "right of the lattice, as in the bm3d package)")

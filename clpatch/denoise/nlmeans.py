@@ -40,6 +40,7 @@ from typing import Any
 from ..core.runtime import Runtime, resolve_runtime
 from ..core.validate import check_choice, check_float, check_int
 from ..core.volumes import as_volume, channels_last
+from ..match.matcher import check_search
 from ..match.matches import usable_n
 from ..match.window_config import SearchConfig
 from ..match.window_params import MAX_PATCH, MAX_TEMPORAL_WINDOW, check_fits, check_search_request
@@ -55,7 +56,7 @@ PLANS_KEPT = 8
 def _denoise(image: Any, sigma: float, *, video: bool, patch_size: int, step: int, window: int,
              n: int, temporal_window: int, h: float | None, flat_beta: float,
              aggregation: str | None, channel_axis: int | None, search_channels: str,
-             variant: str | SearchConfig | None, averaging: str | None,
+             variant: str | SearchConfig | None, averaging: str | None, search: str,
              runtime: Runtime | None) -> Any:
     check_float("sigma", sigma)
     if h is not None:
@@ -63,6 +64,7 @@ def _denoise(image: Any, sigma: float, *, video: bool, patch_size: int, step: in
     check_float("flat_beta", flat_beta)
     check_choice("search_channels", search_channels, SEARCH_CHANNELS)
     check_choice("averaging", averaging, AVERAGINGS, allow_none=True)
+    check_search(search)
     image, restore = channels_last(image, channel_axis, video)
     volume = as_volume(image, video=video)
     p = check_int("patch_size", patch_size, 1, MAX_PATCH)
@@ -74,12 +76,12 @@ def _denoise(image: Any, sigma: float, *, video: bool, patch_size: int, step: in
     rt = resolve_runtime(runtime, image)
     key = ("nlmeans", volume.frames, volume.rows, volume.cols, volume.channels, video,
            volume.on_device, p, request.step, request.window, k, tw, aggregation,
-           search_channels, variant, averaging)
+           search_channels, variant, averaging, search)
     plan = rt.plan_cache().plan(key, lambda: NLMeansPlan(
         rt, volume.frames, volume.rows, volume.cols, volume.channels, patch_size=p,
         step=request.step, window=request.window, n=k, temporal_window=tw, video=video,
         search_channels=search_channels, aggregation=aggregation, averaging=averaging,
-        variant=variant, device_output=volume.on_device), PLANS_KEPT)
+        variant=variant, device_output=volume.on_device, search=search), PLANS_KEPT)
     return restore(plan.run(image, sigma, h=h, flat_beta=flat_beta))
 
 
@@ -87,7 +89,8 @@ def nlmeans(image: Any, sigma: float, *, patch_size: int = 8, step: int = 4, win
             n: int = 16, h: float | None = None, flat_beta: float = 1.05,
             aggregation: str | None = None, channel_axis: int | None = None,
             search_channels: str = "luminance", variant: str | SearchConfig | None = None,
-            averaging: str | None = None, runtime: Runtime | None = None) -> Any:
+            averaging: str | None = None, search: str = "window",
+            runtime: Runtime | None = None) -> Any:
     """Denoise an image with the improved patchwise NL-means (Davy–Ehret Algorithm 1).
 
     image: (H, W) grayscale or (H, W, C) with C ≤ 8 channels (C = 3 is colour: filtered in an
@@ -101,12 +104,14 @@ def nlmeans(image: Any, sigma: float, *, patch_size: int = 8, step: int = 4, win
     channel_axis: where the channels are (like scikit-image); None means last for 3-D input.
     search_channels: "luminance" (colour only: search on the opponent luminance) or "all".
     variant: the search variant (None: scheduler), averaging: "columns" (default) or "naive".
+    search: the search engine the neighbours come from ("window", the exact windowed
+           search, is the only one so far; see `clpatch.match.matcher`).
     Returns float32 of the input's shape, NumPy for NumPy input, device array for device input.
     """
     return _denoise(image, sigma, video=False, patch_size=patch_size, step=step, window=window,
                     n=n, temporal_window=0, h=h, flat_beta=flat_beta, aggregation=aggregation,
                     channel_axis=channel_axis, search_channels=search_channels, variant=variant,
-                    averaging=averaging, runtime=runtime)
+                    averaging=averaging, search=search, runtime=runtime)
 
 
 def nlmeans_video(frames: Any, sigma: float, *, temporal_window: int = 4, patch_size: int = 16,
@@ -114,7 +119,7 @@ def nlmeans_video(frames: Any, sigma: float, *, temporal_window: int = 4, patch_
                   flat_beta: float = 1.05, aggregation: str | None = None,
                   channel_axis: int | None = None, search_channels: str = "luminance",
                   variant: str | SearchConfig | None = None, averaging: str | None = None,
-                  runtime: Runtime | None = None) -> Any:
+                  search: str = "window", runtime: Runtime | None = None) -> Any:
     """Video NL-means: the search spans frames t − temporal_window … t + temporal_window
     (the paper's video NL-means, Table 11: 4 past and 4 future frames, 16 × 16 patches).
 
@@ -125,4 +130,4 @@ def nlmeans_video(frames: Any, sigma: float, *, temporal_window: int = 4, patch_
                     n=n, temporal_window=temporal_window, h=h, flat_beta=flat_beta,
                     aggregation=aggregation, channel_axis=channel_axis,
                     search_channels=search_channels, variant=variant, averaging=averaging,
-                    runtime=runtime)
+                    search=search, runtime=runtime)

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pyopencl as cl
 
-from ..core.buffers import BufferPool, halve_until_fits, memory_limits
+from ..core.buffers import BufferPool, halve_until_fits, int_buffer, memory_limits
 from ..core.kernels import kernel, max_group_size
 from ..core.runtime import Runtime
 from ..core.staging import download
@@ -20,7 +20,7 @@ from ..core.transfer import Transfers
 from ..core.upload import check_peak
 from ..core.validate import check_float
 from ..core.volumes import Volume, as_volume, check_planned, magnitude_limit
-from ..match.window import SearchPlan
+from ..match.matcher import make_matcher
 from ..match.window_config import SearchConfig, SearchRequest, choose_search
 from .nlm_aggregation import buffer_classes, choose_aggregation, coverage
 
@@ -67,7 +67,8 @@ class NLMeansPlan:
                  temporal_window: int = 0, video: bool = False,
                  search_channels: str = "luminance", aggregation: str | None = None,
                  averaging: str | None = None, variant: str | SearchConfig | None = None,
-                 device_output: bool = False, tile_bytes: int | None = None) -> None:
+                 device_output: bool = False, tile_bytes: int | None = None,
+                 search: str = "window") -> None:
         if search_channels not in SEARCH_CHANNELS:
             raise ValueError(f"search_channels must be one of {SEARCH_CHANNELS}, got {search_channels!r}")
         if averaging is not None and averaging not in AVERAGINGS:
@@ -87,15 +88,18 @@ class NLMeansPlan:
         self.patch_size, self.step, self.temporal_window = patch_size, step, temporal_window
         request = SearchRequest(patch_size, step, n, window, search_c, "l2", video)
         config = choose_search(request, runtime.profile, variant, runtime.tuning)
-        self.search = SearchPlan(runtime, frames, rows, cols, search_c, request, config,
-                                 temporal_window=temporal_window, video=video)
+        self.search = make_matcher(search, runtime, frames, rows, cols, search_c, request,
+                                   config, temporal_window=temporal_window, video=video)
         self.n = n
         self.aggregation, self.aggregation_reason = choose_aggregation(
             patch_size, step, runtime.profile, aggregation)
         self.classes = buffer_classes(patch_size, step) if self.aggregation == "buffers" else 1
         self.averaging = averaging or "columns"
         self.grid_y, self.grid_x = self.search.grid_y, self.search.grid_x
-        self.lattice_rows, self.lattice_cols = self.search.lattice_rows, self.search.lattice_cols
+        # The lattice part of the grid (the last row / column may sit off it).
+        self.lattice_rows = (rows - patch_size) // step + 1
+        self.lattice_cols = (cols - patch_size) // step + 1
+        self.searched_channels = search_c
         self._build()
         cover_y = coverage(rows, patch_size, self.grid_y).astype(np.float32)
         cover_x = coverage(cols, patch_size, self.grid_x).astype(np.float32)
@@ -239,7 +243,7 @@ class NLMeansPlan:
                 scale = self._fixed_scale(peak)
         scalars = (np.float32(2.0 * sigma * sigma), np.float32(1.0 / (h * h)),
                    np.float32(flat_beta * sigma * sigma),
-                   np.float32(1.0 / (self.patch_size ** 2 * self.search.channels)),
+                   np.float32(1.0 / (self.patch_size ** 2 * self.searched_channels)),
                    np.float32(scale))
         shape = tuple(image.shape)
         if self.device_output:
@@ -301,9 +305,8 @@ class NLMeansPlan:
                                             i32(count))))
         ys = self._ys.get((chunk.g0, chunk.g1))
         if ys is None:
-            ys = self._ys[(chunk.g0, chunk.g1)] = cl.Buffer(
-                self.runtime.context, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR,
-                hostbuf=self.grid_y[chunk.g0:chunk.g1].astype(np.int32))
+            ys = self._ys[(chunk.g0, chunk.g1)] = int_buffer(self.runtime.context,
+                                                             self.grid_y[chunk.g0:chunk.g1])
 
         head = (planar, i32(nf), i32(hb), i32(w), i32(chunk.f_lo), i32(chunk.y_lo), pos, dist,
                 i32(gy), i32(gx), ys, self._xs)

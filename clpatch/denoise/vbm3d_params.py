@@ -7,10 +7,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..core.validate import check_choice, check_float, check_int, stage_pair
+from ..core.validate import check_float, check_int, stage_pair
+from ..match.video import VIDEO_SEARCHES, choose_video_search, video_layout
 from .bm3d_params import group_and_transforms, merge_params
 
-VIDEO_SEARCHES = ("naive", "window", "patch")
+__all__ = ["DEFAULTS", "VIDEO_SEARCHES", "VideoStageParams", "choose_video_search", "contributions",
+           "search_layout", "video_stage_params"]
+
 MAX_VIDEO_WINDOW = 31          # the window variant gives each window column a work-item
 MAX_Q = 8
 MAX_TEMPORAL_RADIUS = 16
@@ -65,27 +68,9 @@ def video_stage_params(**overrides: Any) -> tuple[VideoStageParams, VideoStagePa
     return out[0], out[1], stages, radius
 
 
-def choose_video_search(profile: Any, variant: str | None = None) -> tuple[str, str]:
-    """(search variant, reason) of VBM3D's search on a device."""
-    if variant is not None:
-        return check_choice("variant", variant, VIDEO_SEARCHES), "forced"
-    if profile.subgroup_ops == "intel":
-        return "patch", ("rule: patch subdivision (4.2.4) where Intel sub-groups exist, "
-                         "Davy-Ehret's choice for Intel GPUs (4.5)")
-    return "window", ("rule: window subdivision (4.2.3), Davy-Ehret's choice except on Intel "
-                      "GPUs (4.5); the fastest of the three on the H100 "
-                      "(benchmarks/results/vbm3d_h100.md)")
-
-
 def search_layout(variant: str, params: VideoStageParams) -> tuple[int, int]:
     """(work-items per reference, references per work-group) of a search variant."""
-    if variant == "naive":
-        return 1, 64
-    if variant == "window":
-        widest = 2 * (max(params.window_ref, params.window_pred) // 2) + 1
-        lanes = 1 << (widest - 1).bit_length()
-        return lanes, max(1, 64 // lanes)
-    return params.patch_size, max(1, 64 // params.patch_size)
+    return video_layout(variant, params.patch_size, params.window_ref, params.window_pred)
 
 
 def contributions(p: VideoStageParams, radius: int) -> int:

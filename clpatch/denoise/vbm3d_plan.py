@@ -336,13 +336,12 @@ class VBM3DPlan:
         events.append(("filter" + tag, stage.filter(
             queue, (stage.work_group, gx, gy), (stage.work_group, 1, 1), *images,
             i32(self.slots), i32(self.rows), i32(self.cols), i32(0), i32(0), pos, dist, i32(gy),
-            i32(gx), stage.ys, stage.xs, i32(0), i32(gy), i32(0), i32(t), bufs[f"acc{s + 1}"],
+            i32(gx), stage.search.ys, stage.search.xs, i32(0), i32(gy), i32(0), i32(t), bufs[f"acc{s + 1}"],
             i32(self.acc_slots), f32(tau), *(f32(v) for v in shrink), f32(scale[0]),
             f32(scale[1]))))
 
     def _search(self, s: int, t: int, state: _StreamState, events: list) -> tuple[Any, Any]:
         """Enqueues the search of reference frame t in stage s + 1: (positions, distances)."""
-        i32 = np.int32
         stage = self.stages[s]
         gy, gx, n = len(stage.grid_y), len(stage.grid_x), stage.params.n
         pos = self._pool.get(f"pos{s}", gy * gx * n * 12)
@@ -350,11 +349,8 @@ class VBM3DPlan:
         last = (state.total if state.total is not None else state.uploaded) - 1
         t_lo, t_hi = max(0, t - self.radius), min(last, t + self.radius)
         guide = self._buffers()["noisy" if s == 0 else "basic"]
-        global_size, local_size = stage.search_sizes(self.variant)
-        events.append((f"search{stage.params.stage}", stage.search(
-            self.runtime.queue, global_size, local_size, guide, i32(self.slots), i32(self.rows),
-            i32(self.cols), i32(0), i32(t), i32(t_lo), i32(t_hi), stage.ys, stage.xs, i32(gy),
-            i32(gx), pos, dist)))
+        events.append((f"search{stage.params.stage}", stage.search.enqueue(
+            guide, self.slots, t, t_lo, t_hi, pos, dist)))
         return pos, dist
 
     def _finalize_args(self, s: int, t: int, state: _StreamState) -> tuple[Any, ...]:

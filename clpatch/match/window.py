@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pyopencl as cl
 
-from ..core.buffers import BufferPool, memory_limits
+from ..core.buffers import BufferPool, int_buffer, memory_limits
 from ..core.kernels import kernel, max_group_size
 from ..core.runtime import Runtime
 from ..core.upload import Uploader, check_peak
@@ -167,9 +167,7 @@ class SearchPlan:
         """A read-only int32 device buffer of `values`, made once per plan and `key`."""
         buf = self._int_buffers.get(key)
         if buf is None:
-            buf = self._int_buffers[key] = cl.Buffer(
-                self.runtime.context, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR,
-                hostbuf=np.ascontiguousarray(values, dtype=np.int32))
+            buf = self._int_buffers[key] = int_buffer(self.runtime.context, values)
         return buf
 
     # ---- the matcher's face ----------------------------------------------------------------

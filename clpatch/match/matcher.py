@@ -1,0 +1,78 @@
+"""The matcher protocol: what the filters need of a search engine, and the engines by name.
+
+A matcher is planned once for an input shape and a request (`make_matcher`), then driven
+chunk by chunk: `upload` converts a chunk of the input to planar float32 on the device
+(checking its values), `enqueue` writes the chunk's Matches into device buffers in the
+layout of `clpatch.match.matches` (`cl_src/lib/matches.mako`); both take `wait_for` events
+and return events. The filters (`clpatch.denoise`) use nothing else, so a new engine (the
+exhaustive kNN, the clustering ANN, the k-d-tree NNF) plugs in by implementing this and
+registering a factory here; `clpatch.nlmeans(..., search=NAME)` and `clpatch.bm3d(...,
+search=NAME)` then run on it without new filter code.
+
+Reference patches of every engine sit on the project's one grid (`grid_positions`): the
+lattice 0, step, 2·step, … plus the last valid position of each axis.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import numpy as np
+
+from ..core.validate import check_choice
+from .window import SearchPlan
+from .window_layout import Chunk
+
+
+class Matcher(Protocol):
+    """A search engine planned for one input shape (see the module doc)."""
+
+    grid_y: np.ndarray          # top-left rows of the reference patches
+    grid_x: np.ndarray          # their columns (BM3D's staggered grid: engines that take
+                                # stagger= also expose `stagger` and `ref_x`, one row of
+                                # columns per grid row)
+    dim: int                    # 2: positions (y, x); 3: (t, y, x)
+    config: Any                 # the engine's configuration (for explain and benchmarks)
+    uploader: Any               # the checking conversion (`clpatch.core.upload.Uploader`)
+
+    def chunk(self, r0: int, r1: int, g0: int, g1: int) -> Chunk: ...
+
+    def upload(self, volume: Any, chunk: Chunk, name: str = "planar", *,
+               staging: str = "staging", transfers: Any = None,
+               wait_for: list[Any] | None = None) -> tuple[Any, list[tuple[str, Any]]]: ...
+
+    def enqueue(self, planar: Any, chunk: Chunk, out_pos: Any, out_dist: Any, *,
+                out_rows: int, out_row0: int = 0, out_f0: int = 0,
+                wait_for: list[Any] | None = None) -> list[Any]: ...
+
+    def check_limit(self) -> float: ...
+
+
+#: Search engines the filters accept as `search=`, by name: factories called like
+#: `SearchPlan(runtime, frames, rows, cols, channels, request, config, **options)`.
+ENGINES: dict[str, Callable[..., Matcher]] = {"window": SearchPlan}
+DESCRIPTIONS = {"window": "the exact windowed search (Davy-Ehret 4.1)"}
+
+
+def register_engine(name: str, factory: Callable[..., Matcher], description: str) -> None:
+    """Make `factory` available to the filters as `search=name`."""
+    ENGINES[name] = factory
+    DESCRIPTIONS[name] = description
+
+
+def searches() -> tuple[str, ...]:
+    """The names `search=` accepts."""
+    return tuple(ENGINES)
+
+
+def check_search(search: Any) -> str:
+    """`search` if it names a registered engine (ValueError otherwise)."""
+    return check_choice("search", search, searches())
+
+
+def make_matcher(search: str, runtime: Any, frames: int, rows: int, cols: int, channels: int,
+                 request: Any, config: Any, **options: Any) -> Matcher:
+    """Plan engine `search` for inputs of (frames, rows, cols, channels)."""
+    return ENGINES[check_search(search)](runtime, frames, rows, cols, channels, request,
+                                         config, **options)
