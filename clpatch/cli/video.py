@@ -3,7 +3,8 @@
 kind of video unless OUT names another (see clpatch.io.video).
 
 Methods: `vbm3d` streams the frames through `VBM3DPlan.stream` (device memory bounded by the
-temporal window, host memory by the frames in flight); `bm3d` denoises frame by frame; and
+temporal window, host memory by the frames in flight); `bm3d` denoises frame by frame
+(`BM3DPlan.stream`: one frame's copies overlap the next one's kernels); and
 `nlmeans` runs video NL-means (`nlmeans_video`), which takes the whole video at once. The
 PSNR against a clean reference (`--clean`, or the input itself with `--add-noise`) is over
 all frames. A progress bar goes to stderr when it is a terminal.
@@ -22,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from ..core.runtime import Runtime
-from ..denoise.bm3d import bm3d
+from ..denoise.bm3d import plan_for
 from ..denoise.nlmeans import nlmeans_video
 from ..denoise.vbm3d import VBM3DPlan
 from ..denoise.vbm3d_params import choose_video_search, video_stage_params
@@ -103,9 +104,9 @@ def _denoised(args: argparse.Namespace, info: VideoInfo, pairs: Iterator[tuple[A
         plan = VBM3DPlan(runtime, rows, cols, channels, (p1, p2), stages, radius,
                          aggregation=kwargs.get("aggregation"))
         yield from plan.stream(inputs(), args.sigma, data_range=data_range)
-    elif args.method == "bm3d":
-        for frame in inputs():
-            yield bm3d(frame, args.sigma, runtime=runtime, data_range=data_range, **kwargs)
+    elif args.method == "bm3d":      # frame by frame, copies overlapping the kernels
+        plan = plan_for(runtime, rows, cols, channels, **kwargs)
+        yield from plan.stream(inputs(), args.sigma, data_range=data_range)
     else:
         video = np.stack(list(inputs()))
         yield from nlmeans_video(video, args.sigma, runtime=runtime, **kwargs)

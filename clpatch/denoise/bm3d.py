@@ -51,7 +51,7 @@ from ..match.window_config import SearchConfig
 from .bm3d_params import stage_params
 from .bm3d_plan import BM3DPlan
 
-__all__ = ["BM3DPlan", "bm3d"]
+__all__ = ["BM3DPlan", "bm3d", "plan_for"]
 
 #: BM3D plans kept per runtime (least recently used dropped first).
 PLANS_KEPT = 4
@@ -92,30 +92,40 @@ def bm3d(image: Any, sigma: float, *, preset: str = "fast", patch_size: int | No
     Returns float32 of the input's shape, NumPy for NumPy input, device array for device input.
     """
     check_float("sigma", sigma)
-    check_search(search)
     image, restore = channels_last(image, channel_axis, video=False)
     volume = as_volume(image, video=False)
     if volume.channels not in (1, 3):
         raise ValueError(f"image must be (H, W), (H, W, 1) or (H, W, 3), got shape {image.shape}")
-    p1, p2, count = stage_params(preset, patch_size=patch_size, step=step, window=window, n=n,
-                                 transform_2d=transform_2d, transform_1d=transform_1d,
-                                 stages=stages, lambda_3d=lambda_3d, mu2=mu2,
-                                 tau_match=tau_match, stagger=stagger)
-    p = p1.patch_size
-    if p > volume.rows or p > volume.cols:
-        raise ValueError(f"patch_size {p} is larger than the image ({volume.rows}x{volume.cols})")
-    # Tiny images: n is capped at the candidates of a corner reference (a power of 2).
-    capped = [replace(sp, n=usable_n(sp.n, min_candidates(volume.rows, volume.cols, 1, p,
-                                                          sp.window, 0), power_of_two=True))
-              for sp in (p1, p2)]
     if data_range is not None:
         check_float("data_range", data_range)
     rt = resolve_runtime(runtime, image)
-    key = ("bm3d", volume.rows, volume.cols, volume.channels, volume.on_device, tuple(capped),
-           count, aggregation, variant, search)
-    plan = rt.plan_cache().plan(key, lambda: BM3DPlan(
-        rt, volume.rows, volume.cols, volume.channels, tuple(capped), count,
-        aggregation=aggregation, variant=variant, device_output=volume.on_device,
-        search=search), PLANS_KEPT)
+    plan = plan_for(rt, volume.rows, volume.cols, volume.channels,
+                    device_output=volume.on_device, preset=preset, patch_size=patch_size,
+                    step=step, window=window, n=n, transform_2d=transform_2d,
+                    transform_1d=transform_1d, stages=stages, lambda_3d=lambda_3d, mu2=mu2,
+                    tau_match=tau_match, stagger=stagger, aggregation=aggregation,
+                    variant=variant, search=search)
     return restore(plan.run(image, sigma, data_range=data_range))
+
+
+def plan_for(runtime: Runtime, rows: int, cols: int, channels: int, *,
+             device_output: bool = False, preset: str = "fast",
+             aggregation: str | None = None, variant: str | SearchConfig | None = None,
+             search: str = "window", **params: Any) -> BM3DPlan:
+    """The runtime's cached BM3DPlan for images of (rows, cols, channels) and the
+    parameters `bm3d` takes (`params`: patch_size, step, window, n, ..., None keeps the
+    preset's); n is lowered on images too small to offer it (the project's policy for n)."""
+    check_search(search)
+    p1, p2, count = stage_params(preset, **params)
+    p = p1.patch_size
+    if p > rows or p > cols:
+        raise ValueError(f"patch_size {p} is larger than the image ({rows}x{cols})")
+    # Tiny images: n is capped at the candidates of a corner reference (a power of 2).
+    capped = tuple(replace(sp, n=usable_n(sp.n, min_candidates(rows, cols, 1, p, sp.window, 0),
+                                          power_of_two=True)) for sp in (p1, p2))
+    key = ("bm3d", rows, cols, channels, device_output, capped, count, aggregation, variant,
+           search)
+    return runtime.plan_cache().plan(key, lambda: BM3DPlan(
+        runtime, rows, cols, channels, capped, count, aggregation=aggregation, variant=variant,
+        device_output=device_output, search=search), PLANS_KEPT)
 

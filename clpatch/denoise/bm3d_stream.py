@@ -55,8 +55,8 @@ def _frames(plan: Any, frames: Iterator[Any], sigma: float, data_range: float | 
         check_planned(volume, (1, plan.rows, plan.cols, plan.channels), False,
                       plan.runtime.context)
         if k == 0:
-            if data_range is None:
-                data_range = default_data_range(volume.dtype, None)
+            if data_range is None:      # as VBM3D's stream: from the first frame
+                data_range = default_data_range(volume.dtype, float(np.abs(frame).max()))
             if bound is None:
                 bound = 4.0 * data_range
             scales = plan.scales(bound, sigmas)

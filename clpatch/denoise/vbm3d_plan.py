@@ -4,6 +4,7 @@ through rings of device frame slots; `clpatch.denoise.vbm3d` describes the metho
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -15,6 +16,7 @@ import pyopencl.array as cla
 from ..core.buffers import BufferPool, memory_limits
 from ..core.errors import DeviceResourceError
 from ..core.runtime import Runtime
+from ..core.transfer import Transfers
 from ..core.upload import Uploader, check_peak
 from ..core.validate import check_float, check_int
 from ..core.volumes import Volume, as_volume, check_host_values, magnitude_limit
@@ -63,6 +65,7 @@ class VBM3DPlan:
         self.stages = [VideoStage(self, sp) for sp in self.params]
         self._pool = BufferPool(runtime.context)
         self._uploader = Uploader(runtime, self._pool)
+        self._transfers: Transfers | None = None
         self.keep_events = False
         self.last_events: list[tuple[str, Any]] = []
 
@@ -190,9 +193,11 @@ class VBM3DPlan:
                         state.bound = peak
                     state.scales = self._scales(peak, sigmas)
                     state.tau_unit = (data_range / 255.0) ** 2
-                if not checked:
-                    self._check_frame(frame, state, limit)
+                if not checked:            # the conversion kernel measures the frame
+                    self._uploader.begin()
                 self._upload(frame, state, events)
+                if not checked:
+                    self._check_frame(self._uploader.peak(), state.uploaded - 1, state, limit)
             end = state.total is not None
             progress = True
             while progress:
@@ -229,11 +234,11 @@ class VBM3DPlan:
         if not self.keep_events:
             self.last_events = []
 
-    def _check_frame(self, frame: np.ndarray, state: _StreamState, limit: float) -> None:
-        index = state.uploaded
-        if frame.dtype.kind == "f" and not np.isfinite(frame).all():
+    def _check_frame(self, top: float, index: int, state: _StreamState, limit: float) -> None:
+        """Frame `index`'s largest |value| `top` (NaN/inf when it held any) against the
+        float32 limit and the peak the fixed-point scales assume."""
+        if not math.isfinite(top):
             raise ValueError(f"frame {index} contains NaN or infinite values")
-        top = float(np.abs(frame).max())
         if top > limit:
             raise ValueError(f"frame {index}: values must satisfy |x| <= {limit:.3g} so that "
                              f"float32 patch distances cannot overflow (largest |x| is {top:.3g})")
@@ -278,7 +283,10 @@ class VBM3DPlan:
         else:
             block = frame.reshape(1, self.rows, self.cols, self.channels)
             volume, t = as_volume(block, name="frame", video=True), 0
-        events.extend(self._uploader.convert(volume, t, t + 1, 0, self.rows, dst, dst_base))
+            if self._transfers is None:     # host frames move through pinned memory
+                self._transfers = Transfers(self.runtime)
+        events.extend(self._uploader.convert(volume, t, t + 1, 0, self.rows, dst, dst_base,
+                                             transfers=self._transfers))
 
     def search(self, video: Any, t: int, *, stage: int = 1) -> tuple[np.ndarray, np.ndarray]:
         """The search of one reference frame, for tests and inspection: (positions
@@ -385,7 +393,11 @@ class VBM3DPlan:
             i32(self.rows), i32(0), i32(0))))
         shape = (self.rows, self.cols) if self.channels == 1 else (self.rows, self.cols, 3)
         frame = np.empty(shape, np.float32)
-        cl.enqueue_copy(queue, frame, out)
+        if self._transfers is None:
+            cl.enqueue_copy(queue, frame, out, wait_for=[events[-1][1]])
+        else:
+            self._transfers.start_download(out, frame.nbytes, "out", wait_for=[events[-1][1]])
+            self._transfers.finish_download("out", frame)
         return frame
 
 

@@ -209,6 +209,17 @@ class SearchPlan:
 
     # ---- running ---------------------------------------------------------------------------
 
+    def _results(self) -> tuple[Any, Any]:
+        """Empty (positions, distances) of a run: device arrays for device output (images
+        get no frame axis: the kernels write frame 0), NumPy arrays otherwise."""
+        gy, gx, n, dim = len(self.grid_y), len(self.grid_x), self.request.n, self.dim
+        if self.device_output:
+            lead = (self.frames,) if self.video else ()
+            return (self.runtime.empty((*lead, gy, gx, n, dim), np.int32),
+                    self.runtime.empty((*lead, gy, gx, n), np.float32))
+        return (np.empty((self.frames, gy, gx, n, dim), np.int32),
+                np.empty((self.frames, gy, gx, n), np.float32))
+
     def run(self, image: Any, *, wait_for: list[Any] | None = None) -> Matches:
         """Search `image` (same shape as planned; NumPy in → NumPy out, device in → device out)."""
         volume = as_volume(image, video=self.video)
@@ -217,17 +228,13 @@ class SearchPlan:
         queue = self.runtime.queue
         gy, gx, n, dim = len(self.grid_y), len(self.grid_x), self.request.n, self.dim
         events: list[tuple[str, Any]] = []
-        if self.device_output:   # images get no frame axis (the kernels write frame 0)
-            lead = (self.frames,) if self.video else ()
-            positions = self.runtime.empty((*lead, gy, gx, n, dim), np.int32)
-            distances = self.runtime.empty((*lead, gy, gx, n), np.float32)
-        else:
-            positions = np.empty((self.frames, gy, gx, n, dim), np.int32)
-            distances = np.empty((self.frames, gy, gx, n), np.float32)
         last = [self.uploader.begin(wait_for)]
+        positions = distances = None
         for chunk in self.chunks:
             planar, uploads = self.upload(volume, chunk, wait_for=last)
             events.extend(uploads)
+            if positions is None:        # made while the first conversion runs
+                positions, distances = self._results()
             if self.device_output:
                 out_pos, out_dist = positions.data, distances.data
                 out_rows, out_row0, out_f0 = gy, chunk.g0, chunk.r0
