@@ -34,7 +34,8 @@ import pyopencl.array as cla
 from PIL import Image
 
 import clpatch
-from clpatch.denoise.bm3d import BM3DPlan, stage_params
+from clpatch.denoise.bm3d import BM3DPlan
+from clpatch.denoise.bm3d_params import stage_params
 from clpatch.tune.timing import photo_mosaic, time_events
 
 ROOT = Path(__file__).resolve().parent.parent

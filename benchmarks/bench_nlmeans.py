@@ -46,7 +46,8 @@ import pyopencl.array as cla
 from PIL import Image
 
 import clpatch
-from clpatch.denoise.nlmeans import AGGREGATIONS, AVERAGINGS, NLMeansPlan, buffer_classes, choose_aggregation
+from clpatch.denoise.nlm_aggregation import AGGREGATIONS, buffer_classes, choose_aggregation
+from clpatch.denoise.nlmeans_plan import AVERAGINGS, NLMeansPlan
 from clpatch.tune.timing import measure_ceilings, photo_mosaic, time_events
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -29,7 +29,8 @@ import pyopencl.array as cla
 from PIL import Image
 
 import clpatch
-from clpatch.match.window import SearchPlan, grid_positions
+from clpatch.match.matches import grid_positions
+from clpatch.match.window import SearchPlan
 from clpatch.match.window_config import SearchRequest, choose_search
 from clpatch.tune.timing import measure_ceilings, photo_mosaic, time_events
 

@@ -27,8 +27,10 @@ import numpy as np
 from PIL import Image
 
 import clpatch
-from clpatch.denoise.bm3d import BM3DPlan, stage_params
-from clpatch.denoise.vbm3d import VBM3DPlan, video_stage_params
+from clpatch.denoise.bm3d import BM3DPlan
+from clpatch.denoise.bm3d_params import stage_params
+from clpatch.denoise.vbm3d import VBM3DPlan
+from clpatch.denoise.vbm3d_params import video_stage_params
 from clpatch.tune.timing import event_ms, photo_mosaic
 
 ROOT = Path(__file__).resolve().parent.parent
