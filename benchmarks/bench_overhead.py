@@ -14,11 +14,12 @@ Cases (σ = 20 noise on a photo mosaic, 0–255 float32):
 
 Wall clock: `time.perf_counter` around the call, the queue finished before the clock stops
 (a device result is synchronised; a NumPy result is complete when returned); median of
-`--repeats` after 2 warm-up calls. Kernel time: the same call on a second runtime with
-profiling enabled, the durations of its plan's events summed (host copies counted apart as
-"transfer"). bm3d-triton: wall clock around `denoise` on a CUDA tensor with
-`torch.cuda.synchronize()` before the clock stops, and its CUDA events; for the NumPy case
-the tensor is made from and returned to NumPy inside the clock.
+`--repeats` after 2 warm-up calls (calls under 2 ms: median of 101 after 50). Kernel
+time: the same call on a second runtime with profiling enabled, the durations of its
+plan's events summed (host copies counted apart as "transfer"). bm3d-triton: wall clock
+around `denoise` on a CUDA tensor with `torch.cuda.synchronize()` before the clock stops,
+and its CUDA events; for the NumPy case the tensor is made from and returned to NumPy
+inside the clock.
 """
 
 from __future__ import annotations
@@ -46,6 +47,14 @@ SEARCH = dict(patch_size=8, step=4, window=21, n=16)
 
 def wall_ms(call: Callable[[], Any], finish: Callable[[], None], repeats: int,
             warmup: int = 2) -> float:
+    """Median wall clock of `repeats` calls after `warmup`; calls under 2 ms get 50 warm-up
+    calls and 101 samples (a few warm-up calls leave them to the host's noise and the
+    GPU's clock ramp: benchmarks/bench_small_calls.py shows the spread)."""
+    start = time.perf_counter()
+    call()
+    finish()
+    if time.perf_counter() - start < 2e-3:
+        warmup, repeats = 50, max(repeats, 101)
     for _ in range(warmup):
         call()
         finish()
