@@ -37,6 +37,8 @@ from .resources import cl_src_dir
 log = logging.getLogger("clpatch")
 
 FORMAT = 1
+
+
 def source_hash() -> str:
     """Hash of the tuned kernels' templates (those the registered operations name): a tuned
     choice is only trusted for the kernels it timed."""

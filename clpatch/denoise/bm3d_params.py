@@ -140,6 +140,12 @@ def choose_aggregation(profile: Any, aggregation: str | None = None) -> tuple[st
     return "cas", "no 64-bit atomics: float atomics emulated with compare-and-swap"
 
 
+def channel_sigmas(sigma: float, colour: bool) -> np.ndarray:
+    """The noise level of each filtered channel: σ, or σ·‖row‖ of the opponent transform
+    for colour (CBM3D filters Y, U and V with their own noise levels)."""
+    return sigma * np.sqrt((OPPONENT ** 2).sum(1)) if colour else np.array([sigma])
+
+
 def fixed_point_scales(stage: int, contributions: int, peak: float,
                        sigmas: np.ndarray) -> tuple[float, float]:
     """(numerator, denominator) fixed-point scales of a stage: powers of two for which no

@@ -23,8 +23,8 @@ from ..match.matcher import check_search, make_matcher
 from ..match.window_config import SearchConfig, SearchRequest, choose_search
 from . import bm3d_stream
 from .bm3d_params import (
-    OPPONENT,
     StageParams,
+    channel_sigmas,
     choose_aggregation,
     default_data_range,
     fixed_point_scales,
@@ -109,6 +109,7 @@ class BM3DPlan:
         large = rows * cols * channels * 4 >= PINNED_BYTES
         self.transfers = Transfers(runtime) if large and not device_output else None
         self.stream_downloads: dict[int, Any] = {}   # stream slot -> its last download
+        self.stream_transfers: Transfers | None = None   # made by the first stream
         self._xs = [None if s.staggered else int_buffer(self.runtime.context, s.search.grid_x)
                     for s in self.stages]
         self._ys: dict[tuple[int, int, int], Any] = {}
@@ -197,10 +198,7 @@ class BM3DPlan:
         if data_range is None:
             data_range = default_data_range(volume.dtype, peak)
         data_range = check_float("data_range", data_range)
-        if self.colour:
-            sigmas = sigma * np.sqrt((OPPONENT ** 2).sum(1))
-        else:
-            sigmas = np.array([sigma])
+        sigmas = channel_sigmas(sigma, self.colour)
         scales = self.scales(peak, sigmas)
         tau_unit = (data_range / 255.0) ** 2
 
@@ -333,9 +331,5 @@ class BM3DPlan:
             queue, (w, rows, 1), None, *head, out, i32(out_rows), i32(out_y0), i32(0),
             wait_for=[previous] if previous is not None else None)))
         if not self.device_output and slot is None:
-            if self.transfers is None:
-                download(queue, output[tile.a:tile.b], out, shape=(rows, w, ch))
-            else:
-                self.transfers.start_download(out, rows * w * ch * 4, "out",
-                                              wait_for=[events[-1][1]])
-                self.transfers.finish_download("out", output[tile.a:tile.b])
+            download(queue, output[tile.a:tile.b], out, shape=(rows, w, ch),
+                     wait_for=[events[-1][1]], transfers=self.transfers)

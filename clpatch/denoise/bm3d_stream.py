@@ -19,7 +19,7 @@ from ..core.transfer import Transfers
 from ..core.upload import check_peak
 from ..core.validate import check_float
 from ..core.volumes import as_volume, check_planned
-from .bm3d_params import OPPONENT, default_data_range
+from .bm3d_params import channel_sigmas, default_data_range
 
 
 def stream(plan: Any, frames: Iterable[Any], sigma: float, *, data_range: float | None = None,
@@ -39,11 +39,13 @@ def stream(plan: Any, frames: Iterable[Any], sigma: float, *, data_range: float 
 
 def _frames(plan: Any, frames: Iterator[Any], sigma: float, data_range: float | None,
             bound: float | None) -> Iterator[np.ndarray]:
-    transfers = plan.transfers or Transfers(plan.runtime)
+    if plan.stream_transfers is None:        # made once per plan, reused by every stream
+        plan.stream_transfers = plan.transfers or Transfers(plan.runtime)
+    transfers = plan.stream_transfers
     stage0 = plan.stages[0]
     uploader, limit = stage0.search.uploader, stage0.search.check_limit()
     tile = plan.tiles[0]
-    sigmas = sigma * np.sqrt((OPPONENT ** 2).sum(1)) if plan.colour else np.array([sigma])
+    sigmas = channel_sigmas(sigma, plan.colour)
     peaks = [np.zeros(1, np.uint32), np.zeros(1, np.uint32)]
     nbytes = plan.rows * plan.cols * plan.channels * 4
     scales: list[tuple[float, float]] = []

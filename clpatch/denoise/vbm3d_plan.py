@@ -16,12 +16,13 @@ import pyopencl.array as cla
 from ..core.buffers import BufferPool, memory_limits
 from ..core.errors import DeviceResourceError
 from ..core.runtime import Runtime
+from ..core.staging import download
 from ..core.transfer import Transfers
 from ..core.upload import Uploader, check_peak
 from ..core.validate import check_float, check_int
 from ..core.volumes import Volume, as_volume, check_host_values, magnitude_limit
 from ..match.matches import grid_positions
-from .bm3d_params import OPPONENT, choose_aggregation, default_data_range, fixed_point_scales
+from .bm3d_params import channel_sigmas, choose_aggregation, default_data_range, fixed_point_scales
 from .vbm3d_params import (
     VideoStageParams,
     choose_video_search,
@@ -170,7 +171,7 @@ class VBM3DPlan:
         sigma = check_float("sigma", sigma)
         if data_range is not None:
             data_range = check_float("data_range", data_range)
-        sigmas = sigma * np.sqrt((OPPONENT ** 2).sum(1)) if self.colour else np.array([sigma])
+        sigmas = channel_sigmas(sigma, self.colour)
         radius, two = self.radius, len(self.stages) == 2
         events: list[tuple[str, Any]] = []
         self.last_events = events
@@ -393,11 +394,8 @@ class VBM3DPlan:
             i32(self.rows), i32(0), i32(0))))
         shape = (self.rows, self.cols) if self.channels == 1 else (self.rows, self.cols, 3)
         frame = np.empty(shape, np.float32)
-        if self._transfers is None:
-            cl.enqueue_copy(queue, frame, out, wait_for=[events[-1][1]])
-        else:
-            self._transfers.start_download(out, frame.nbytes, "out", wait_for=[events[-1][1]])
-            self._transfers.finish_download("out", frame)
+        download(queue, frame, out, shape=frame.shape, wait_for=[events[-1][1]],
+                 transfers=self._transfers)
         return frame
 
 

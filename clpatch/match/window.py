@@ -13,11 +13,11 @@ import dataclasses
 from typing import Any
 
 import numpy as np
-import pyopencl as cl
 
 from ..core.buffers import BufferPool, int_buffer, memory_limits
 from ..core.kernels import kernel, max_group_size
 from ..core.runtime import Runtime
+from ..core.staging import download
 from ..core.upload import Uploader, check_peak
 from ..core.volumes import Volume, as_volume, check_planned, magnitude_limit
 from .matches import Matches, grid_positions
@@ -249,18 +249,10 @@ class SearchPlan:
             last = searched
             if not self.device_output:
                 shape = (chunk.r1 - chunk.r0, chunk.g1 - chunk.g0, gx, n)
-                pos_view = positions[chunk.r0:chunk.r1, chunk.g0:chunk.g1]
-                dist_view = distances[chunk.r0:chunk.r1, chunk.g0:chunk.g1]
-                if pos_view.flags.c_contiguous:
-                    cl.enqueue_copy(queue, pos_view, out_pos, wait_for=searched)
-                    cl.enqueue_copy(queue, dist_view, out_dist, wait_for=searched)
-                else:
-                    staged_pos = np.empty((*shape, dim), np.int32)
-                    staged_dist = np.empty(shape, np.float32)
-                    cl.enqueue_copy(queue, staged_pos, out_pos, wait_for=searched)
-                    cl.enqueue_copy(queue, staged_dist, out_dist, wait_for=searched)
-                    pos_view[...] = staged_pos
-                    dist_view[...] = staged_dist
+                download(queue, positions[chunk.r0:chunk.r1, chunk.g0:chunk.g1], out_pos,
+                         shape=(*shape, dim), wait_for=searched)
+                download(queue, distances[chunk.r0:chunk.r1, chunk.g0:chunk.g1], out_dist,
+                         shape=shape, wait_for=searched)
         self.last_events = events
         check_peak(self.uploader.peak(last), self.check_limit())
         if not self.video and not self.device_output:
