@@ -7,19 +7,23 @@
 // to_planar: copies a block of `frames` x `rows` x `cols` pixels with `channels` channels
 // from a strided source into dst[dst_base + ((f * channels + c) * rows + y) * cols + x] as
 // float (dst_base: where the block starts in dst, e.g. a slot of a ring of frames), and
-// folds the largest |value| of the block into *peak (as the bits of a non-negative float,
-// whose order as unsigned integers is the order of the floats; NaN compares above +inf, so
-// *peak >= 0x7f800000 means the block held NaN or infinity).
+// folds the largest |value| of the block into check[word] (as the bits of a non-negative
+// float, whose order as unsigned integers is the order of the floats; NaN compares above
+// +inf, so check[word] >= 0x7f800000 means the block held NaN or infinity). Work-item
+// (0, 0, 0) clears check[1 - word], the word of the caller's next run, so a run needs no
+// clearing launch of its own (on one in-order queue the previous run's read of that word
+// comes first).
 //
 // Launch: global (cols rounded up to a multiple of ${group}, rows, frames), local
 // (${group}, 1, 1); each work-item copies all channels of one pixel (no division by the
 // channel count: Oclgrind cannot check the code it makes); each work-group reduces its
-// maximum in local memory and makes one atomic_max on *peak.
+// maximum in local memory and makes one atomic_max on check[word].
 //   src, base            source elements and the element index of pixel (0, 0, 0, channel 0)
 //   sf, sy, sx, sc       element strides of frame, row, column and channel (may be 0 or negative)
 //   frames, rows, cols, channels   the block's size
 //   dst, dst_base        planar float destination and the element index of the block in it
-//   peak                 one uint, cleared by the caller before the first block of a run
+//   check, word          two uints; word (0 or 1) is the current run's, cleared before its
+//                        first block
 //
 % if src_type == "double":
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
@@ -29,11 +33,13 @@ void to_planar(__global const ${src_type} *restrict src, const long base,
                const long sf, const long sy, const long sx, const long sc,
                const int frames, const int rows, const int cols, const int channels,
                __global float *restrict dst, const long dst_base,
-               __global uint *restrict peak)
+               __global uint *restrict check, const int word)
 {
     __local uint top[${group}];
     const int x = get_global_id(0), y = get_global_id(1), f = get_global_id(2);
     const int lid = get_local_id(0);
+    if (x == 0 && y == 0 && f == 0)
+        check[1 - word] = 0u;
     uint largest = 0u;
     if (x < cols && y < rows && f < frames) {
         const long pixel = base + f * sf + y * sy + x * sx;
@@ -56,5 +62,5 @@ void to_planar(__global const ${src_type} *restrict src, const long base,
         barrier(CLK_LOCAL_MEM_FENCE);
     }
     if (lid == 0 && top[0] != 0u)
-        atomic_max(peak, top[0]);
+        atomic_max(check + word, top[0]);
 }

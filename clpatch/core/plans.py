@@ -3,7 +3,9 @@ shape and parameter set) kept per runtime between calls, least recently used dro
 
 Keys are tuples whose first item names the engine ("search", "nlmeans", ...); each engine
 says how many of its plans to keep (plans hold device memory, so the bound is per engine).
-A plan whose construction fails is not kept.
+A plan whose construction fails is not kept. A key that cannot be hashed (an argument of
+the wrong kind) is not looked up: the plan is made directly, so its constructor's checks
+raise the error that names the argument.
 """
 
 from __future__ import annotations
@@ -24,6 +26,10 @@ class PlanCache(OrderedDict):
     def plan(self, key: tuple[Hashable, ...], make: Callable[[], Any], keep: int) -> Any:
         """The plan under `key`, made with `make()` when missing, marked most recently used;
         then at most `keep` plans of the same engine (`key[0]`) stay."""
+        try:
+            hash(key)
+        except TypeError:
+            return make()
         with self.lock:
             plan = self.pop(key, None)
             if plan is None:

@@ -276,6 +276,9 @@ class Runtime:
                 raise TypeError(f"queue must be a pyopencl.CommandQueue, got {type(queue).__name__}")
             if device is not None:
                 raise ValueError("pass either device or queue, not both")
+            if queue.properties & cl.command_queue_properties.OUT_OF_ORDER_EXEC_MODE_ENABLE:
+                raise ValueError("queue must be an in-order queue: the plans order their "
+                                 "launches by the queue as well as by events")
             self.queue = queue
             self.context = queue.context
             self.device = queue.device

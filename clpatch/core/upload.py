@@ -43,10 +43,13 @@ class Uploader:
         self.pool = pool
         self.group = min(CONVERT_GROUP, 1 << (int(runtime.profile.max_work_group_size).bit_length() - 1))
         self._kernels: dict[str, Any] = {}
-        self._peak = cl.Buffer(runtime.context, cl.mem_flags.READ_WRITE, 4)
+        # Two check words: a run folds its values into one while its conversions clear the
+        # other, the next run's (see lib/convert.cl.mako), so no run launches a clear.
+        self._check = cl.Buffer(runtime.context, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR,
+                                hostbuf=np.zeros(2, np.uint32))
+        self._word = 0
         self._peak_host = np.zeros(1, np.uint32)
         self._readers: dict[str, Any] = {}   # staging buffer -> the conversion reading it
-        self.begin()        # a conversion outside a checked run still finds a defined word
 
     def kernel(self, dtype: Any) -> Any:
         name = CL_TYPES[np.dtype(dtype)]
@@ -57,10 +60,12 @@ class Uploader:
             found = self._kernels[name] = kernel(program, "to_planar")
         return found
 
-    def begin(self, wait_for: list[Any] | None = None) -> Any:
-        """Clear the running maximum (before the first block of a run); returns the event."""
-        return cl.enqueue_fill_buffer(self.runtime.queue, self._peak, np.uint32(0), 0, 4,
-                                      wait_for=wait_for)
+    def begin(self) -> None:
+        """Start a run's running maximum (before its first block): switch to the check word
+        the previous run's conversions cleared. Enqueues nothing; call it only after the
+        previous run's `peak`/`read_peak`, so that the new run's first conversion (which
+        clears the old word) is queued after that read."""
+        self._word ^= 1
 
     def convert(self, volume: Volume, f_lo: int, f_hi: int, y_lo: int, y_hi: int, dst: Any,
                 dst_base: int = 0, *, staging: str = "staging", transfers: Any = None,
@@ -105,7 +110,7 @@ class Uploader:
         event = self.kernel(dtype)(
             queue, (-(-cols // g) * g, rows, frames), (g, 1, 1), source, i64(base), i64(sf),
             i64(sy), i64(sx), i64(sc), i32(frames), i32(rows), i32(cols), i32(volume.channels),
-            dst, i64(dst_base), self._peak, wait_for=wait_for)
+            dst, i64(dst_base), self._check, i32(self._word), wait_for=wait_for)
         events.append(("convert", event))
         if not volume.on_device:
             self._readers[staging] = event
@@ -114,10 +119,12 @@ class Uploader:
     def read_peak(self, host: np.ndarray) -> Any:
         """Start copying the check word (see `peak`) into the uint32 array `host`, without
         waiting; returns the copy's event."""
-        return cl.enqueue_copy(self.runtime.queue, host, self._peak, is_blocking=False)
+        return cl.enqueue_copy(self.runtime.queue, host, self._check, src_offset=4 * self._word,
+                               is_blocking=False)
 
     def peak(self, wait_for: list[Any] | None = None) -> float:
         """The largest |value| converted since `begin()` (waits for it): NaN or inf when any
         value was not finite."""
-        cl.enqueue_copy(self.runtime.queue, self._peak_host, self._peak, wait_for=wait_for)
+        cl.enqueue_copy(self.runtime.queue, self._peak_host, self._check,
+                        src_offset=4 * self._word, wait_for=wait_for)
         return float(self._peak_host.view(np.float32)[0])

@@ -104,19 +104,6 @@ def magnitude_limit(patch_size: int, channels: int) -> float:
     return math.sqrt(FLT_MAX / (8.0 * patch_size * patch_size * channels))
 
 
-def check_host_values(volume: Volume, patch_size: int, *, name: str = "image") -> None:
-    """NaN/inf and overflow checks for a NumPy input (device inputs are checked on the device)."""
-    array = volume.array
-    limit = magnitude_limit(patch_size, volume.channels)
-    if array.dtype.kind == "f" and not np.isfinite(array).all():
-        raise ValueError(f"{name} contains NaN or infinite values")
-    if array.dtype.kind == "f" or array.dtype.itemsize >= 4:
-        peak = float(max(abs(float(array.min())), abs(float(array.max()))))
-        if peak > limit:
-            raise ValueError(f"{name} values must satisfy |x| <= {limit:.3g} so that float32 "
-                             f"patch distances cannot overflow (largest |x| is {peak:.3g})")
-
-
 def check_planned(volume: Volume, shape: tuple[int, int, int, int], device_output: bool,
                   context: Any) -> None:
     """The checks of a plan's `run`: the input has the planned (frames, rows, cols,

@@ -43,13 +43,13 @@ from dataclasses import replace
 from typing import Any
 
 from ..core.runtime import Runtime, resolve_runtime
-from ..core.validate import check_float
 from ..core.volumes import as_volume, channels_last
 from ..match.matcher import check_search
 from ..match.matches import min_candidates, usable_n
 from ..match.window_config import SearchConfig
 from .bm3d_params import stage_params
 from .bm3d_plan import BM3DPlan
+from .strength import Strength
 
 __all__ = ["BM3DPlan", "bm3d", "plan_for"]
 
@@ -91,13 +91,11 @@ def bm3d(image: Any, sigma: float, *, preset: str = "fast", patch_size: int | No
         "window", the exact windowed search, is the only one so far).
     Returns float32 of the input's shape, NumPy for NumPy input, device array for device input.
     """
-    check_float("sigma", sigma)
+    strength = Strength.check(sigma, data_range=data_range)
     image, restore = channels_last(image, channel_axis, video=False)
     volume = as_volume(image, video=False)
     if volume.channels not in (1, 3):
         raise ValueError(f"image must be (H, W), (H, W, 1) or (H, W, 3), got shape {image.shape}")
-    if data_range is not None:
-        check_float("data_range", data_range)
     rt = resolve_runtime(runtime, image)
     plan = plan_for(rt, volume.rows, volume.cols, volume.channels,
                     device_output=volume.on_device, preset=preset, patch_size=patch_size,
@@ -105,7 +103,7 @@ def bm3d(image: Any, sigma: float, *, preset: str = "fast", patch_size: int | No
                     transform_1d=transform_1d, stages=stages, lambda_3d=lambda_3d, mu2=mu2,
                     tau_match=tau_match, stagger=stagger, aggregation=aggregation,
                     variant=variant, search=search)
-    return restore(plan.run(image, sigma, data_range=data_range))
+    return restore(plan.apply(image, strength))
 
 
 def plan_for(runtime: Runtime, rows: int, cols: int, channels: int, *,

@@ -17,9 +17,8 @@ from ..core.runtime import Runtime
 from ..core.staging import download
 from ..core.transfer import Transfers
 from ..core.upload import check_peak
-from ..core.validate import check_float
 from ..core.volumes import Volume, as_volume, check_planned
-from ..match.matcher import check_search, make_matcher
+from ..match.matcher import make_matcher
 from ..match.window_config import SearchConfig, SearchRequest, choose_search
 from . import bm3d_stream
 from .bm3d_params import (
@@ -31,6 +30,7 @@ from .bm3d_params import (
     stagger_shifts,
 )
 from .collaborative import FilterKernels
+from .strength import Strength
 
 __all__ = ["BM3DPlan"]
 
@@ -96,7 +96,7 @@ class BM3DPlan:
                  search: str = "window") -> None:
         if channels not in (1, 3):
             raise ValueError(f"BM3D filters grayscale (1 channel) or RGB (3 channels), got {channels}")
-        self.search_engine = check_search(search)
+        self.search_engine = search      # checked by make_matcher
         self.runtime = runtime
         self.rows, self.cols, self.channels = rows, cols, channels
         self.colour = channels == 3
@@ -175,7 +175,10 @@ class BM3DPlan:
 
     def run(self, image: Any, sigma: float, *, data_range: float | None = None) -> Any:
         """Denoise `image` (the planned shape): float32, same shape and kind of array."""
-        sigma = check_float("sigma", sigma)
+        return self.apply(image, Strength.check(sigma, data_range=data_range))
+
+    def apply(self, image: Any, strength: Strength) -> Any:
+        """`run` with the strength arguments checked already (`Strength.check`)."""
         volume = as_volume(image, video=False)
         check_planned(volume, (1, self.rows, self.cols, self.channels), self.device_output,
                       self.runtime.context)
@@ -195,10 +198,10 @@ class BM3DPlan:
                 search.upload(volume, tile.chunks[0], "peak")
         peak = uploader.peak()
         check_peak(peak, search.check_limit())
+        data_range = strength.data_range
         if data_range is None:
             data_range = default_data_range(volume.dtype, peak)
-        data_range = check_float("data_range", data_range)
-        sigmas = channel_sigmas(sigma, self.colour)
+        sigmas = channel_sigmas(strength.sigma, self.colour)
         scales = self.scales(peak, sigmas)
         tau_unit = (data_range / 255.0) ** 2
 

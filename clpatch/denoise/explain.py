@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.registry import Operation, register
-from ..core.validate import check_int
 from ..match.explain import Explanation, explain_search_request
 from ..match.matcher import DESCRIPTIONS
 from ..match.window_config import SEARCH_VARIANTS, SearchConfig, SearchRequest
@@ -27,11 +26,10 @@ def explain_nlmeans(runtime: Any, *, patch_size: int | None = None, step: int | 
                     variant: str | SearchConfig | None = None, **_: Any) -> Explanation:
     """NL-means: its search (defaults patch 8, step 4, n 16, window 21), then the averaging
     and the aggregation."""
-    p = check_int("patch_size", 8 if patch_size is None else patch_size, 1, 32)
     request = check_search_request(
-        patch_size=p, step=4 if step is None else step, n=16 if n is None else n,
-        window=21 if window is None else window, channels=channels, metric=metric,
-        video=video, max_step=p)
+        patch_size=8 if patch_size is None else patch_size, step=4 if step is None else step,
+        n=16 if n is None else n, window=21 if window is None else window, channels=channels,
+        metric=metric, video=video, max_step=None)
     out = explain_search_request(runtime, "nlmeans", request, variant)
     out.notes.append(f"search engine: window — {DESCRIPTIONS['window']}")
     kind, why = nlm_aggregation(request.patch_size, request.step, runtime.profile)

@@ -38,14 +38,15 @@ from __future__ import annotations
 from typing import Any
 
 from ..core.runtime import Runtime, resolve_runtime
-from ..core.validate import check_choice, check_float, check_int
+from ..core.validate import check_int
 from ..core.volumes import as_volume, channels_last
 from ..match.matcher import check_search
 from ..match.matches import usable_n
 from ..match.window_config import SearchConfig
-from ..match.window_params import MAX_PATCH, MAX_TEMPORAL_WINDOW, check_fits, check_search_request
+from ..match.window_params import MAX_TEMPORAL_WINDOW, check_fits, check_search_request
 from .nlm_aggregation import AGGREGATIONS
-from .nlmeans_plan import AVERAGINGS, SEARCH_CHANNELS, NLMeansPlan
+from .nlmeans_plan import NLMeansPlan
+from .strength import Strength
 
 __all__ = ["AGGREGATIONS", "NLMeansPlan", "nlmeans", "nlmeans_video"]
 
@@ -58,18 +59,13 @@ def _denoise(image: Any, sigma: float, *, video: bool, patch_size: int, step: in
              aggregation: str | None, channel_axis: int | None, search_channels: str,
              variant: str | SearchConfig | None, averaging: str | None, search: str,
              runtime: Runtime | None) -> Any:
-    check_float("sigma", sigma)
-    if h is not None:
-        check_float("h", h)
-    check_float("flat_beta", flat_beta)
-    check_choice("search_channels", search_channels, SEARCH_CHANNELS)
-    check_choice("averaging", averaging, AVERAGINGS, allow_none=True)
+    strength = Strength.check(sigma, h=h, flat_beta=flat_beta)
     check_search(search)
     image, restore = channels_last(image, channel_axis, video)
     volume = as_volume(image, video=video)
-    p = check_int("patch_size", patch_size, 1, MAX_PATCH)
-    request = check_search_request(patch_size=p, step=step, n=n, window=window,
-                                   channels=volume.channels, video=video, max_step=p)
+    request = check_search_request(patch_size=patch_size, step=step, n=n, window=window,
+                                   channels=volume.channels, video=video, max_step=None)
+    p = request.patch_size
     tw = check_int("temporal_window", temporal_window, 0, MAX_TEMPORAL_WINDOW)
     available = check_fits(request, volume.frames, volume.rows, volume.cols, tw)
     k = usable_n(request.n, available)
@@ -82,7 +78,7 @@ def _denoise(image: Any, sigma: float, *, video: bool, patch_size: int, step: in
         step=request.step, window=request.window, n=k, temporal_window=tw, video=video,
         search_channels=search_channels, aggregation=aggregation, averaging=averaging,
         variant=variant, device_output=volume.on_device, search=search), PLANS_KEPT)
-    return restore(plan.run(image, sigma, h=h, flat_beta=flat_beta))
+    return restore(plan.apply(image, strength))
 
 
 def nlmeans(image: Any, sigma: float, *, patch_size: int = 8, step: int = 4, window: int = 21,

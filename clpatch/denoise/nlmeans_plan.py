@@ -18,11 +18,12 @@ from ..core.runtime import Runtime
 from ..core.staging import download
 from ..core.transfer import Transfers
 from ..core.upload import check_peak
-from ..core.validate import check_float
+from ..core.validate import check_choice
 from ..core.volumes import Volume, as_volume, check_planned, magnitude_limit
 from ..match.matcher import make_matcher
 from ..match.window_config import SearchConfig, SearchRequest, choose_search
 from .nlm_aggregation import buffer_classes, choose_aggregation, coverage
+from .strength import Strength
 
 __all__ = ["NLMeansPlan"]
 
@@ -69,10 +70,8 @@ class NLMeansPlan:
                  averaging: str | None = None, variant: str | SearchConfig | None = None,
                  device_output: bool = False, tile_bytes: int | None = None,
                  search: str = "window") -> None:
-        if search_channels not in SEARCH_CHANNELS:
-            raise ValueError(f"search_channels must be one of {SEARCH_CHANNELS}, got {search_channels!r}")
-        if averaging is not None and averaging not in AVERAGINGS:
-            raise ValueError(f"averaging must be one of {AVERAGINGS} or None, got {averaging!r}")
+        check_choice("search_channels", search_channels, SEARCH_CHANNELS)
+        check_choice("averaging", averaging, AVERAGINGS, allow_none=True)
         if not 1 <= channels <= MAX_CHANNELS:
             raise ValueError(f"NL-means filters 1 to {MAX_CHANNELS} channels, got {channels}")
         if step > patch_size:
@@ -216,9 +215,11 @@ class NLMeansPlan:
             flat_beta: float = 1.05) -> Any:
         """Denoise `image` (the planned shape): float32, same shape, NumPy or device array
         like the input."""
-        sigma = check_float("sigma", sigma)
-        h = sigma if h is None else check_float("h", h)
-        flat_beta = check_float("flat_beta", flat_beta)
+        return self.apply(image, Strength.check(sigma, h=h, flat_beta=flat_beta))
+
+    def apply(self, image: Any, strength: Strength) -> Any:
+        """`run` with the strength arguments checked already (`Strength.check`)."""
+        sigma, h, flat_beta = strength.sigma, strength.nlm_h, strength.flat_beta
         volume = as_volume(image, video=self.video)
         check_planned(volume, (self.frames, self.rows, self.cols, self.channels),
                       self.device_output, self.runtime.context)

@@ -34,9 +34,10 @@ from __future__ import annotations
 from typing import Any
 
 from ..core.runtime import Runtime, resolve_runtime
-from ..core.validate import check_choice, check_float
+from ..core.validate import check_choice
 from ..core.volumes import as_volume, channels_last
 from .bm3d_params import AGGREGATIONS
+from .strength import Strength
 from .vbm3d_params import VIDEO_SEARCHES, video_stage_params
 from .vbm3d_plan import VBM3DPlan
 
@@ -70,7 +71,7 @@ def vbm3d(frames: Any, sigma: float, *, patch_size: int | None = None,
     Returns float32 of the input's shape, NumPy for NumPy input, device array for device input.
     For videos too long for memory, use `VBM3DPlan.stream`, which reads frames one at a time.
     """
-    check_float("sigma", sigma)
+    strength = Strength.check(sigma, data_range=data_range)
     frames, restore = channels_last(frames, channel_axis, video=True)
     volume = as_volume(frames, name="frames", video=True)
     if volume.channels not in (1, 3):
@@ -85,13 +86,11 @@ def vbm3d(frames: Any, sigma: float, *, patch_size: int | None = None,
     p = p1.patch_size
     if p > volume.rows or p > volume.cols:
         raise ValueError(f"patch_size {p} is larger than the frames ({volume.rows}x{volume.cols})")
-    if data_range is not None:
-        check_float("data_range", data_range)
     rt = resolve_runtime(runtime, frames)
     key = ("vbm3d", volume.rows, volume.cols, volume.channels, (p1, p2), count, radius,
            aggregation, variant)
     plan = rt.plan_cache().plan(key, lambda: VBM3DPlan(
         rt, volume.rows, volume.cols, volume.channels, (p1, p2), count, radius,
         aggregation=aggregation, variant=variant), PLANS_KEPT)
-    return restore(plan.run(frames, sigma, data_range=data_range))
+    return restore(plan.apply(frames, strength))
 

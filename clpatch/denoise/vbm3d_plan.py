@@ -20,9 +20,10 @@ from ..core.staging import download
 from ..core.transfer import Transfers
 from ..core.upload import Uploader, check_peak
 from ..core.validate import check_float, check_int
-from ..core.volumes import Volume, as_volume, check_host_values, magnitude_limit
+from ..core.volumes import Volume, as_volume, magnitude_limit
 from ..match.matches import grid_positions
 from .bm3d_params import channel_sigmas, choose_aggregation, default_data_range, fixed_point_scales
+from .strength import Strength
 from .vbm3d_params import (
     VideoStageParams,
     choose_video_search,
@@ -106,6 +107,10 @@ class VBM3DPlan:
         """Denoise a whole video (T, H, W[, C]) of the planned frame shape: float32 of the
         same shape, NumPy for NumPy input, a device array for device input (converted frame
         by frame on the device)."""
+        return self.apply(video, Strength.check(sigma, data_range=data_range))
+
+    def apply(self, video: Any, strength: Strength) -> Any:
+        """`run` with the strength arguments checked already (`Strength.check`)."""
         volume = as_volume(video, name="frames", video=True)
         if (volume.rows, volume.cols, volume.channels) != (self.rows, self.cols, self.channels):
             raise ValueError(f"frames shape {tuple(video.shape)} differs from the planned frame "
@@ -117,11 +122,12 @@ class VBM3DPlan:
             output = self.runtime.empty(tuple(video.shape), np.float32)
             frames: Iterator[Any] = (_DeviceFrame(volume, t) for t in range(volume.frames))
         else:
-            check_host_values(volume, self.params[0].patch_size, name="frames")
-            peak = float(np.abs(video).max())
+            # One pass for the fixed-point scale's peak; NaN and inf carry through min/max.
+            peak = max(abs(float(np.min(video))), abs(float(np.max(video))))
+            check_peak(peak, magnitude_limit(self.params[0].patch_size, 1), "frames")
             output = np.empty(tuple(video.shape), np.float32)
             frames = iter(video)
-        for t, frame in enumerate(self._stream(frames, sigma, data_range, peak, volume.dtype,
+        for t, frame in enumerate(self._stream(frames, strength, peak, volume.dtype,
                                                output if volume.on_device else None,
                                                checked=True)):
             if not volume.on_device:
@@ -148,8 +154,10 @@ class VBM3DPlan:
         peak: the largest |value| of the video, for the fixed-point aggregation's scale
         (None: 4 · data_range; a frame beyond it raises ValueError).
         """
-        check_float("sigma", sigma)
-        return self._stream(iter(frames), sigma, data_range, peak, None, None)
+        strength = Strength.check(sigma, data_range=data_range)
+        if peak is not None:
+            peak = check_float("peak", peak)
+        return self._stream(iter(frames), strength, peak, None, None)
 
     def _frame_array(self, frame: Any, index: int) -> Any:
         if isinstance(frame, _DeviceFrame):
@@ -164,14 +172,11 @@ class VBM3DPlan:
             raise TypeError(f"frame {index} must have a real numeric dtype, got {frame.dtype}")
         return frame
 
-    def _stream(self, frames: Iterator[Any], sigma: float, data_range: float | None,
-                peak: float | None, dtype: Any, device_out: Any,
-                checked: bool = False) -> Iterator[np.ndarray]:
+    def _stream(self, frames: Iterator[Any], strength: Strength, peak: float | None,
+                dtype: Any, device_out: Any, checked: bool = False) -> Iterator[np.ndarray]:
         """The stream; `checked`: the frames' values were checked already (a whole video)."""
-        sigma = check_float("sigma", sigma)
-        if data_range is not None:
-            data_range = check_float("data_range", data_range)
-        sigmas = channel_sigmas(sigma, self.colour)
+        data_range = strength.data_range
+        sigmas = channel_sigmas(strength.sigma, self.colour)
         radius, two = self.radius, len(self.stages) == 2
         events: list[tuple[str, Any]] = []
         self.last_events = events

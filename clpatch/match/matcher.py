@@ -73,6 +73,11 @@ def check_search(search: Any) -> str:
 
 def make_matcher(search: str, runtime: Any, frames: int, rows: int, cols: int, channels: int,
                  request: Any, config: Any, **options: Any) -> Matcher:
-    """Plan engine `search` for inputs of (frames, rows, cols, channels)."""
-    return ENGINES[check_search(search)](runtime, frames, rows, cols, channels, request,
-                                         config, **options)
+    """Plan engine `search` for inputs of (frames, rows, cols, channels). Public entries
+    check `search` once (`check_search`); here an unknown name raises the same error."""
+    try:
+        engine = ENGINES[search]
+    except (KeyError, TypeError):
+        check_search(search)
+        raise
+    return engine(runtime, frames, rows, cols, channels, request, config, **options)

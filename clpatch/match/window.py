@@ -228,7 +228,8 @@ class SearchPlan:
         queue = self.runtime.queue
         gy, gx, n, dim = len(self.grid_y), len(self.grid_x), self.request.n, self.dim
         events: list[tuple[str, Any]] = []
-        last = [self.uploader.begin(wait_for)]
+        self.uploader.begin()
+        last = wait_for
         positions = distances = None
         for chunk in self.chunks:
             planar, uploads = self.upload(volume, chunk, wait_for=last)

@@ -24,10 +24,11 @@ MAX_CHANNELS = 64
 
 def check_search_request(*, patch_size: Any, step: Any, n: Any, window: Any, channels: Any = 1,
                          metric: Any = "l2", video: Any = False,
-                         max_step: int = MAX_STEP) -> SearchRequest:
-    """The checked request (ValueError/TypeError naming the argument otherwise)."""
+                         max_step: int | None = MAX_STEP) -> SearchRequest:
+    """The checked request (ValueError/TypeError naming the argument otherwise);
+    max_step None: step at most patch_size."""
     p = check_int("patch_size", patch_size, 1, MAX_PATCH)
-    s = check_int("step", step, 1, max_step)
+    s = check_int("step", step, 1, p if max_step is None else max_step)
     w = check_int("window", window, 1, MAX_WINDOW)
     k = check_int("n", n, 1, MAX_N)
     c = check_int("channels", channels, 1, MAX_CHANNELS)

@@ -136,22 +136,22 @@ def test_failed_build_is_not_cached(runtime, tmp_path, monkeypatch):
 
 def run_convert(runtime, program):
     """Launch the built conversion kernel: int16 (2, 3) -> planar float, and the peak
-    |value| it folds into its check word."""
+    |value| it folds into its check word (and the other word cleared)."""
     src = np.array([[1, -2, 3], [400, -500, 32767]], np.int16)
     mf = cl.mem_flags
     src_buf = cl.Buffer(runtime.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=src)
     dst_buf = cl.Buffer(runtime.context, mf.WRITE_ONLY, src.size * 4)
-    peak = np.zeros(1, np.uint32)
+    peak = np.array([7, 0], np.uint32)       # word 1 is the run's; word 0 gets cleared
     peak_buf = cl.Buffer(runtime.context, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=peak)
     i64, i32 = np.int64, np.int32
     cl.Kernel(program, "to_planar")(runtime.queue, (4, 2, 1), (4, 1, 1), src_buf, i64(0), i64(0),
                                     i64(3), i64(1), i64(0), i32(1), i32(2), i32(3), i32(1), dst_buf,
-                                    i64(0), peak_buf)
+                                    i64(0), peak_buf, i32(1))
     out = np.empty(src.shape, np.float32)
     cl.enqueue_copy(runtime.queue, out, dst_buf)
     cl.enqueue_copy(runtime.queue, peak, peak_buf)
     np.testing.assert_array_equal(out, src.astype(np.float32))
-    assert peak.view(np.float32)[0] == 32767.0
+    assert peak.view(np.float32)[1] == 32767.0 and peak[0] == 0
 
 
 @pytest.fixture

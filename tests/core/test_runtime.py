@@ -209,6 +209,15 @@ def test_runtime_with_a_bad_queue(runtime):
         clpatch.Runtime(queue=runtime.context)
 
 
+def test_runtime_refuses_an_out_of_order_queue(runtime):
+    props = cl.command_queue_properties.OUT_OF_ORDER_EXEC_MODE_ENABLE
+    if not runtime.device.queue_properties & props:
+        pytest.skip("the device has no out-of-order queues")
+    queue = cl.CommandQueue(runtime.context, runtime.device, properties=props)
+    with pytest.raises(ValueError, match="in-order"):
+        clpatch.Runtime(queue=queue)
+
+
 def test_runtime_with_a_bad_profile(runtime):
     with pytest.raises(ValueError,
                        match=r"profile must be one of \('nvidia', 'amd', 'intel', 'cpu', 'generic'\)"):

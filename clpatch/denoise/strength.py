@@ -1,0 +1,43 @@
+"""The filter-strength arguments of one denoising call, checked once.
+
+A public function (`nlmeans`, `bm3d`, `vbm3d`) checks sigma, h, flat_beta and data_range
+at its entry, before any plan is built, and hands the checked `Strength` to the plan's
+`apply`; a plan's `run(image, sigma, ...)`, the entry for users who keep plans, checks
+them itself and calls the same `apply`. Either way each argument is checked exactly once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..core.validate import check_float
+
+__all__ = ["Strength"]
+
+
+@dataclass(frozen=True)
+class Strength:
+    """sigma (> 0), h (NL-means' filtering parameter, None: sigma), flat_beta (NL-means'
+    flat-patch factor) and data_range (BM3D/VBM3D's nominal range, None: from the input),
+    all finite. Build it with `Strength.check`."""
+
+    sigma: float
+    h: float | None = None
+    flat_beta: float = 1.05
+    data_range: float | None = None
+
+    @classmethod
+    def check(cls, sigma: Any, *, h: Any = None, flat_beta: Any = 1.05,
+              data_range: Any = None) -> Strength:
+        """The checked arguments: TypeError for a non-number, ValueError for a value that
+        is not finite and > 0, each naming the argument."""
+        return cls(check_float("sigma", sigma),
+                   None if h is None else check_float("h", h),
+                   check_float("flat_beta", flat_beta),
+                   None if data_range is None else check_float("data_range", data_range))
+
+    @property
+    def nlm_h(self) -> float:
+        """NL-means' h (sigma when not given)."""
+        return self.sigma if self.h is None else self.h
