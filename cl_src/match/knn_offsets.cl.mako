@@ -1,0 +1,160 @@
+## Exhaustive patch kNN by offsets (L2 and L1): for one offset (dy, dx) between the query
+## image and the reference, the distances of all query patches to the candidates at that
+## offset are box sums of one difference image D(y, x) = sum over channels of
+## (Q(y, x) - R(y + dy, x + dx))^2 (|.| for L1), so each (query, candidate) pair costs a few
+## additions whatever the patch size. A work-group owns a TY x TX tile of query positions,
+## keeps the tile's query pixels in local memory, and walks every offset that reaches a
+## valid candidate for some position of the tile, OB offsets (consecutive dx) at a time:
+##   A  column sums  c[o][r][x] = sum_{j<P} D(r + j, x), one work-item per (offset, column),
+##      sliding down the TY rows;
+##   B  box sums     b[o][r][x] = sum_{i<P} c[o][r][x + i], one work-item per (offset, row,
+##      half row), sliding along the row;
+##   C  each work-item (one query position) offers its OB distances to its heap.
+## Distances here are sliding sums (exact for integer-valued images, within float32 rounding
+## otherwise): knn_finish.cl.mako re-scores the k kept candidates with direct sums.
+##
+## Rendered with: patch (P), channels (C), metric ("l2" | "l1"), tile_x (TX), tile_y (TY),
+## offsets (OB), k (K).
+<%page args="patch, channels, metric, tile_x, tile_y, offsets, k"/>
+<%namespace name="tk" file="/lib/topk.mako"/>\
+<%
+    P, C, TX, TY, OB, K = patch, channels, tile_x, tile_y, offsets, k
+    CW = TX + P - 1          # columns of the tile's pixel block
+    RH = TY + P - 1          # rows of the tile's pixel block
+    WG = TX * TY
+%>
+//
+// Launch: global (tiles_x * ${TX}, tiles_y * ${TY}), local (${TX}, ${TY}); work-item
+// (lx, ly) of tile (bx, by) is the query position (qy0 + by * ${TY} + ly, bx * ${TX} + lx).
+// Arguments:
+//   qimg, Hq, Wq        query image, planar float qimg[(c * Hq + y) * Wq + x]
+//   rimg, Hr, Wr        reference image, the same layout (may be qimg)
+//   grid_row, grid_col  per query position row / column: its grid index, or -1 off the grid
+//   qy0                 first query position row of this launch (tiles_y tiles below it)
+//   g0, g1, gx          grid rows [g0, g1) of the heaps' block (positions on other grid
+//                       rows are computed, not offered), grid columns
+//   dy_lo, dy_hi        offsets dy of this launch (a piece of the full range)
+//   hd, hi              heaps, K entries per grid point ((grid row - g0) * gx + grid col) * K,
+//                       see lib/topk.mako; candidate index = cy * (Wr - P + 1) + cx
+//
+${tk.functions()}
+
+#define P ${P}
+#define K ${K}
+
+__kernel __attribute__((reqd_work_group_size(${TX}, ${TY}, 1)))
+void knn_offsets(__global const float *restrict qimg, const int Hq, const int Wq,
+                 __global const float *restrict rimg, const int Hr, const int Wr,
+                 __global const int *restrict grid_row, __global const int *restrict grid_col,
+                 const int qy0, const int g0, const int g1, const int gx, const int dy_lo,
+                 const int dy_hi,
+                 __global float *restrict hd, __global int *restrict hi)
+{
+    __local float qt[${C * RH * CW}];
+    __local float cs[${OB * TY * CW}];
+    __local float bs[${OB * TY * TX}];
+    const int lx = get_local_id(0), ly = get_local_id(1);
+    const int lid = ly * ${TX} + lx;
+    const int bx0 = get_group_id(0) * ${TX};
+    const int by0 = qy0 + get_group_id(1) * ${TY};
+    const int Hc = Hr - P + 1, Wc = Wr - P + 1;        // candidate positions
+    const int Hp = Hq - P + 1, Wp = Wq - P + 1;        // query positions
+
+    // The tile's query pixels (clamped at the image's edges: positions beyond them are
+    // computed but never offered).
+    for (int e = lid; e < ${C * RH * CW}; e += ${WG}) {
+        const int c = e / ${RH * CW}, rest = e - c * ${RH * CW};
+        const int r = rest / ${CW}, x = rest - r * ${CW};
+        const int y = min(by0 + r, Hq - 1), xx = min(bx0 + x, Wq - 1);
+        qt[e] = qimg[(c * Hq + y) * Wq + xx];
+    }
+
+    // This work-item's query and heap.
+    const int qy = by0 + ly, qx = bx0 + lx;
+    int heap = -1;
+    if (qy < Hp && qx < Wp) {
+        const int gr = grid_row[qy], gc = grid_col[qx];
+        if (gr >= g0 && gr < g1 && gc >= 0)
+            heap = ((gr - g0) * gx + gc) * K;
+    }
+    float root_d = INFINITY;
+    int root_i = INT_MAX;
+    if (heap >= 0) {
+        root_d = hd[heap];
+        root_i = hi[heap];
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+
+    // Offsets that reach a candidate from some position of the tile.
+    const int y_hi = min(by0 + ${TY - 1}, Hp - 1), x_hi = min(bx0 + ${TX - 1}, Wp - 1);
+    const int dy0 = max(dy_lo, -y_hi), dy1 = min(dy_hi, Hc - by0);
+    const int dx0 = -x_hi, dx1 = Wc - bx0;
+    for (int dy = dy0; dy < dy1; ++dy) {
+        for (int dxb = dx0; dxb < dx1; dxb += ${OB}) {
+            // A: column sums, sliding down the tile's rows.
+            for (int item = lid; item < ${OB * CW}; item += ${WG}) {
+                const int o = item / ${CW}, x = item - o * ${CW};
+                const int rx = clamp(bx0 + x + dxb + o, 0, Wr - 1);
+                float run = 0.0f;
+                float col[${RH}];
+                for (int r = 0; r < ${RH}; ++r) {
+                    const int ry = clamp(by0 + r + dy, 0, Hr - 1);
+                    float d = 0.0f;
+% for c in range(C):
+                    {
+                        const float t = qt[(${c * RH} + r) * ${CW} + x]
+                                        - rimg[(${c} * Hr + ry) * Wr + rx];
+% if metric == "l2":
+                        d += t * t;
+% else:
+                        d += fabs(t);
+% endif
+                    }
+% endfor
+                    col[r] = d;
+                }
+                for (int j = 0; j < P; ++j)
+                    run += col[j];
+                __local float *out = cs + o * ${TY * CW} + x;
+                out[0] = run;
+                for (int r = 1; r < ${TY}; ++r) {
+                    run += col[r + P - 1] - col[r - 1];
+                    out[r * ${CW}] = run;
+                }
+            }
+            barrier(CLK_LOCAL_MEM_FENCE);
+            // B: box sums, sliding along half rows.
+            for (int item = lid; item < ${OB * TY * 2}; item += ${WG}) {
+                const int o = item / ${TY * 2}, rest = item - o * ${TY * 2};
+                const int r = rest >> 1, x0 = (rest & 1) * ${TX // 2};
+                __local const float *row = cs + (o * ${TY} + r) * ${CW};
+                float run = 0.0f;
+                for (int i = 0; i < P; ++i)
+                    run += row[x0 + i];
+                __local float *out = bs + (o * ${TY} + r) * ${TX};
+                out[x0] = run;
+                for (int x = x0 + 1; x < x0 + ${TX // 2}; ++x) {
+                    run += row[x + P - 1] - row[x - 1];
+                    out[x] = run;
+                }
+            }
+            barrier(CLK_LOCAL_MEM_FENCE);
+            // C: offer the OB candidates to this position's heap.
+            const int cy = qy + dy;
+            if (heap >= 0 && cy >= 0 && cy < Hc) {
+                for (int o = 0; o < ${OB}; ++o) {
+                    const int cx = qx + dxb + o;
+                    if (cx < 0 || cx >= Wc)
+                        continue;
+                    const float d = bs[(o * ${TY} + ly) * ${TX} + lx];
+                    const int idx = cy * Wc + cx;
+                    if (topk_before(d, idx, root_d, root_i)) {
+                        topk_replace(hd + heap, hi + heap, K, d, idx);
+                        root_d = hd[heap];
+                        root_i = hi[heap];
+                    }
+                }
+            }
+        }
+    }
+}

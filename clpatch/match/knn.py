@@ -1,0 +1,158 @@
+"""Exhaustive k-nearest-patch search between two images, for any distance (Tang et al.).
+
+For every query patch (top-left corners on the project's grid: 0, step, 2·step, … plus the
+last valid position of each axis), the k most similar patches anywhere in the reference
+image, exactly. Metrics:
+
+- ``"l2"``: sum of squared differences over the patch and its channels;
+- ``"l1"``: sum of absolute differences;
+- ``"chamfer"``: Tang's eq. 4, one way from the query patch Q to the candidate R: for each
+  pixel of Q, the smallest L∞ offset max(|i − x|, |j − y|) to a pixel of R with an equal
+  label (the pixel's value, all channels equal), or 2·(p − 1) when R has none; summed over
+  Q's pixels;
+- ``"chamfer_sym"``: Q → R plus R → Q.
+
+Ties: candidates are ordered by (distance, candidate index), the index being
+cy · (Wr − p + 1) + cx, so equal distances keep the candidate first in row-major order; the
+k returned are the k smallest of that order. Every engine and device computing the same
+distances returns the same matches: for integer-valued images (8- or 16-bit data) the
+distances are exact, so the matches are identical everywhere; for other float data,
+reported l2/l1 distances are direct sums (re-scored), and candidates whose distances differ
+by float32 rounding may change places at the k-th.
+
+`knn_vectors` runs the same engines on plain feature vectors (one "pixel" per vector).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyopencl.array as cla
+from pyopencl.elementwise import ElementwiseKernel
+
+from ..core.runtime import Runtime, resolve_runtime
+from ..core.validate import check_choice, check_int
+from ..core.volumes import as_volume
+from .knn_config import KNN_METHODS, KNN_METRICS, choose_knn
+from .knn_plan import KnnPlan
+from .matches import Matches
+
+__all__ = ["MAX_CHANNELS", "MAX_PATCH", "KnnPlan", "knn", "knn_vectors"]
+
+#: Largest patch side (Chamfer: 16; its cost grows as p^4).
+MAX_PATCH = 64
+MAX_CHAMFER_PATCH = 16
+#: Largest number of channels (vector dimensions for knn_vectors).
+MAX_CHANNELS = 4096
+#: kNN plans kept per runtime.
+PLANS_KEPT = 8
+
+
+def _metric(metric: Any) -> str:
+    if isinstance(metric, str):
+        metric = metric.lower()
+    return check_choice("metric", metric, KNN_METRICS)
+
+
+def knn(query: Any, reference: Any = None, *, patch_size: int = 8, k: int = 16,
+        metric: str = "l2", step: int = 1, method: str | None = None,
+        runtime: Runtime | None = None) -> Matches:
+    """The k nearest patches in `reference` of every grid patch of `query`.
+
+    query, reference: images (H, W) or (H, W, C) with the same C, NumPy or device arrays,
+        any real dtype; reference None searches `query` itself (each patch then finds
+        itself first, at distance 0).
+    patch_size: side of the square patches, 1–64 (Chamfer: 1–16).
+    k: neighbours per query patch, 1 to the number of candidates (Hr − p + 1)·(Wr − p + 1).
+    metric: "l2", "l1", "chamfer" or "chamfer_sym" (see the module doc).
+    step: spacing of the query grid (the last row and column are always included).
+    method: None (the rule in `clpatch.match.knn_config`), "offsets" or "direct".
+    Returns Matches: positions (gy, gx, k, 2) int32 as (y, x) in `reference`, distances
+    (gy, gx, k) float32 ascending, grid_y/grid_x the query grid; NumPy arrays for a NumPy
+    query, device arrays for a device query.
+    """
+    q = as_volume(query, name="query", video=False)
+    r = q if reference is None else as_volume(reference, name="reference", video=False)
+    if r.channels != q.channels:
+        raise ValueError(f"reference has {r.channels} channels, query has {q.channels}: "
+                         f"they must be equal")
+    metric = _metric(metric)
+    check_int("channels", q.channels, 1, MAX_CHANNELS)
+    top = MAX_PATCH if metric in ("l2", "l1") else MAX_CHAMFER_PATCH
+    p = check_int("patch_size", patch_size, 1, top)
+    if p > min(q.rows, q.cols, r.rows, r.cols):
+        raise ValueError(f"patch_size {p} is larger than the query ({q.rows}x{q.cols}) or "
+                         f"the reference ({r.rows}x{r.cols})")
+    s = check_int("step", step, 1, max(q.rows, q.cols))
+    candidates = (r.rows - p + 1) * (r.cols - p + 1)
+    kk = check_int("k", k, 1, candidates)
+    method = check_choice("method", method, KNN_METHODS, allow_none=True)
+    rt = resolve_runtime(runtime, query, reference)
+    for name, volume in (("query", q), ("reference", r)):
+        if volume.on_device and volume.array.context != rt.context:
+            raise ValueError(f"{name} lives in another OpenCL context than the runtime's")
+    rescore = q.dtype.kind == "f" or r.dtype.kind == "f"
+    key = ("knn", q.rows, q.cols, q.channels, r.rows, r.cols, reference is None, p, kk, metric,
+           s, method, q.on_device, rescore)
+    plan = rt.plan_cache().plan(key, lambda: KnnPlan(
+        rt, q.rows, q.cols, q.channels, r.rows, r.cols, patch_size=p, k=kk, metric=metric,
+        step=s, config=choose_knn(rt.profile, metric=metric, patch=p, channels=q.channels,
+                                  step=s, method=method),
+        self_search=reference is None, device_output=q.on_device, rescore=rescore),
+        PLANS_KEPT)
+    return plan.run(query, reference)
+
+
+def _vectors(name: str, array: Any) -> Any:
+    if isinstance(array, (list, tuple)):
+        array = np.asarray(array)
+    if not isinstance(array, (np.ndarray, cla.Array)):
+        raise TypeError(f"{name} must be a NumPy array or a pyopencl.array.Array, "
+                        f"got {type(array).__name__}")
+    if len(array.shape) != 2 or 0 in array.shape:
+        raise ValueError(f"{name} must be a non-empty (count, dimensions) array, "
+                         f"got shape {array.shape}")
+    return array.reshape(1, array.shape[0], array.shape[1])
+
+
+def knn_vectors(queries: Any, references: Any, k: int, metric: str = "l2", *,
+                method: str | None = None,
+                runtime: Runtime | None = None) -> tuple[Any, Any]:
+    """The k nearest rows of `references` (M, D) of every row of `queries` (N, D).
+
+    metric: "l2" (sum of squared differences) or "l1". Ties: the smaller row index first.
+    Returns (indices int32 (N, k), distances float32 (N, k) ascending), NumPy arrays for a
+    NumPy `queries`, device arrays for a device one.
+    """
+    metric = _metric(metric)
+    if metric not in ("l2", "l1"):
+        raise ValueError(f"metric for vectors must be 'l2' or 'l1', got {metric!r}")
+    q = _vectors("queries", queries)
+    r = _vectors("references", references)
+    if q.shape[2] != r.shape[2]:
+        raise ValueError(f"references have {r.shape[2]} dimensions, queries have "
+                         f"{q.shape[2]}: they must be equal")
+    check_int("k", k, 1, r.shape[1])
+    found = knn(q, r, patch_size=1, k=k, metric=metric, step=1, method=method,
+                runtime=runtime)
+    positions, distances = found.positions, found.distances
+    n = positions.shape[1]
+    if isinstance(positions, cla.Array):
+        indices = cla.empty(positions.queue, (n, k), np.int32, allocator=positions.allocator)
+        _column(positions.context)(indices, positions.reshape(n * k * 2),
+                                   queue=positions.queue)
+        return indices, distances.reshape(n, k)
+    return np.ascontiguousarray(positions[0, :, :, 1]), distances[0]
+
+
+_COLUMNS: dict[Any, Any] = {}
+
+
+def _column(context: Any) -> Any:
+    """out[i] = pos[2 i + 1]: the x column of (y, x) positions (the row index of a vector)."""
+    found = _COLUMNS.get(context)
+    if found is None:
+        found = _COLUMNS[context] = ElementwiseKernel(
+            context, "int *out, const int *pos", "out[i] = pos[2 * i + 1]", "knn_column")
+    return found

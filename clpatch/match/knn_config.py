@@ -1,0 +1,101 @@
+"""How the exhaustive kNN runs a request: the engine (method) and its tile sizes.
+
+Methods:
+- ``"offsets"`` (l2, l1): for each offset between the two images, the distances of all
+  query patches to the candidates at that offset are box sums of one difference image, so a
+  (query, candidate) pair costs a few additions whatever the patch size
+  (`cl_src/match/knn_offsets.cl.mako`). The k kept are re-scored with direct sums.
+- ``"direct"`` (every metric): each pair's distance summed directly, partial sums pruned
+  against the k-th best (`cl_src/match/knn_direct.cl.mako`): Chamfer's only method, and the
+  fallback where the offsets tile does not fit the device's local memory.
+
+Rule (`choose_knn`): Chamfer -> direct; l2/l1 -> offsets when the query grid is dense
+(step <= 2: the offsets engine computes every position of its tiles) and its tile fits the
+device's local memory, else direct. `method=` forces one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+__all__ = ["KNN_METHODS", "KNN_METRICS", "KnnConfig", "choose_knn", "offsets_local_bytes"]
+
+KNN_METRICS = ("l2", "l1", "chamfer", "chamfer_sym")
+KNN_METHODS = ("offsets", "direct")
+
+#: Tile of query positions per work-group and offsets per pass of the offsets engine.
+OFFSETS_TILE = (16, 16)
+OFFSETS_BATCH = 8
+#: Work-items per work-group of the direct and finishing kernels.
+DIRECT_GROUP = 64
+
+
+@dataclass(frozen=True)
+class KnnConfig:
+    """method: "offsets" or "direct"; tile_x, tile_y, offsets: the offsets engine's tile
+    and offsets per pass; group: work-items per work-group of the direct and finishing
+    kernels; reason: why (rule or forced)."""
+
+    method: str
+    tile_x: int = 0
+    tile_y: int = 0
+    offsets: int = 0
+    group: int = DIRECT_GROUP
+    reason: str = ""
+
+    def describe(self) -> str:
+        if self.method == "offsets":
+            return (f"offsets engine, {self.tile_x}x{self.tile_y} query tile, "
+                    f"{self.offsets} offsets per pass ({self.reason})")
+        return f"direct engine, {self.group} work-items per group ({self.reason})"
+
+    def __str__(self) -> str:
+        return self.describe()
+
+
+def offsets_local_bytes(patch: int, channels: int, tile_x: int, tile_y: int,
+                        offsets: int) -> int:
+    """Local memory of one offsets work-group: query pixels, column sums, box sums."""
+    cw, rh = tile_x + patch - 1, tile_y + patch - 1
+    return 4 * (channels * rh * cw + offsets * tile_y * cw + offsets * tile_y * tile_x)
+
+
+def _offsets_config(profile: Any, patch: int, channels: int) -> KnnConfig | None:
+    """The largest offsets tile that fits the device (None when none does)."""
+    local = int(profile.local_mem_size) - 1024          # the compiler's own use
+    group = int(profile.max_work_group_size)
+    for tile in (OFFSETS_TILE, (16, 8), (8, 8)):
+        if tile[0] * tile[1] > group:
+            continue
+        for batch in (OFFSETS_BATCH, 4, 2, 1):
+            if offsets_local_bytes(patch, channels, *tile, batch) <= local:
+                return KnnConfig("offsets", tile[0], tile[1], batch,
+                                 min(DIRECT_GROUP, group))
+    return None
+
+
+def choose_knn(profile: Any, *, metric: str, patch: int, channels: int, step: int,
+               method: str | None = None) -> KnnConfig:
+    """The configuration for a request (see the module doc for the rule)."""
+    group = min(DIRECT_GROUP, int(profile.max_work_group_size))
+    offsets = _offsets_config(profile, patch, channels) if metric in ("l2", "l1") else None
+    if method is not None:
+        if method == "offsets":
+            if metric not in ("l2", "l1"):
+                raise ValueError(f"method 'offsets' computes l2 and l1 only, not {metric!r}")
+            if offsets is None:
+                raise ValueError(f"the offsets tile for patch_size {patch} and {channels} "
+                                 f"channels does not fit this device's local memory")
+            return replace(offsets, reason="forced")
+        return KnnConfig("direct", group=group, reason="forced")
+    if metric not in ("l2", "l1"):
+        return KnnConfig("direct", group=group, reason="Chamfer has no decomposition")
+    if offsets is None:
+        return KnnConfig("direct", group=group,
+                         reason="the offsets tile does not fit the local memory")
+    if step > 2:
+        return KnnConfig("direct", group=group,
+                         reason=f"step {step} > 2: the offsets engine would compute "
+                                f"{step * step}x the distances needed")
+    return replace(offsets, reason=f"step {step} <= 2, l2/l1")

@@ -1,0 +1,215 @@
+"""The exhaustive kNN's plan: for a query image and a reference image of given shapes,
+patch size, k and metric, the compiled kernels and buffers, reused between runs.
+
+A run converts both images to planar float32 on the device (checking their values), then
+handles the query grid in blocks of grid rows whose heaps fit the memory budget: the heaps
+are cleared, the search kernels add every candidate of the reference in launches of
+bounded work, and the finishing kernel sorts (and re-scores) each heap into the block's
+Matches rows. Every launch waits for the previous one through events.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyopencl as cl
+
+from ..core.buffers import BufferPool, int_buffer, memory_limits
+from ..core.kernels import kernel
+from ..core.runtime import Runtime
+from ..core.staging import download
+from ..core.upload import Uploader, check_peak
+from ..core.volumes import as_volume, magnitude_limit
+from .knn_config import KnnConfig
+from .matches import Matches, grid_positions
+
+__all__ = ["WORK_PER_LAUNCH", "KnnPlan"]
+
+#: Work (pairs times the per-pair cost below) of one launch: a launch stays well under a
+#: second on a large GPU and under a display watchdog's limit on a small one.
+WORK_PER_LAUNCH = 1 << 33
+INT_MAX = np.iinfo(np.int32).max
+
+
+class KnnPlan:
+    """kNN of every grid patch of a (rows, cols, channels) query image among all patches of
+    a (ref_rows, ref_cols, channels) reference (`self_search`: the query is the reference).
+    `run(query, reference=None)` returns Matches (NumPy or device arrays like the input);
+    `last_events` holds the (stage, event) pairs of the last run."""
+
+    def __init__(self, runtime: Runtime, rows: int, cols: int, channels: int,
+                 ref_rows: int, ref_cols: int, *, patch_size: int, k: int, metric: str,
+                 step: int, config: KnnConfig, self_search: bool, device_output: bool,
+                 rescore: bool, memory_bytes: int | None = None) -> None:
+        self.runtime, self.config = runtime, config
+        self.rows, self.cols, self.channels = rows, cols, channels
+        self.ref_rows, self.ref_cols = ref_rows, ref_cols
+        self.p, self.k, self.metric, self.step = patch_size, k, metric, step
+        self.self_search, self.device_output = self_search, device_output
+        self.grid_y = grid_positions(rows, patch_size, step)
+        self.grid_x = grid_positions(cols, patch_size, step)
+        self.cand_rows, self.cand_cols = ref_rows - patch_size + 1, ref_cols - patch_size + 1
+        self.candidates = self.cand_rows * self.cand_cols
+        ctx = runtime.context
+        self.pool = BufferPool(ctx)
+        self.uploader = Uploader(runtime, self.pool)
+        self._grid_y = int_buffer(ctx, self.grid_y)
+        self._grid_x = int_buffer(ctx, self.grid_x)
+        p, c = patch_size, channels
+        programs = runtime.programs
+        if config.method == "offsets":
+            row_of = np.full(rows - p + 1, -1, np.int32)
+            row_of[self.grid_y] = np.arange(len(self.grid_y))
+            col_of = np.full(cols - p + 1, -1, np.int32)
+            col_of[self.grid_x] = np.arange(len(self.grid_x))
+            self._row_of, self._col_of = int_buffer(ctx, row_of), int_buffer(ctx, col_of)
+            self._search = kernel(programs.get(
+                "match/knn_offsets.cl.mako", patch=p, channels=c, metric=metric,
+                tile_x=config.tile_x, tile_y=config.tile_y, offsets=config.offsets, k=k),
+                "knn_offsets")
+        else:
+            self._search = kernel(programs.get(
+                "match/knn_direct.cl.mako", patch=p, channels=c, metric=metric, k=k,
+                group=config.group), "knn_direct")
+        # Sliding sums (offsets) are exact for integer-valued inputs only.
+        self.rescore = rescore and metric in ("l2", "l1") and config.method == "offsets"
+        self._finish = kernel(programs.get(
+            "match/knn_finish.cl.mako", patch=p, channels=c, metric=metric, k=k,
+            rescore=self.rescore, group=config.group), "knn_finish")
+        self.block_rows = self._block_rows(memory_bytes)
+        self.last_events: list[tuple[str, Any]] = []
+
+    # ---- memory and work ---------------------------------------------------------------
+
+    def _block_rows(self, memory_bytes: int | None) -> int:
+        """Grid rows per block: heaps (8 bytes an entry) and staged results (12) fit."""
+        largest, total = memory_limits(self.runtime, memory_bytes)
+        images = 4 * self.channels * (self.rows * self.cols
+                                      + (0 if self.self_search else self.ref_rows * self.ref_cols))
+        per_row = len(self.grid_x) * self.k * 12
+        room = min(largest // (len(self.grid_x) * self.k * 8), max(total - images, 0) // per_row)
+        return int(max(1, min(len(self.grid_y), room)))
+
+    def _pair_cost(self) -> int:
+        p, c = self.p, self.channels
+        if self.config.method == "offsets":
+            return 2 * c + 4
+        if self.metric in ("l2", "l1"):
+            return p * p * c
+        return p ** 4 * c
+
+    def check_limit(self) -> float:
+        """The largest |value| the distances can take without overflow (Chamfer only
+        compares values: any finite value)."""
+        if self.metric in ("l2", "l1"):
+            return magnitude_limit(self.p, self.channels)
+        return float(np.finfo(np.float32).max)
+
+    # ---- running -------------------------------------------------------------------------
+
+    def run(self, query: Any, reference: Any = None) -> Matches:
+        q = as_volume(query, name="query", video=False)
+        r = q if reference is None else as_volume(reference, name="reference", video=False)
+        events: list[tuple[str, Any]] = []
+        self.uploader.begin()
+        qbuf = self.pool.get("query", 4 * self.channels * self.rows * self.cols)
+        events += self.uploader.convert(q, 0, 1, 0, self.rows, qbuf, staging="stage_q")
+        if self.self_search:
+            rbuf = qbuf
+        else:
+            rbuf = self.pool.get("reference", 4 * self.channels * self.ref_rows * self.ref_cols)
+            events += self.uploader.convert(r, 0, 1, 0, self.ref_rows, rbuf, staging="stage_r")
+        check_peak(self.uploader.peak([events[-1][1]]), self.check_limit(),
+                   "query" if reference is None else "query or reference")
+        gy, gx, k = len(self.grid_y), len(self.grid_x), self.k
+        if self.device_output:
+            positions = self.runtime.empty((gy, gx, k, 2), np.int32)
+            distances = self.runtime.empty((gy, gx, k), np.float32)
+        else:
+            positions = np.empty((gy, gx, k, 2), np.int32)
+            distances = np.empty((gy, gx, k), np.float32)
+        images = (qbuf, np.int32(self.rows), np.int32(self.cols), rbuf,
+                  np.int32(self.ref_rows), np.int32(self.ref_cols))
+        last = [events[-1][1]]
+        for g0 in range(0, gy, self.block_rows):
+            g1 = min(gy, g0 + self.block_rows)
+            last = self._block(g0, g1, images, positions, distances, events, last)
+        if not self.device_output:
+            cl.wait_for_events(last)
+        self.last_events = events
+        return Matches(positions, distances, self.grid_y.copy(), self.grid_x.copy(), self.p,
+                       self.step, 0, k, self.metric, 0, self.config)
+
+    def _block(self, g0: int, g1: int, images: tuple, positions: Any, distances: Any,
+               events: list[tuple[str, Any]], wait: list[Any]) -> list[Any]:
+        queue, k, gx = self.runtime.queue, self.k, len(self.grid_x)
+        entries = (g1 - g0) * gx * k
+        hd = self.pool.get("heap_d", 4 * entries)
+        hi = self.pool.get("heap_i", 4 * entries)
+        cleared = [cl.enqueue_fill_buffer(queue, hd, np.float32(np.inf), 0, 4 * entries,
+                                          wait_for=wait),
+                   cl.enqueue_fill_buffer(queue, hi, np.int32(INT_MAX), 0, 4 * entries,
+                                          wait_for=wait)]
+        events += [("clear", e) for e in cleared]
+        if self.config.method == "offsets":
+            last = self._offsets(g0, g1, images, hd, hi, events, cleared)
+        else:
+            last = self._direct(g0, g1, images, hd, hi, events, cleared)
+        if self.device_output:
+            out_pos, out_dist, out_row0 = positions.data, distances.data, g0
+        else:
+            out_pos = self.pool.get("out_pos", 8 * entries)
+            out_dist = self.pool.get("out_dist", 4 * entries)
+            out_row0 = 0
+        lx = self.config.group
+        finished = self._finish(queue, (-(-gx // lx) * lx, g1 - g0), (lx, 1), *images,
+                                self._grid_y, self._grid_x, np.int32(g0), np.int32(gx), hd,
+                                hi, out_pos, out_dist, np.int32(out_row0), wait_for=last)
+        events.append(("finish", finished))
+        if self.device_output:
+            return [finished]
+        download(queue, positions[g0:g1], out_pos, shape=(g1 - g0, gx, k, 2),
+                 wait_for=[finished])
+        download(queue, distances[g0:g1], out_dist, shape=(g1 - g0, gx, k),
+                 wait_for=[finished])
+        return [finished]
+
+    def _offsets(self, g0: int, g1: int, images: tuple, hd: Any, hi: Any,
+                 events: list[tuple[str, Any]], wait: list[Any]) -> list[Any]:
+        """Launches over pieces of the dy range, each under WORK_PER_LAUNCH."""
+        cfg, p = self.config, self.p
+        qy0 = int(self.grid_y[g0])
+        span = int(self.grid_y[g1 - 1]) - qy0 + 1
+        tiles_x = -(-(self.cols - p + 1) // cfg.tile_x)
+        tiles_y = -(-span // cfg.tile_y)
+        dy_lo, dy_hi = -(self.rows - p), self.cand_rows
+        per_dy = tiles_x * tiles_y * cfg.tile_x * cfg.tile_y * (self.cand_cols + cfg.tile_x)
+        dys = max(1, WORK_PER_LAUNCH // max(1, per_dy * self._pair_cost()))
+        last = wait
+        for a in range(dy_lo, dy_hi, dys):
+            event = self._search(
+                self.runtime.queue, (tiles_x * cfg.tile_x, tiles_y * cfg.tile_y),
+                (cfg.tile_x, cfg.tile_y), *images, self._row_of, self._col_of, np.int32(qy0),
+                np.int32(g0), np.int32(g1), np.int32(len(self.grid_x)), np.int32(a),
+                np.int32(min(dy_hi, a + dys)), hd, hi, wait_for=last)
+            events.append(("search", event))
+            last = [event]
+        return last
+
+    def _direct(self, g0: int, g1: int, images: tuple, hd: Any, hi: Any,
+                events: list[tuple[str, Any]], wait: list[Any]) -> list[Any]:
+        """Launches over pieces of the candidate range, each under WORK_PER_LAUNCH."""
+        lx, gx = self.config.group, len(self.grid_x)
+        per_candidate = (g1 - g0) * gx * self._pair_cost()
+        count = max(1, WORK_PER_LAUNCH // max(1, per_candidate))
+        last = wait
+        for a in range(0, self.candidates, count):
+            event = self._search(
+                self.runtime.queue, (-(-gx // lx) * lx, g1 - g0), (lx, 1), *images,
+                self._grid_y, self._grid_x, np.int32(g0), np.int32(g0), np.int32(gx),
+                np.int32(a), np.int32(min(self.candidates, a + count)), hd, hi, wait_for=last)
+            events.append(("search", event))
+            last = [event]
+        return last
+
