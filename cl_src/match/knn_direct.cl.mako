@@ -16,8 +16,10 @@
     PP = P * P
 %>
 //
-// Launch: global (grid columns rounded up to ${LX}, grid rows of the launch), local
-// (${LX}, 1); work-item (x, r) is grid point (g_first + r, x).
+// Launch: global (grid columns rounded up to ${LX}, grid rows of the launch, splits),
+// local (${LX}, 1, 1); work-item (x, r, s) is grid point (g_first + r, x); split s takes
+// the s-th part of the launch's candidates into its own heaps (split_stride entries
+// apart; knn_finish.cl.mako merges them).
 // Arguments:
 //   qimg, Hq, Wq        query image, planar float qimg[(c * Hq + y) * Wq + x]
 //   rimg, Hr, Wr        reference image, the same layout (may be qimg)
@@ -26,6 +28,7 @@
 //                       grid columns
 //   c_lo, c_hi          candidate indices of this launch (index = cy * (Wr - P + 1) + cx)
 //   hd, hi              heaps, K entries per grid point ((grid row - g0) * gx + col) * K
+//                       + s * split_stride
 //
 ${tk.functions()}
 
@@ -37,12 +40,12 @@ void knn_direct(__global const float *restrict qimg, const int Hq, const int Wq,
                 __global const float *restrict rimg, const int Hr, const int Wr,
                 __global const int *restrict grid_y, __global const int *restrict grid_x,
                 const int g_first, const int g0, const int gx, const int c_lo, const int c_hi,
-                __global float *restrict hd, __global int *restrict hi)
+                const int split_stride, __global float *restrict hd, __global int *restrict hi)
 {
     const int col = get_global_id(0), g = g_first + get_global_id(1);
     const bool mine = col < gx;
     const int qy = grid_y[g], qx = grid_x[min(col, gx - 1)];
-    const int heap = ((g - g0) * gx + col) * K;
+    const int heap = ((g - g0) * gx + col) * K + get_group_id(2) * split_stride;
     float q[${PP * C}];
     for (int c = 0; c < ${C}; ++c)
         for (int i = 0; i < P; ++i)
@@ -55,7 +58,9 @@ void knn_direct(__global const float *restrict qimg, const int Hq, const int Wq,
         root_i = hi[heap];
     }
     const int Wc = Wr - P + 1;
-    for (int idx = c_lo; idx < c_hi; ++idx) {
+    const int part = (c_hi - c_lo + get_num_groups(2) - 1) / get_num_groups(2);
+    const int first = c_lo + get_group_id(2) * part, end = min(c_hi, first + part);
+    for (int idx = first; idx < end; ++idx) {
         const int cy = idx / Wc, cx = idx - cy * Wc;
         float r[${PP * C}];
         for (int c = 0; c < ${C}; ++c)

@@ -1,5 +1,5 @@
-## The last step of the exhaustive kNN for a block of grid rows: each heap (lib/topk.mako) is
-## sorted, its distances are re-scored exactly with direct sums over the patch (for "l2" and
+## The last step of the exhaustive kNN for a block of grid rows: the heaps of the search's
+## splits are merged into the first (lib/topk.mako), which is sorted, its distances are re-scored exactly with direct sums over the patch (for "l2" and
 ## "l1": the offsets engine keeps sliding sums, the GEMM engine expanded squares), sorted
 ## again by (distance, candidate index), and written as Matches (lib/matches.mako).
 ## Chamfer distances are sums of small integers, exact already: only sorted.
@@ -18,7 +18,8 @@
 //   qimg, Hq, Wq, rimg, Hr, Wr   the images (planar float), as for the search kernels
 //   grid_y, grid_x      top-left row of every grid row, column of every grid column
 //   g0, gx              first grid row of the block, grid columns
-//   hd, hi              the block's heaps, K entries per grid point ((g - g0) * gx + col) * K
+//   hd, hi              the block's heaps, K entries per grid point ((g - g0) * gx + col) * K,
+//                       `splits` sets of them split_stride entries apart
 //   out_pos, out_dist   Matches buffers of out_gy grid rows; grid row g goes to row
 //                       g - g0 + out_row0
 //
@@ -31,7 +32,8 @@ __kernel __attribute__((reqd_work_group_size(${LX}, 1, 1)))
 void knn_finish(__global const float *restrict qimg, const int Hq, const int Wq,
                 __global const float *restrict rimg, const int Hr, const int Wr,
                 __global const int *restrict grid_y, __global const int *restrict grid_x,
-                const int g0, const int gx, __global float *restrict hd,
+                const int g0, const int gx, const int splits, const int split_stride,
+                __global float *restrict hd,
                 __global int *restrict hi, __global int *restrict out_pos,
                 __global float *restrict out_dist, const int out_row0)
 {
@@ -42,6 +44,13 @@ void knn_finish(__global const float *restrict qimg, const int Hq, const int Wq,
     __global float *d = hd + heap;
     __global int *ix = hi + heap;
     const int Wc = Wr - P + 1;
+    for (int s = 1; s < splits; ++s) {
+        __global const float *od = d + s * split_stride;
+        __global const int *oi = ix + s * split_stride;
+        for (int e = 0; e < K; ++e)
+            if (topk_before(od[e], oi[e], d[0], ix[0]))
+                topk_replace(d, ix, K, od[e], oi[e]);
+    }
     topk_sort(d, ix, K);
 % if rescore:
     const int qy = grid_y[g0 + r], qx = grid_x[col];

@@ -8,7 +8,7 @@
 ##   A  column sums  c[o][r][x] = sum_{j<P} D(r + j, x), one work-item per (offset, column),
 ##      sliding down the TY rows;
 ##   B  box sums     b[o][r][x] = sum_{i<P} c[o][r][x + i], one work-item per (offset, row,
-##      half row), sliding along the row;
+##      segment of the row), sliding along it;
 ##   C  each work-item (one query position) offers its OB distances to its heap.
 ## Distances here are sliding sums (exact for integer-valued images, within float32 rounding
 ## otherwise): knn_finish.cl.mako re-scores the k kept candidates with direct sums.
@@ -22,10 +22,17 @@
     CW = TX + P - 1          # columns of the tile's pixel block
     RH = TY + P - 1          # rows of the tile's pixel block
     WG = TX * TY
+    SEG = 2 if OB * TY * 2 <= WG else 1    # stage B: segments per row
+    SL = TX // SEG                          # box sums per segment
 %>
 //
-// Launch: global (tiles_x * ${TX}, tiles_y * ${TY}), local (${TX}, ${TY}); work-item
-// (lx, ly) of tile (bx, by) is the query position (qy0 + by * ${TY} + ly, bx * ${TX} + lx).
+// Launch: global (tiles_x * ${TX}, tiles_y * ${TY}, splits), local (${TX}, ${TY}, 1);
+// work-item (lx, ly) of tile (bx, by) is the query position (qy0 + by * ${TY} + ly,
+// bx * ${TX} + lx). The tile's offsets dy are shared among `splits` work-groups (layer s
+// takes the s-th part), each with its own heaps (split_stride entries apart), so small
+// images still fill a large GPU; knn_finish.cl.mako merges them. Within its part, a
+// work-group visits dy nearest 0 first: on a self-search the best candidates come early,
+// the heaps' thresholds fall fast and later candidates rarely enter.
 // Arguments:
 //   qimg, Hq, Wq        query image, planar float qimg[(c * Hq + y) * Wq + x]
 //   rimg, Hr, Wr        reference image, the same layout (may be qimg)
@@ -34,8 +41,9 @@
 //   g0, g1, gx          grid rows [g0, g1) of the heaps' block (positions on other grid
 //                       rows are computed, not offered), grid columns
 //   dy_lo, dy_hi        offsets dy of this launch (a piece of the full range)
-//   hd, hi              heaps, K entries per grid point ((grid row - g0) * gx + grid col) * K,
-//                       see lib/topk.mako; candidate index = cy * (Wr - P + 1) + cx
+//   hd, hi              heaps, K entries per grid point ((grid row - g0) * gx + grid col) * K
+//                       (+ s * split_stride for split s), see lib/topk.mako; candidate
+//                       index = cy * (Wr - P + 1) + cx
 //
 ${tk.functions()}
 
@@ -47,7 +55,7 @@ void knn_offsets(__global const float *restrict qimg, const int Hq, const int Wq
                  __global const float *restrict rimg, const int Hr, const int Wr,
                  __global const int *restrict grid_row, __global const int *restrict grid_col,
                  const int qy0, const int g0, const int g1, const int gx, const int dy_lo,
-                 const int dy_hi,
+                 const int dy_hi, const int split_stride,
                  __global float *restrict hd, __global int *restrict hi)
 {
     __local float qt[${C * RH * CW}];
@@ -75,7 +83,7 @@ void knn_offsets(__global const float *restrict qimg, const int Hq, const int Wq
     if (qy < Hp && qx < Wp) {
         const int gr = grid_row[qy], gc = grid_col[qx];
         if (gr >= g0 && gr < g1 && gc >= 0)
-            heap = ((gr - g0) * gx + gc) * K;
+            heap = ((gr - g0) * gx + gc) * K + get_group_id(2) * split_stride;
     }
     float root_d = INFINITY;
     int root_i = INT_MAX;
@@ -89,7 +97,14 @@ void knn_offsets(__global const float *restrict qimg, const int Hq, const int Wq
     const int y_hi = min(by0 + ${TY - 1}, Hp - 1), x_hi = min(bx0 + ${TX - 1}, Wp - 1);
     const int dy0 = max(dy_lo, -y_hi), dy1 = min(dy_hi, Hc - by0);
     const int dx0 = -x_hi, dx1 = Wc - bx0;
-    for (int dy = dy0; dy < dy1; ++dy) {
+    // This split's part [lo, end) of [dy0, dy1), visited from dy nearest 0 outwards.
+    const int part = (max(dy1 - dy0, 0) + get_num_groups(2) - 1) / get_num_groups(2);
+    const int lo = dy0 + get_group_id(2) * part, end = min(dy1, lo + part);
+    const int centre = clamp(0, lo, max(end - 1, lo));
+    for (int t = 0; t < 2 * (end - lo); ++t) {
+        const int dy = centre + ((t & 1) ? (t + 1) / 2 : -(t / 2));
+        if (dy < lo || dy >= end)
+            continue;
         for (int dxb = dx0; dxb < dx1; dxb += ${OB}) {
             // A: column sums, sliding down the tile's rows.
             for (int item = lid; item < ${OB * CW}; item += ${WG}) {
@@ -123,17 +138,17 @@ void knn_offsets(__global const float *restrict qimg, const int Hq, const int Wq
                 }
             }
             barrier(CLK_LOCAL_MEM_FENCE);
-            // B: box sums, sliding along half rows.
-            for (int item = lid; item < ${OB * TY * 2}; item += ${WG}) {
-                const int o = item / ${TY * 2}, rest = item - o * ${TY * 2};
-                const int r = rest >> 1, x0 = (rest & 1) * ${TX // 2};
+            // B: box sums, sliding along ${SEG} segment(s) of each row.
+            for (int item = lid; item < ${OB * TY * SEG}; item += ${WG}) {
+                const int o = item / ${TY * SEG}, rest = item - o * ${TY * SEG};
+                const int r = rest / ${SEG}, x0 = (rest - r * ${SEG}) * ${SL};
                 __local const float *row = cs + (o * ${TY} + r) * ${CW};
                 float run = 0.0f;
                 for (int i = 0; i < P; ++i)
                     run += row[x0 + i];
                 __local float *out = bs + (o * ${TY} + r) * ${TX};
                 out[x0] = run;
-                for (int x = x0 + 1; x < x0 + ${TX // 2}; ++x) {
+                for (int x = x0 + 1; x < x0 + ${SL}; ++x) {
                     run += row[x + P - 1] - row[x - 1];
                     out[x] = run;
                 }

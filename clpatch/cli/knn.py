@@ -47,6 +47,12 @@ def candidates(reference: np.ndarray, patch_size: int) -> int:
                                                              + 1, 0)
 
 
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def save(path: str, result: Any, runtime: Runtime) -> None:
     """Write `result` to the .npz file `path` through a temporary file in the same folder,
     so that `path` is either left as it was or holds the whole result."""
@@ -62,6 +68,7 @@ def save(path: str, result: Any, runtime: Runtime) -> None:
     try:
         with os.fdopen(fd, "wb") as fh:
             np.savez(fh, **fields)
+        os.chmod(temporary, 0o666 & ~_umask())  # mkstemp's 0600 -> what open() would give
         os.replace(temporary, path)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)

@@ -9,7 +9,8 @@ Methods:
   against the k-th best (`cl_src/match/knn_direct.cl.mako`): Chamfer's only method, and the
   fallback where the offsets tile does not fit the device's local memory.
 
-Rule (`choose_knn`): Chamfer -> direct; l2/l1 -> offsets when the query grid is dense
+Rule (`choose_knn`): Chamfer and 1x1 patches (vectors) -> direct; l2/l1 -> offsets when
+the query grid is dense
 (step <= 2: the offsets engine computes every position of its tiles) and its tile fits the
 device's local memory, else direct. `method=` forces one.
 """
@@ -26,7 +27,7 @@ KNN_METHODS = ("offsets", "direct")
 
 #: Tile of query positions per work-group and offsets per pass of the offsets engine.
 OFFSETS_TILE = (16, 16)
-OFFSETS_BATCH = 8
+OFFSETS_BATCH = 12
 #: Work-items per work-group of the direct and finishing kernels.
 DIRECT_GROUP = 64
 
@@ -68,10 +69,14 @@ def _offsets_config(profile: Any, patch: int, channels: int) -> KnnConfig | None
     for tile in (OFFSETS_TILE, (16, 8), (8, 8)):
         if tile[0] * tile[1] > group:
             continue
-        for batch in (OFFSETS_BATCH, 4, 2, 1):
-            if offsets_local_bytes(patch, channels, *tile, batch) <= local:
-                return KnnConfig("offsets", tile[0], tile[1], batch,
-                                 min(DIRECT_GROUP, group))
+        # Offsets per pass: as many as one pass of column sums keeps busy (one work-item
+        # per offset and column), at most OFFSETS_BATCH, within the local memory.
+        width = tile[0] + patch - 1
+        batch = max(1, min(OFFSETS_BATCH, tile[0] * tile[1] // width))
+        while batch > 0 and offsets_local_bytes(patch, channels, *tile, batch) > local:
+            batch -= 1
+        if batch:
+            return KnnConfig("offsets", tile[0], tile[1], batch, min(DIRECT_GROUP, group))
     return None
 
 
@@ -91,6 +96,9 @@ def choose_knn(profile: Any, *, metric: str, patch: int, channels: int, step: in
         return KnnConfig("direct", group=group, reason="forced")
     if metric not in ("l2", "l1"):
         return KnnConfig("direct", group=group, reason="Chamfer has no decomposition")
+    if patch == 1:
+        return KnnConfig("direct", group=group,
+                         reason="1x1 patches (vectors): box sums save nothing")
     if offsets is None:
         return KnnConfig("direct", group=group,
                          reason="the offsets tile does not fit the local memory")

@@ -29,6 +29,8 @@ __all__ = ["WORK_PER_LAUNCH", "KnnPlan"]
 #: Work (pairs times the per-pair cost below) of one launch: a launch stays well under a
 #: second on a large GPU and under a display watchdog's limit on a small one.
 WORK_PER_LAUNCH = 1 << 33
+#: At most this many work-groups share one tile's candidates.
+MAX_SPLITS = 8
 INT_MAX = np.iinfo(np.int32).max
 
 
@@ -77,7 +79,9 @@ class KnnPlan:
         self._finish = kernel(programs.get(
             "match/knn_finish.cl.mako", patch=p, channels=c, metric=metric, k=k,
             rescore=self.rescore, group=config.group), "knn_finish")
+        self.memory_bytes = memory_bytes
         self.block_rows = self._block_rows(memory_bytes)
+        self.splits = self._splits()
         self.last_events: list[tuple[str, Any]] = []
 
     # ---- memory and work ---------------------------------------------------------------
@@ -90,6 +94,22 @@ class KnnPlan:
         per_row = len(self.grid_x) * self.k * 12
         room = min(largest // (len(self.grid_x) * self.k * 8), max(total - images, 0) // per_row)
         return int(max(1, min(len(self.grid_y), room)))
+
+    def _splits(self) -> int:
+        """Work-groups sharing each tile's candidates (each with its own heaps): enough
+        work-groups to fill the device, 8 per compute unit, when the grid alone has too
+        few, within the memory budget of the heaps."""
+        gx, cfg = len(self.grid_x), self.config
+        rows = min(self.block_rows, len(self.grid_y))
+        if cfg.method == "offsets":
+            span = int(self.grid_y[rows - 1]) - int(self.grid_y[0]) + 1
+            groups = -(-(self.cols - self.p + 1) // cfg.tile_x) * -(-span // cfg.tile_y)
+        else:
+            groups = -(-gx // cfg.group) * rows
+        want = -(-8 * int(self.runtime.profile.compute_units) // max(groups, 1))
+        largest, total = memory_limits(self.runtime, self.memory_bytes)
+        fit = max(1, min(largest, total // 3) // max(1, rows * gx * self.k * 4))
+        return int(max(1, min(want, fit, MAX_SPLITS)))
 
     def _pair_cost(self) -> int:
         p, c = self.p, self.channels
@@ -145,11 +165,12 @@ class KnnPlan:
                events: list[tuple[str, Any]], wait: list[Any]) -> list[Any]:
         queue, k, gx = self.runtime.queue, self.k, len(self.grid_x)
         entries = (g1 - g0) * gx * k
-        hd = self.pool.get("heap_d", 4 * entries)
-        hi = self.pool.get("heap_i", 4 * entries)
-        cleared = [cl.enqueue_fill_buffer(queue, hd, np.float32(np.inf), 0, 4 * entries,
+        stored = entries * self.splits
+        hd = self.pool.get("heap_d", 4 * stored)
+        hi = self.pool.get("heap_i", 4 * stored)
+        cleared = [cl.enqueue_fill_buffer(queue, hd, np.float32(np.inf), 0, 4 * stored,
                                           wait_for=wait),
-                   cl.enqueue_fill_buffer(queue, hi, np.int32(INT_MAX), 0, 4 * entries,
+                   cl.enqueue_fill_buffer(queue, hi, np.int32(INT_MAX), 0, 4 * stored,
                                           wait_for=wait)]
         events += [("clear", e) for e in cleared]
         if self.config.method == "offsets":
@@ -164,8 +185,9 @@ class KnnPlan:
             out_row0 = 0
         lx = self.config.group
         finished = self._finish(queue, (-(-gx // lx) * lx, g1 - g0), (lx, 1), *images,
-                                self._grid_y, self._grid_x, np.int32(g0), np.int32(gx), hd,
-                                hi, out_pos, out_dist, np.int32(out_row0), wait_for=last)
+                                self._grid_y, self._grid_x, np.int32(g0), np.int32(gx),
+                                np.int32(self.splits), np.int32(entries), hd, hi, out_pos,
+                                out_dist, np.int32(out_row0), wait_for=last)
         events.append(("finish", finished))
         if self.device_output:
             return [finished]
@@ -186,13 +208,15 @@ class KnnPlan:
         dy_lo, dy_hi = -(self.rows - p), self.cand_rows
         per_dy = tiles_x * tiles_y * cfg.tile_x * cfg.tile_y * (self.cand_cols + cfg.tile_x)
         dys = max(1, WORK_PER_LAUNCH // max(1, per_dy * self._pair_cost()))
+        stride = (g1 - g0) * len(self.grid_x) * self.k
         last = wait
         for a in range(dy_lo, dy_hi, dys):
             event = self._search(
-                self.runtime.queue, (tiles_x * cfg.tile_x, tiles_y * cfg.tile_y),
-                (cfg.tile_x, cfg.tile_y), *images, self._row_of, self._col_of, np.int32(qy0),
-                np.int32(g0), np.int32(g1), np.int32(len(self.grid_x)), np.int32(a),
-                np.int32(min(dy_hi, a + dys)), hd, hi, wait_for=last)
+                self.runtime.queue, (tiles_x * cfg.tile_x, tiles_y * cfg.tile_y, self.splits),
+                (cfg.tile_x, cfg.tile_y, 1), *images, self._row_of, self._col_of,
+                np.int32(qy0), np.int32(g0), np.int32(g1), np.int32(len(self.grid_x)),
+                np.int32(a), np.int32(min(dy_hi, a + dys)), np.int32(stride), hd, hi,
+                wait_for=last)
             events.append(("search", event))
             last = [event]
         return last
@@ -206,9 +230,10 @@ class KnnPlan:
         last = wait
         for a in range(0, self.candidates, count):
             event = self._search(
-                self.runtime.queue, (-(-gx // lx) * lx, g1 - g0), (lx, 1), *images,
-                self._grid_y, self._grid_x, np.int32(g0), np.int32(g0), np.int32(gx),
-                np.int32(a), np.int32(min(self.candidates, a + count)), hd, hi, wait_for=last)
+                self.runtime.queue, (-(-gx // lx) * lx, g1 - g0, self.splits), (lx, 1, 1),
+                *images, self._grid_y, self._grid_x, np.int32(g0), np.int32(g0), np.int32(gx),
+                np.int32(a), np.int32(min(self.candidates, a + count)),
+                np.int32((g1 - g0) * gx * self.k), hd, hi, wait_for=last)
             events.append(("search", event))
             last = [event]
         return last
