@@ -23,6 +23,7 @@ from .denoise.bm3d import BM3DPlan, bm3d
 from .denoise.nlmeans import NLMeansPlan, nlmeans, nlmeans_video
 from .denoise.vbm3d import VBM3DPlan, vbm3d
 from .match import explain as _match_explain  # noqa: F401  (registers search)
+from .match import knn_explain as _knn_explain  # noqa: F401  (registers knn)
 from .match.knn import knn, knn_vectors
 from .match.matches import Matches, SearchResult, grid_positions
 from .match.search import search_patches

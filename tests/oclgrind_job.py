@@ -4,6 +4,7 @@
     python tests/oclgrind_job.py nlmeans AGGREGATION AVERAGING [--video] [--channels C]
     python tests/oclgrind_job.py bm3d AGGREGATION [--channels C] [--stagger]
     python tests/oclgrind_job.py vbm3d SEARCH_VARIANT AGGREGATION [--channels C]
+    python tests/oclgrind_job.py knn METHOD METRIC [--channels C]
     python tests/oclgrind_job.py planted race|uninit_local|uninit_private|uninit_global
 
 Runs on the device CLPATCH_DEVICE names (the tests set `oclgrind`) and refuses any other.
@@ -12,7 +13,9 @@ oracle (exit 1 with the reason when it differs); `nlmeans` likewise runs NL-mean
 aggregation strategy and averaging kernel against its NumPy reference; `bm3d` runs both
 BM3D stages (CBM3D with 3 channels) with one aggregation strategy against the NumPy
 reference, keeping every buffer alive (see `keep_buffers_alive`); `vbm3d` runs VBM3D on a
-tiny video with one search variant and aggregation against its NumPy reference; `planted` runs a
+tiny video with one search variant and aggregation against its NumPy reference; `knn` runs
+the exhaustive kNN with one engine and metric on two tiny images against its NumPy brute
+force (several splits and heap blocks, so the merge runs too); `planted` runs a
 test-only kernel with a planted bug, which Oclgrind must report on stderr. Oclgrind's own
 diagnostics go to stderr; the test reads them there. One configuration per process: Oclgrind's
 uninitialised-value plugin reports false positives once a second plan in the same
@@ -196,6 +199,26 @@ def run_vbm3d(variant: str, aggregation: str, channels: int) -> None:
     print(f"ok: vbm3d {variant} {aggregation} on {frames.shape} (max error {error:.2g})")
 
 
+def run_knn(method: str, metric: str, channels: int) -> None:
+    from tests.reference.knn import knn_brute
+
+    keep_buffers_alive()
+    runtime = simulator_runtime()
+    shape = (11, 13) + ((channels,) if channels > 1 else ())
+    rng = np.random.default_rng(3)
+    levels = 3 if metric.startswith("chamfer") else 256
+    query = rng.integers(0, levels, shape).astype(np.uint8)
+    reference = rng.integers(0, levels, (10, 12) + shape[2:]).astype(np.uint8)
+    p, k = (3, 5) if metric.startswith("chamfer") else (4, 6)
+    got = clpatch.knn(query, reference, patch_size=p, k=k, metric=metric, step=2,
+                      method=method, runtime=runtime)
+    positions, distances = knn_brute(query, reference, p, k, metric, step=2)
+    if not (np.array_equal(got.positions, positions)
+            and np.allclose(got.distances, distances, rtol=0, atol=1e-3)):
+        sys.exit(f"knn {method} {metric} differs from the brute force")
+    print(f"ok: knn {method} {metric} on {shape} (exact)")
+
+
 def run_planted(kernel_name: str) -> None:
     runtime = simulator_runtime()
     program = runtime.programs.build(PLANTED, template="<planted bugs>")
@@ -234,6 +257,10 @@ def main() -> None:
     vbm3d.add_argument("variant")
     vbm3d.add_argument("aggregation")
     vbm3d.add_argument("--channels", type=int, default=1)
+    knn = jobs.add_parser("knn")
+    knn.add_argument("method")
+    knn.add_argument("metric")
+    knn.add_argument("--channels", type=int, default=1)
     planted = jobs.add_parser("planted")
     planted.add_argument("kernel", choices=("race", "uninit_local", "uninit_private",
                                             "uninit_global"))
@@ -246,6 +273,8 @@ def main() -> None:
         run_bm3d(args.aggregation, args.channels, args.stagger)
     elif args.job == "vbm3d":
         run_vbm3d(args.variant, args.aggregation, args.channels)
+    elif args.job == "knn":
+        run_knn(args.method, args.metric, args.channels)
     else:
         run_planted(args.kernel)
 

@@ -22,8 +22,20 @@
 //                       `splits` sets of them split_stride entries apart
 //   out_pos, out_dist   Matches buffers of out_gy grid rows; grid row g goes to row
 //                       g - g0 + out_row0
+//   knn_clear (launch: global `count` rounded up to ${LX}, local ${LX}) empties `count`
+//   heap entries before a block's search: (INFINITY, INT_MAX) each.
 //
 ${tk.functions()}
+
+__kernel __attribute__((reqd_work_group_size(${LX}, 1, 1)))
+void knn_clear(__global float *restrict hd, __global int *restrict hi, const int count)
+{
+    const int e = get_global_id(0);
+    if (e < count) {
+        hd[e] = INFINITY;
+        hi[e] = INT_MAX;
+    }
+}
 
 #define P ${P}
 #define K ${K}

@@ -29,9 +29,9 @@
 // Launch: global (tiles_x * ${TX}, tiles_y * ${TY}, splits), local (${TX}, ${TY}, 1);
 // work-item (lx, ly) of tile (bx, by) is the query position (qy0 + by * ${TY} + ly,
 // bx * ${TX} + lx). The tile's offsets dy are shared among `splits` work-groups (layer s
-// takes the s-th part), each with its own heaps (split_stride entries apart), so small
-// images still fill a large GPU; knn_finish.cl.mako merges them. Within its part, a
-// work-group visits dy nearest 0 first: on a self-search the best candidates come early,
+// takes every splits-th dy), each with its own heaps (split_stride entries apart), so small
+// images still fill a large GPU; knn_finish.cl.mako merges them. A work-group visits its
+// dy nearest 0 first: on a self-search the best candidates come early,
 // the heaps' thresholds fall fast and later candidates rarely enter.
 // Arguments:
 //   qimg, Hq, Wq        query image, planar float qimg[(c * Hq + y) * Wq + x]
@@ -67,6 +67,7 @@ void knn_offsets(__global const float *restrict qimg, const int Hq, const int Wq
     const int by0 = qy0 + get_group_id(1) * ${TY};
     const int Hc = Hr - P + 1, Wc = Wr - P + 1;        // candidate positions
     const int Hp = Hq - P + 1, Wp = Wq - P + 1;        // query positions
+    const int plane = Hr * Wr;
 
     // The tile's query pixels (clamped at the image's edges: positions beyond them are
     // computed but never offered).
@@ -97,30 +98,34 @@ void knn_offsets(__global const float *restrict qimg, const int Hq, const int Wq
     const int y_hi = min(by0 + ${TY - 1}, Hp - 1), x_hi = min(bx0 + ${TX - 1}, Wp - 1);
     const int dy0 = max(dy_lo, -y_hi), dy1 = min(dy_hi, Hc - by0);
     const int dx0 = -x_hi, dx1 = Wc - bx0;
-    // This split's part [lo, end) of [dy0, dy1), visited from dy nearest 0 outwards.
-    const int part = (max(dy1 - dy0, 0) + get_num_groups(2) - 1) / get_num_groups(2);
-    const int lo = dy0 + get_group_id(2) * part, end = min(dy1, lo + part);
-    const int centre = clamp(0, lo, max(end - 1, lo));
-    for (int t = 0; t < 2 * (end - lo); ++t) {
+    // This split's offsets: every splits-th dy of [dy0, dy1), visited from dy nearest 0
+    // outwards (so every split meets the near offsets first).
+    const int splits = get_num_groups(2), split = get_group_id(2);
+    const int centre = clamp(0, dy0, max(dy1 - 1, dy0));
+    for (int t = 0; t < 2 * (dy1 - dy0); ++t) {
         const int dy = centre + ((t & 1) ? (t + 1) / 2 : -(t / 2));
-        if (dy < lo || dy >= end)
+        if (dy < dy0 || dy >= dy1 || (dy - dy0) % splits != split)
             continue;
         for (int dxb = dx0; dxb < dx1; dxb += ${OB}) {
             // A: column sums, sliding down the tile's rows.
             for (int item = lid; item < ${OB * CW}; item += ${WG}) {
                 const int o = item / ${CW}, x = item - o * ${CW};
-                const int rx = clamp(bx0 + x + dxb + o, 0, Wr - 1);
+                __global const float *rcol = rimg + clamp(bx0 + x + dxb + o, 0, Wr - 1);
+                __local const float *qcol = qt + x;
                 float run = 0.0f;
                 float col[${RH}];
+                // Rows of the candidate block: clamped only where it leaves the image.
+                const int ry0 = by0 + dy;
+                const bool inside = ry0 >= 0 && ry0 + ${RH} <= Hr;
                 for (int r = 0; r < ${RH}; ++r) {
-                    const int ry = clamp(by0 + r + dy, 0, Hr - 1);
+                    const int ry = inside ? ry0 + r : clamp(ry0 + r, 0, Hr - 1);
+                    __global const float *rp = rcol + ry * Wr;
                     float d = 0.0f;
 % for c in range(C):
                     {
-                        const float t = qt[(${c * RH} + r) * ${CW} + x]
-                                        - rimg[(${c} * Hr + ry) * Wr + rx];
+                        const float t = qcol[${c * RH * CW} + r * ${CW}] - rp[${c} * plane];
 % if metric == "l2":
-                        d += t * t;
+                        d = mad(t, t, d);
 % else:
                         d += fabs(t);
 % endif

@@ -129,7 +129,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     explain.add_argument("--preset", choices=("fast", "reference"), default="fast",
                          help="bm3d only: the parameter set (default fast)")
     explain.add_argument("--channels", "-c", type=int, default=1)
-    explain.add_argument("--metric", choices=("l2", "l1"), default="l2")
+    explain.add_argument("--metric", choices=("l2", "l1", "chamfer", "chamfer_sym"),
+                         default="l2")
     explain.add_argument("--video", action="store_true", help="a video search (temporal window)")
     explain.add_argument("--variant", choices=variant_names(), default=None,
                          help="force a variant (then the answer is 'forced'); vbm3d's are "

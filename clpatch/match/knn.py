@@ -62,7 +62,7 @@ def knn(query: Any, reference: Any = None, *, patch_size: int = 8, k: int = 16,
 
     query, reference: images (H, W) or (H, W, C) with the same C, NumPy or device arrays,
         any real dtype; reference None searches `query` itself (each patch then finds
-        itself first, at distance 0).
+        itself at distance 0: first, unless an identical patch has a smaller index).
     patch_size: side of the square patches, 1–64 (Chamfer: 1–16).
     k: neighbours per query patch, 1 to the number of candidates (Hr − p + 1)·(Wr − p + 1).
     metric: "l2", "l1", "chamfer" or "chamfer_sym" (see the module doc).

@@ -31,7 +31,6 @@ __all__ = ["WORK_PER_LAUNCH", "KnnPlan"]
 WORK_PER_LAUNCH = 1 << 33
 #: At most this many work-groups share one tile's candidates.
 MAX_SPLITS = 8
-INT_MAX = np.iinfo(np.int32).max
 
 
 class KnnPlan:
@@ -76,9 +75,10 @@ class KnnPlan:
                 group=config.group), "knn_direct")
         # Sliding sums (offsets) are exact for integer-valued inputs only.
         self.rescore = rescore and metric in ("l2", "l1") and config.method == "offsets"
-        self._finish = kernel(programs.get(
-            "match/knn_finish.cl.mako", patch=p, channels=c, metric=metric, k=k,
-            rescore=self.rescore, group=config.group), "knn_finish")
+        finish = programs.get("match/knn_finish.cl.mako", patch=p, channels=c, metric=metric,
+                              k=k, rescore=self.rescore, group=config.group)
+        self._finish = kernel(finish, "knn_finish")
+        self._clear = kernel(finish, "knn_clear")
         self.memory_bytes = memory_bytes
         self.block_rows = self._block_rows(memory_bytes)
         self.splits = self._splits()
@@ -109,7 +109,9 @@ class KnnPlan:
         want = -(-8 * int(self.runtime.profile.compute_units) // max(groups, 1))
         largest, total = memory_limits(self.runtime, self.memory_bytes)
         fit = max(1, min(largest, total // 3) // max(1, rows * gx * self.k * 4))
-        return int(max(1, min(want, fit, MAX_SPLITS)))
+        # Each split keeps its own k best, so a split costs heap insertions of its own:
+        # large k gets fewer splits.
+        return int(max(1, min(want, fit, MAX_SPLITS, 128 // self.k)))
 
     def _pair_cost(self) -> int:
         p, c = self.p, self.channels
@@ -168,10 +170,9 @@ class KnnPlan:
         stored = entries * self.splits
         hd = self.pool.get("heap_d", 4 * stored)
         hi = self.pool.get("heap_i", 4 * stored)
-        cleared = [cl.enqueue_fill_buffer(queue, hd, np.float32(np.inf), 0, 4 * stored,
-                                          wait_for=wait),
-                   cl.enqueue_fill_buffer(queue, hi, np.int32(INT_MAX), 0, 4 * stored,
-                                          wait_for=wait)]
+        lx = self.config.group
+        cleared = [self._clear(queue, (-(-stored // lx) * lx,), (lx,), hd, hi,
+                               np.int32(stored), wait_for=wait)]
         events += [("clear", e) for e in cleared]
         if self.config.method == "offsets":
             last = self._offsets(g0, g1, images, hd, hi, events, cleared)
@@ -183,7 +184,6 @@ class KnnPlan:
             out_pos = self.pool.get("out_pos", 8 * entries)
             out_dist = self.pool.get("out_dist", 4 * entries)
             out_row0 = 0
-        lx = self.config.group
         finished = self._finish(queue, (-(-gx // lx) * lx, g1 - g0), (lx, 1), *images,
                                 self._grid_y, self._grid_x, np.int32(g0), np.int32(gx),
                                 np.int32(self.splits), np.int32(entries), hd, hi, out_pos,

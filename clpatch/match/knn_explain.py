@@ -1,0 +1,52 @@
+"""`clpatch explain knn`: which kNN engine a request runs, and why (registered with the
+scheduler's registry when imported)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..core.registry import Operation, register
+from ..core.validate import check_choice, check_int
+from .knn_config import KNN_METHODS, KNN_METRICS, KnnConfig, choose_knn
+
+__all__ = ["KnnExplanation", "explain_knn"]
+
+
+@dataclass
+class KnnExplanation:
+    device: str
+    patch_size: int
+    k: int
+    step: int
+    channels: int
+    metric: str
+    config: KnnConfig
+
+    def __str__(self) -> str:
+        return (f"knn on {self.device}: patch {self.patch_size}, k {self.k}, step {self.step}, "
+                f"{self.channels} channel(s), metric {self.metric}\n"
+                f"  runs: {self.config.describe()}\n"
+                f"  then: the k kept per query sorted by (distance, candidate index)"
+                + (" (float inputs: re-scored with direct sums)"
+                   if self.config.method == "offsets" else ""))
+
+
+def explain_knn(runtime: Any, *, patch_size: int | None = None, step: int | None = None,
+                n: int | None = None, channels: int = 1, metric: str = "l2",
+                variant: str | None = None, **_: Any) -> KnnExplanation:
+    """`clpatch.explain("knn", ...)`: n is k; variant forces the method ("offsets" or
+    "direct"); unset parameters take `clpatch.knn`'s defaults (patch 8, k 16, step 1)."""
+    p = check_int("patch_size", 8 if patch_size is None else patch_size, 1, 64)
+    k = check_int("n", 16 if n is None else n, 1, 1 << 30)
+    s = check_int("step", 1 if step is None else step, 1, 1 << 30)
+    c = check_int("channels", channels, 1, 4096)
+    metric = check_choice("metric", metric.lower() if isinstance(metric, str) else metric,
+                          KNN_METRICS)
+    method = check_choice("variant", variant, KNN_METHODS, allow_none=True)
+    config = choose_knn(runtime.profile, metric=metric, patch=p, channels=c, step=s,
+                        method=method)
+    return KnnExplanation(runtime.device.name.strip(), p, k, s, c, metric, config)
+
+
+register(Operation("knn", explain_knn, (), KNN_METHODS))
