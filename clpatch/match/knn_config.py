@@ -8,11 +8,14 @@ Methods:
 - ``"direct"`` (every metric): each pair's distance summed directly, partial sums pruned
   against the k-th best (`cl_src/match/knn_direct.cl.mako`): Chamfer's only method, and the
   fallback where the offsets tile does not fit the device's local memory.
+- ``"gemm"`` (l2): Tang's decomposition ||r||² − 2 q·r (+ ||q||²) through a register-tiled
+  matrix product with the top-k fused into it (`cl_src/match/knn_gemm.cl.mako`), patches
+  extracted as matrix rows; its cost grows with p² C. The k kept are re-scored exactly.
 
-Rule (`choose_knn`): Chamfer and 1x1 patches (vectors) -> direct; l2/l1 -> offsets when
-the query grid is dense
+Rule (`choose_knn`): Chamfer -> direct; 1x1 patches (vectors) -> gemm for l2, direct for
+l1; l2/l1 -> offsets when the query grid is dense
 (step <= 2: the offsets engine computes every position of its tiles) and its tile fits the
-device's local memory, else direct. `method=` forces one.
+device's local memory, else gemm (l2) or direct (l1). `method=` forces one.
 """
 
 from __future__ import annotations
@@ -23,13 +26,17 @@ from typing import Any
 __all__ = ["KNN_METHODS", "KNN_METRICS", "KnnConfig", "choose_knn", "offsets_local_bytes"]
 
 KNN_METRICS = ("l2", "l1", "chamfer", "chamfer_sym")
-KNN_METHODS = ("offsets", "direct")
+KNN_METHODS = ("offsets", "direct", "gemm")
 
 #: Tile of query positions per work-group and offsets per pass of the offsets engine.
 OFFSETS_TILE = (16, 16)
 OFFSETS_BATCH = 12
 #: Work-items per work-group of the direct and finishing kernels.
 DIRECT_GROUP = 64
+#: The GEMM engine's work-group (x, y), register tile (queries, references) and depth.
+GEMM_GROUP = (16, 16)
+GEMM_TILE = (8, 8)
+GEMM_DEPTH = 16
 
 
 @dataclass(frozen=True)
@@ -44,11 +51,18 @@ class KnnConfig:
     offsets: int = 0
     group: int = DIRECT_GROUP
     reason: str = ""
+    tile_m: int = 0
+    tile_n: int = 0
+    depth: int = 0
 
     def describe(self) -> str:
         if self.method == "offsets":
             return (f"offsets engine, {self.tile_x}x{self.tile_y} query tile, "
                     f"{self.offsets} offsets per pass ({self.reason})")
+        if self.method == "gemm":
+            return (f"GEMM engine, {self.tile_x}x{self.tile_y} work-items with "
+                    f"{self.tile_m}x{self.tile_n} register tiles, depth {self.depth} "
+                    f"({self.reason})")
         return f"direct engine, {self.group} work-items per group ({self.reason})"
 
     def __str__(self) -> str:
@@ -80,12 +94,30 @@ def _offsets_config(profile: Any, patch: int, channels: int) -> KnnConfig | None
     return None
 
 
+def _gemm_config(profile: Any, group: int) -> KnnConfig | None:
+    wx, wy = GEMM_GROUP
+    tm, tn = GEMM_TILE
+    if wx * wy > int(profile.max_work_group_size):
+        return None
+    local = 4 * GEMM_DEPTH * (wy * tm + 1 + wx * tn + 1)
+    if local > int(profile.local_mem_size) - 1024:
+        return None
+    return KnnConfig("gemm", wx, wy, 0, group, "", tm, tn, GEMM_DEPTH)
+
+
 def choose_knn(profile: Any, *, metric: str, patch: int, channels: int, step: int,
                method: str | None = None) -> KnnConfig:
     """The configuration for a request (see the module doc for the rule)."""
     group = min(DIRECT_GROUP, int(profile.max_work_group_size))
     offsets = _offsets_config(profile, patch, channels) if metric in ("l2", "l1") else None
+    gemm = _gemm_config(profile, group)
     if method is not None:
+        if method == "gemm":
+            if metric != "l2":
+                raise ValueError(f"method 'gemm' computes l2 only, not {metric!r}")
+            if gemm is None:
+                raise ValueError("the GEMM engine's work-group does not fit this device")
+            return replace(gemm, reason="forced")
         if method == "offsets":
             if metric not in ("l2", "l1"):
                 raise ValueError(f"method 'offsets' computes l2 and l1 only, not {metric!r}")
@@ -96,14 +128,13 @@ def choose_knn(profile: Any, *, metric: str, patch: int, channels: int, step: in
         return KnnConfig("direct", group=group, reason="forced")
     if metric not in ("l2", "l1"):
         return KnnConfig("direct", group=group, reason="Chamfer has no decomposition")
+    fallback = (replace(gemm, reason="") if metric == "l2" and gemm is not None
+                else KnnConfig("direct", group=group))
     if patch == 1:
-        return KnnConfig("direct", group=group,
-                         reason="1x1 patches (vectors): box sums save nothing")
+        return replace(fallback, reason="1x1 patches (vectors): box sums save nothing")
     if offsets is None:
-        return KnnConfig("direct", group=group,
-                         reason="the offsets tile does not fit the local memory")
+        return replace(fallback, reason="the offsets tile does not fit the local memory")
     if step > 2:
-        return KnnConfig("direct", group=group,
-                         reason=f"step {step} > 2: the offsets engine would compute "
-                                f"{step * step}x the distances needed")
+        return replace(fallback, reason=f"step {step} > 2: the offsets engine would compute "
+                                        f"{step * step}x the distances needed")
     return replace(offsets, reason=f"step {step} <= 2, l2/l1")

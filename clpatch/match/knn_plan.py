@@ -22,6 +22,7 @@ from ..core.staging import download
 from ..core.upload import Uploader, check_peak
 from ..core.volumes import as_volume, magnitude_limit
 from .knn_config import KnnConfig
+from .knn_gemm import GemmSearch
 from .matches import Matches, grid_positions
 
 __all__ = ["WORK_PER_LAUNCH", "KnnPlan"]
@@ -29,8 +30,9 @@ __all__ = ["WORK_PER_LAUNCH", "KnnPlan"]
 #: Work (pairs times the per-pair cost below) of one launch: a launch stays well under a
 #: second on a large GPU and under a display watchdog's limit on a small one.
 WORK_PER_LAUNCH = 1 << 33
-#: At most this many work-groups share one tile's candidates.
+#: At most this many work-groups share one tile's candidates (the GEMM: a block of rows).
 MAX_SPLITS = 8
+MAX_GEMM_SPLITS = 2
 
 
 class KnnPlan:
@@ -59,7 +61,14 @@ class KnnPlan:
         self._grid_x = int_buffer(ctx, self.grid_x)
         p, c = patch_size, channels
         programs = runtime.programs
-        if config.method == "offsets":
+        self._gemm: GemmSearch | None = None
+        if config.method == "gemm":
+            largest, total = memory_limits(runtime, memory_bytes)
+            self._gemm = GemmSearch(
+                runtime, self.pool, config, channels=c, patch=p, k=k,
+                candidates=self.candidates, cand_cols=self.cand_cols,
+                work_per_launch=WORK_PER_LAUNCH, matrix_bytes=min(largest, total // 4))
+        elif config.method == "offsets":
             row_of = np.full(rows - p + 1, -1, np.int32)
             row_of[self.grid_y] = np.arange(len(self.grid_y))
             col_of = np.full(cols - p + 1, -1, np.int32)
@@ -73,8 +82,10 @@ class KnnPlan:
             self._search = kernel(programs.get(
                 "match/knn_direct.cl.mako", patch=p, channels=c, metric=metric, k=k,
                 group=config.group), "knn_direct")
-        # Sliding sums (offsets) are exact for integer-valued inputs only.
-        self.rescore = rescore and metric in ("l2", "l1") and config.method == "offsets"
+        # Sliding sums (offsets) are exact for integer-valued inputs only; the GEMM's
+        # expanded squares never are.
+        self.rescore = metric in ("l2", "l1") and (
+            config.method == "gemm" or (rescore and config.method == "offsets"))
         finish = programs.get("match/knn_finish.cl.mako", patch=p, channels=c, metric=metric,
                               k=k, rescore=self.rescore, group=config.group)
         self._finish = kernel(finish, "knn_finish")
@@ -91,8 +102,13 @@ class KnnPlan:
         largest, total = memory_limits(self.runtime, memory_bytes)
         images = 4 * self.channels * (self.rows * self.cols
                                       + (0 if self.self_search else self.ref_rows * self.ref_cols))
-        per_row = len(self.grid_x) * self.k * 12
-        room = min(largest // (len(self.grid_x) * self.k * 8), max(total - images, 0) // per_row)
+        sets = self.config.tile_x * MAX_GEMM_SPLITS if self.config.method == "gemm" else 1
+        per_row = len(self.grid_x) * self.k * (12 + 8 * sets)
+        if self.config.method == "gemm":       # the query matrix and the reference chunk
+            per_row += len(self.grid_x) * 4 * self._gemm.ld
+            images += 4 * self._gemm.chunk_rows * (self._gemm.ld + 1)
+        room = min(largest // (len(self.grid_x) * self.k * 4 * sets),
+                   max(total - images, 0) // per_row)
         return int(max(1, min(len(self.grid_y), room)))
 
     def _splits(self) -> int:
@@ -101,6 +117,10 @@ class KnnPlan:
         few, within the memory budget of the heaps."""
         gx, cfg = len(self.grid_x), self.config
         rows = min(self.block_rows, len(self.grid_y))
+        if cfg.method == "gemm":
+            groups = -(-rows * gx // self._gemm.block_m)
+            return int(max(1, min(MAX_GEMM_SPLITS,
+                                  -(-8 * int(self.runtime.profile.compute_units) // groups))))
         if cfg.method == "offsets":
             span = int(self.grid_y[rows - 1]) - int(self.grid_y[0]) + 1
             groups = -(-(self.cols - self.p + 1) // cfg.tile_x) * -(-span // cfg.tile_y)
@@ -134,6 +154,8 @@ class KnnPlan:
         q = as_volume(query, name="query", video=False)
         r = q if reference is None else as_volume(reference, name="reference", video=False)
         events: list[tuple[str, Any]] = []
+        if self._gemm is not None:
+            self._gemm.forget_reference()
         self.uploader.begin()
         qbuf = self.pool.get("query", 4 * self.channels * self.rows * self.cols)
         events += self.uploader.convert(q, 0, 1, 0, self.rows, qbuf, staging="stage_q")
@@ -167,14 +189,18 @@ class KnnPlan:
                events: list[tuple[str, Any]], wait: list[Any]) -> list[Any]:
         queue, k, gx = self.runtime.queue, self.k, len(self.grid_x)
         entries = (g1 - g0) * gx * k
-        stored = entries * self.splits
+        sets = self._gemm.heap_sets(self.splits) if self._gemm is not None else self.splits
+        stored = entries * sets
         hd = self.pool.get("heap_d", 4 * stored)
         hi = self.pool.get("heap_i", 4 * stored)
         lx = self.config.group
         cleared = [self._clear(queue, (-(-stored // lx) * lx,), (lx,), hd, hi,
                                np.int32(stored), wait_for=wait)]
         events += [("clear", e) for e in cleared]
-        if self.config.method == "offsets":
+        if self._gemm is not None:
+            last = self._gemm.enqueue(images[:3], images[3:], (self._grid_y, self._grid_x, g0, gx),
+                                      (g1 - g0) * gx, hd, hi, self.splits, events, cleared)
+        elif self.config.method == "offsets":
             last = self._offsets(g0, g1, images, hd, hi, events, cleared)
         else:
             last = self._direct(g0, g1, images, hd, hi, events, cleared)
@@ -186,7 +212,7 @@ class KnnPlan:
             out_row0 = 0
         finished = self._finish(queue, (-(-gx // lx) * lx, g1 - g0), (lx, 1), *images,
                                 self._grid_y, self._grid_x, np.int32(g0), np.int32(gx),
-                                np.int32(self.splits), np.int32(entries), hd, hi, out_pos,
+                                np.int32(sets), np.int32(entries), hd, hi, out_pos,
                                 out_dist, np.int32(out_row0), wait_for=last)
         events.append(("finish", finished))
         if self.device_output:
