@@ -14,13 +14,16 @@
     TM, TN, WX, WY, BK, K = tile_m, tile_n, group_x, group_y, depth, k
     BM, BN = WY * TM, WX * TN
     WG = WX * WY
+    if TM % 4 or TN % 4 or BK % 4:
+        raise ValueError("tile_m, tile_n and depth must be multiples of 4")
 %>
 //
 // knn_gemm. Launch: global (WX, ceil(rows / ${BM}) * ${WY}, splits), local (${WX}, ${WY}, 1):
 // work-group (0, b, s) owns query rows [b * ${BM}, (b + 1) * ${BM}) and walks every
-// splits-th block of ${BN} reference rows of [r_first, nr) starting at block s. Work-item (tx, ty) holds the
-// ${TM} x ${TN} products of query rows ty + i * ${WY} and reference rows tx + j * ${WX} of the
-// block, and the heaps of its query rows in heap set (s * ${WX} + tx).
+// splits-th block of ${BN} reference rows of [r_first, nr) starting at block s. Work-item
+// (tx, ty) holds the ${TM} x ${TN} products of query rows (i4 * ${WY} + ty) * 4 + v and
+// reference rows (j4 * ${WX} + tx) * 4 + v of the block (i4 < ${TM // 4}, j4 < ${TN // 4},
+// v < 4), and the heaps of its query rows in heap set (s * ${WX} + tx).
 // Arguments:
 //   qm, nq       query matrix rows (row-major, `ld` floats a row, ld a multiple of ${BK}; rows
 //                beyond nq may hold anything and are not offered)
@@ -48,21 +51,27 @@ void knn_gemm(__global const float *restrict qm, const int nq,
               __global const float *restrict rnorm, const int ld, const int c_base,
               __global float *restrict hd, __global int *restrict hi)
 {
-    __local float qs[${BK}][${BM + 1}];     // +1: the transposing stores hit distinct banks
-    __local float rs[${BK}][${BN + 1}];
+    // Tiles transposed, [column][row]: a work-item reads 4 consecutive rows as one float4.
+    __local float4 qs4[${BK * BM // 4}];
+    __local float4 rs4[${BK * BN // 4}];
+    __local float *qs = (__local float *)qs4;
+    __local float *rs = (__local float *)rs4;
     const int tx = get_local_id(0), ty = get_local_id(1);
     const int lid = ty * ${WX} + tx;
     const int q0 = get_group_id(1) * ${BM};
     const int splits = get_num_groups(2), split = get_group_id(2);
     const int set = split * ${WX} + tx;
+    // Query rows of this work-item: (i4 * WY + ty) * 4 + v; reference rows (j4 * WX + tx) * 4 + v.
     float root_d[${TM}];
     int root_i[${TM}];
-% for i in range(TM):
+% for i4 in range(TM // 4):
+%   for v in range(4):
     {
-        const int q = q0 + ty + ${i * WY};
-        root_d[${i}] = q < nq ? hd[(set * nq + q) * K] : INFINITY;
-        root_i[${i}] = q < nq ? hi[(set * nq + q) * K] : INT_MAX;
+        const int q = q0 + (${i4 * WY} + ty) * 4 + ${v};
+        root_d[${i4 * 4 + v}] = q < nq ? hd[((long)set * nq + q) * K] : INFINITY;
+        root_i[${i4 * 4 + v}] = q < nq ? hi[((long)set * nq + q) * K] : INT_MAX;
     }
+%   endfor
 % endfor
     for (int r0 = r_first + split * ${BN}; r0 < nr; r0 += splits * ${BN}) {
         float acc[${TM}][${TN}];
@@ -70,50 +79,70 @@ void knn_gemm(__global const float *restrict qm, const int nq,
             for (int j = 0; j < ${TN}; ++j)
                 acc[i][j] = 0.0f;
         for (int k0 = 0; k0 < ld; k0 += ${BK}) {
-            // Stage the query and reference tiles, transposed: [column][row].
-            for (int e = lid; e < ${BM * BK}; e += ${WG}) {
-                const int row = e / ${BK}, col = e - row * ${BK};
+            // Stage the tiles: work-item e reads 4 columns of one row (consecutive work-items,
+            // consecutive rows: the transposing stores hit distinct banks).
+            for (int e = lid; e < ${BM * BK // 4}; e += ${WG}) {
+                const int row = e % ${BM}, c4 = e / ${BM};
                 const int q = min(q0 + row, nq - 1);
-                qs[col][row] = qm[(long)q * ld + k0 + col];
+                const float4 v = vload4(0, qm + (long)q * ld + k0 + 4 * c4);
+                qs[(4 * c4) * ${BM} + row] = v.x;
+                qs[(4 * c4 + 1) * ${BM} + row] = v.y;
+                qs[(4 * c4 + 2) * ${BM} + row] = v.z;
+                qs[(4 * c4 + 3) * ${BM} + row] = v.w;
             }
-            for (int e = lid; e < ${BN * BK}; e += ${WG}) {
-                const int row = e / ${BK}, col = e - row * ${BK};
+            for (int e = lid; e < ${BN * BK // 4}; e += ${WG}) {
+                const int row = e % ${BN}, c4 = e / ${BN};
                 const int r = min(r0 + row, nr - 1);
-                rs[col][row] = rm[(long)r * ld + k0 + col];
+                const float4 v = vload4(0, rm + (long)r * ld + k0 + 4 * c4);
+                rs[(4 * c4) * ${BN} + row] = v.x;
+                rs[(4 * c4 + 1) * ${BN} + row] = v.y;
+                rs[(4 * c4 + 2) * ${BN} + row] = v.z;
+                rs[(4 * c4 + 3) * ${BN} + row] = v.w;
             }
             barrier(CLK_LOCAL_MEM_FENCE);
             for (int kk = 0; kk < ${BK}; ++kk) {
-                float a[${TM}], b[${TN}];
-                for (int i = 0; i < ${TM}; ++i)
-                    a[i] = qs[kk][ty + i * ${WY}];
-                for (int j = 0; j < ${TN}; ++j)
-                    b[j] = rs[kk][tx + j * ${WX}];
-                for (int i = 0; i < ${TM}; ++i)
-                    for (int j = 0; j < ${TN}; ++j)
-                        acc[i][j] = mad(a[i], b[j], acc[i][j]);
+% for i4 in range(TM // 4):
+                const float4 a${i4} = qs4[kk * ${BM // 4} + ${i4 * WY} + ty];
+% endfor
+% for j4 in range(TN // 4):
+                const float4 b${j4} = rs4[kk * ${BN // 4} + ${j4 * WX} + tx];
+% endfor
+% for i4 in range(TM // 4):
+%   for vi, ci in enumerate("xyzw"):
+%     for j4 in range(TN // 4):
+%       for vj, cj in enumerate("xyzw"):
+                acc[${i4 * 4 + vi}][${j4 * 4 + vj}] = mad(a${i4}.${ci}, b${j4}.${cj}, acc[${i4 * 4 + vi}][${j4 * 4 + vj}]);
+%       endfor
+%     endfor
+%   endfor
+% endfor
             }
             barrier(CLK_LOCAL_MEM_FENCE);
         }
         // Offer the tile's values to this work-item's heaps.
-        for (int j = 0; j < ${TN}; ++j) {
-            const int r = r0 + tx + j * ${WX};
-            if (r >= nr)
-                break;
-            const float rn = rnorm[r];
+% for j4 in range(TN // 4):
+%   for vj in range(4):
+        {
+            const int r = r0 + (${j4 * WX} + tx) * 4 + ${vj};
+            const float rn = r < nr ? rnorm[r] : INFINITY;
             const int idx = c_base + r;
-% for i in range(TM):
+%     for i4 in range(TM // 4):
+%       for vi in range(4):
             {
-                const int q = q0 + ty + ${i * WY};
-                const float d = rn - 2.0f * acc[${i}][j];
-                if (q < nq && topk_before(d, idx, root_d[${i}], root_i[${i}])) {
+                const int q = q0 + (${i4 * WY} + ty) * 4 + ${vi};
+                const float d = rn - 2.0f * acc[${i4 * 4 + vi}][${j4 * 4 + vj}];
+                if (r < nr && q < nq && topk_before(d, idx, root_d[${i4 * 4 + vi}], root_i[${i4 * 4 + vi}])) {
                     const long at = ((long)set * nq + q) * K;
                     topk_replace(hd + at, hi + at, K, d, idx);
-                    root_d[${i}] = hd[at];
-                    root_i[${i}] = hi[at];
+                    root_d[${i4 * 4 + vi}] = hd[at];
+                    root_i[${i4 * 4 + vi}] = hi[at];
                 }
             }
-% endfor
+%       endfor
+%     endfor
         }
+%   endfor
+% endfor
     }
 }
 
