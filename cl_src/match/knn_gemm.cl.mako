@@ -3,7 +3,9 @@
 ## candidates of smallest ||r||^2 - 2 q.r. A register-tiled product of a block of query rows
 ## and a block of reference rows gives those values tile by tile; each work-item offers its
 ## own tile's values to its own heaps (one heap set per work-item column, merged by
-## knn_finish.cl.mako), so no query x reference matrix is ever stored.
+## knn_finish.cl.mako), so no query x reference matrix is ever stored. After each block the
+## work-items of a query share their heaps' largest keys: a value behind the smallest of
+## them cannot be among the k best, so most values are dropped without touching a heap.
 ##
 ## Rendered with: tile_m (TM), tile_n (TN): queries and references per work-item;
 ## group_x (WX), group_y (WY): work-group shape; depth (BK): columns per local tile; k (K).
@@ -16,6 +18,8 @@
     WG = WX * WY
     if TM % 4 or TN % 4 or BK % 4:
         raise ValueError("tile_m, tile_n and depth must be multiples of 4")
+    if 2 * WX * BM > BK * (BM + BN):
+        raise ValueError("the shared heap keys do not fit the tiles' local memory")
 %>
 //
 // knn_gemm. Launch: global (WX, ceil(rows / ${BM}) * ${WY}, splits), local (${WX}, ${WY}, 1):
@@ -25,51 +29,59 @@
 // reference rows (j4 * ${WX} + tx) * 4 + v of the block (i4 < ${TM // 4}, j4 < ${TN // 4},
 // v < 4), and the heaps of its query rows in heap set (s * ${WX} + tx).
 // Arguments:
-//   qm, nq       query matrix rows (row-major, `ld` floats a row, ld a multiple of ${BK}; rows
-//                beyond nq may hold anything and are not offered)
-//   rm           reference matrix rows, the same layout; rnorm[j] = ||rm row j||^2; this
-//   r_first, nr  launch takes rows [r_first, nr)
-//   ld           row length (the dimension padded with zeros)
+//   qm, nq, q_stride   query matrix, stored column by column: element (row, e) at
+//                e * q_stride + row, q_stride a multiple of ${BM} (rows nq .. q_stride hold
+//                zeros, never offered), e < ld (ld a multiple of ${BK}, the dimension padded
+//                with zeros)
+//   rm, r_stride reference matrix, the same layout (r_stride a multiple of ${BN}); rnorm[j] =
+//                ||row j||^2; this launch takes rows [r_first, nr)
+//   ld           columns
 //   c_base       candidate index of reference row 0
 //   hd, hi       heaps: set h, query row i at (h * nq + i) * K (see lib/topk.mako)
 //
-// knn_extract. Launch: global (ld rounded up to 16, rows rounded up to 16), local (16, 16).
-//   out[row * ld + e] = element e = (c * P + dy) * P + dx of the patch of row `row` of
+// knn_extract. Launch: global (stride, ld rounded up to 4), local (64, 4).
+//   out[e * stride + row] = element e = (c * P + dy) * P + dx of the patch of row `row` of
 //   planar image img (C x H x W): query rows are grid points (grid_y[g0 + row / gx],
 //   grid_x[row % gx]) when gx > 0, else candidates idx = c_lo + row at (idx / Wc, idx % Wc);
-//   elements e >= C * P * P are 0.
-// knn_norms. Launch: global (rows rounded up to 64), local (64): norm[j] = sum of squares
-//   of row j.
+//   elements e >= C * P * P and rows >= `rows` are 0.
+// knn_norms. Launch: global (stride), local (64): norm[j] = sum of squares of row j.
 //
 ${tk.functions()}
 
 #define K ${K}
 
 __kernel __attribute__((reqd_work_group_size(${WX}, ${WY}, 1)))
-void knn_gemm(__global const float *restrict qm, const int nq,
+void knn_gemm(__global const float *restrict qm, const int nq, const int q_stride,
               __global const float *restrict rm, const int r_first, const int nr,
-              __global const float *restrict rnorm, const int ld, const int c_base,
+              const int r_stride, __global const float *restrict rnorm, const int ld,
+              const int c_base,
               __global float *restrict hd, __global int *restrict hi)
 {
-    // Tiles transposed, [column][row]: a work-item reads 4 consecutive rows as one float4.
-    __local float4 qs4[${BK * BM // 4}];
-    __local float4 rs4[${BK * BN // 4}];
-    __local float *qs = (__local float *)qs4;
-    __local float *rs = (__local float *)rs4;
+    // Tiles [column][row]: a work-item reads 4 consecutive rows of a column as one float4.
+    __local float4 tiles[${BK * (BM + BN) // 4}];
+    __local float4 *qs4 = tiles, *rs4 = tiles + ${BK * BM // 4};
+    // Between blocks the tiles' memory holds every heap's largest key, [column tx][row].
+    __local float *share_d = (__local float *)tiles;
+    __local int *share_i = (__local int *)tiles + ${WX * BM};
     const int tx = get_local_id(0), ty = get_local_id(1);
     const int lid = ty * ${WX} + tx;
     const int q0 = get_group_id(1) * ${BM};
     const int splits = get_num_groups(2), split = get_group_id(2);
     const int set = split * ${WX} + tx;
     // Query rows of this work-item: (i4 * WY + ty) * 4 + v; reference rows (j4 * WX + tx) * 4 + v.
-    float root_d[${TM}];
-    int root_i[${TM}];
+    // root: this work-item's heaps' largest keys; bound: the smallest of the largest keys
+    // of the heaps of the same query in this work-group (a candidate behind it is behind
+    // k others of that heap, so it cannot be among the k best).
+    float root_d[${TM}], bound_d[${TM}];
+    int root_i[${TM}], bound_i[${TM}];
 % for i4 in range(TM // 4):
 %   for v in range(4):
     {
         const int q = q0 + (${i4 * WY} + ty) * 4 + ${v};
         root_d[${i4 * 4 + v}] = q < nq ? hd[((long)set * nq + q) * K] : INFINITY;
         root_i[${i4 * 4 + v}] = q < nq ? hi[((long)set * nq + q) * K] : INT_MAX;
+        bound_d[${i4 * 4 + v}] = root_d[${i4 * 4 + v}];
+        bound_i[${i4 * 4 + v}] = root_i[${i4 * 4 + v}];
     }
 %   endfor
 % endfor
@@ -79,25 +91,15 @@ void knn_gemm(__global const float *restrict qm, const int nq,
             for (int j = 0; j < ${TN}; ++j)
                 acc[i][j] = 0.0f;
         for (int k0 = 0; k0 < ld; k0 += ${BK}) {
-            // Stage the tiles: work-item e reads 4 columns of one row (consecutive work-items,
-            // consecutive rows: the transposing stores hit distinct banks).
+            // Stage the tiles: the matrices are stored column by column, so 4 consecutive
+            // rows of one column are one aligned float4, read and stored as is.
             for (int e = lid; e < ${BM * BK // 4}; e += ${WG}) {
-                const int row = e % ${BM}, c4 = e / ${BM};
-                const int q = min(q0 + row, nq - 1);
-                const float4 v = vload4(0, qm + (long)q * ld + k0 + 4 * c4);
-                qs[(4 * c4) * ${BM} + row] = v.x;
-                qs[(4 * c4 + 1) * ${BM} + row] = v.y;
-                qs[(4 * c4 + 2) * ${BM} + row] = v.z;
-                qs[(4 * c4 + 3) * ${BM} + row] = v.w;
+                const int kq = e / ${BM // 4}, r4 = e - kq * ${BM // 4};
+                qs4[e] = vload4(0, qm + (long)(k0 + kq) * q_stride + q0 + 4 * r4);
             }
             for (int e = lid; e < ${BN * BK // 4}; e += ${WG}) {
-                const int row = e % ${BN}, c4 = e / ${BN};
-                const int r = min(r0 + row, nr - 1);
-                const float4 v = vload4(0, rm + (long)r * ld + k0 + 4 * c4);
-                rs[(4 * c4) * ${BN} + row] = v.x;
-                rs[(4 * c4 + 1) * ${BN} + row] = v.y;
-                rs[(4 * c4 + 2) * ${BN} + row] = v.z;
-                rs[(4 * c4 + 3) * ${BN} + row] = v.w;
+                const int kq = e / ${BN // 4}, r4 = e - kq * ${BN // 4};
+                rs4[e] = vload4(0, rm + (long)(k0 + kq) * r_stride + r0 + 4 * r4);
             }
             barrier(CLK_LOCAL_MEM_FENCE);
             for (int kk = 0; kk < ${BK}; ++kk) {
@@ -131,11 +133,15 @@ void knn_gemm(__global const float *restrict qm, const int nq,
             {
                 const int q = q0 + (${i4 * WY} + ty) * 4 + ${vi};
                 const float d = rn - 2.0f * acc[${i4 * 4 + vi}][${j4 * 4 + vj}];
-                if (r < nr && q < nq && topk_before(d, idx, root_d[${i4 * 4 + vi}], root_i[${i4 * 4 + vi}])) {
+                if (r < nr && q < nq && topk_before(d, idx, bound_d[${i4 * 4 + vi}], bound_i[${i4 * 4 + vi}])) {
                     const long at = ((long)set * nq + q) * K;
                     topk_replace(hd + at, hi + at, K, d, idx);
                     root_d[${i4 * 4 + vi}] = hd[at];
                     root_i[${i4 * 4 + vi}] = hi[at];
+                    if (topk_before(root_d[${i4 * 4 + vi}], root_i[${i4 * 4 + vi}], bound_d[${i4 * 4 + vi}], bound_i[${i4 * 4 + vi}])) {
+                        bound_d[${i4 * 4 + vi}] = root_d[${i4 * 4 + vi}];
+                        bound_i[${i4 * 4 + vi}] = root_i[${i4 * 4 + vi}];
+                    }
                 }
             }
 %       endfor
@@ -143,21 +149,44 @@ void knn_gemm(__global const float *restrict qm, const int nq,
         }
 %   endfor
 % endfor
+        // Share the heaps' largest keys: each query's bound becomes the smallest of them.
+% for i4 in range(TM // 4):
+%   for v in range(4):
+        share_d[tx * ${BM} + (${i4 * WY} + ty) * 4 + ${v}] = root_d[${i4 * 4 + v}];
+        share_i[tx * ${BM} + (${i4 * WY} + ty) * 4 + ${v}] = root_i[${i4 * 4 + v}];
+%   endfor
+% endfor
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int t = 0; t < ${WX}; ++t) {
+% for i4 in range(TM // 4):
+%   for v in range(4):
+            {
+                const float od = share_d[t * ${BM} + (${i4 * WY} + ty) * 4 + ${v}];
+                const int oi = share_i[t * ${BM} + (${i4 * WY} + ty) * 4 + ${v}];
+                if (topk_before(od, oi, bound_d[${i4 * 4 + v}], bound_i[${i4 * 4 + v}])) {
+                    bound_d[${i4 * 4 + v}] = od;
+                    bound_i[${i4 * 4 + v}] = oi;
+                }
+            }
+%   endfor
+% endfor
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
     }
 }
 
-__kernel __attribute__((reqd_work_group_size(16, 16, 1)))
+__kernel __attribute__((reqd_work_group_size(64, 4, 1)))
 void knn_extract(__global const float *restrict img, const int C, const int H, const int W,
                  const int P, __global const int *restrict grid_y,
                  __global const int *restrict grid_x, const int g0, const int gx,
-                 const int Wc, const int c_lo, const int rows, const int ld,
+                 const int Wc, const int c_lo, const int rows, const int ld, const int stride,
                  __global float *restrict out)
 {
-    const int e = get_global_id(0), row = get_global_id(1);
-    if (e >= ld || row >= rows)
+    const int row = get_global_id(0), e = get_global_id(1);
+    if (e >= ld)
         return;
     float v = 0.0f;
-    if (e < C * P * P) {
+    if (e < C * P * P && row < rows) {
         int y, x;
         if (gx > 0) {
             y = grid_y[g0 + row / gx];
@@ -171,19 +200,17 @@ void knn_extract(__global const float *restrict img, const int C, const int H, c
         const int dy = rest / P, dx = rest - dy * P;
         v = img[((long)c * H + y + dy) * W + x + dx];
     }
-    out[(long)row * ld + e] = v;
+    out[(long)e * stride + row] = v;
 }
 
 __kernel __attribute__((reqd_work_group_size(64, 1, 1)))
-void knn_norms(__global const float *restrict m, const int rows, const int ld,
+void knn_norms(__global const float *restrict m, const int ld, const int stride,
                __global float *restrict norm)
 {
     const int j = get_global_id(0);
-    if (j >= rows)
-        return;
     float s = 0.0f;
     for (int e = 0; e < ld; ++e) {
-        const float v = m[(long)j * ld + e];
+        const float v = m[(long)e * stride + j];
         s = mad(v, v, s);
     }
     norm[j] = s;

@@ -7,6 +7,7 @@ kernel.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -43,9 +44,16 @@ class GemmSearch:
         # Reference rows per chunk: the whole reference when its matrix fits.
         rows = max(self.block_n, matrix_bytes // (4 * self.ld))
         self.chunk_rows = min(candidates, rows - rows % self.block_n or self.block_n)
+        self.chunk_stride = self.stride(self.chunk_rows, self.block_n)
         self.resident = self.chunk_rows >= candidates
         self._resident_ready = False
         self.work_per_launch = work_per_launch
+
+    @staticmethod
+    def stride(rows: int, block: int) -> int:
+        """Rows a matrix stores for `rows` rows: a multiple of `block` and of 64."""
+        unit = block * 64 // math.gcd(block, 64)
+        return -(-rows // unit) * unit
 
     def heap_sets(self, splits: int) -> int:
         """Heap sets per query: one per work-item column and split."""
@@ -55,26 +63,27 @@ class GemmSearch:
         """The reference matrix must be extracted again (a new run's images)."""
         self._resident_ready = False
 
-    def _rows(self, image: tuple, out: Any, rows: int, *, grid: tuple | None, c_lo: int,
-              wait: list[Any]) -> Any:
+    def _rows(self, image: tuple, out: Any, rows: int, stride: int, *, grid: tuple | None,
+              c_lo: int, wait: list[Any]) -> Any:
         img, h, w = image
         g_y, g_x, g0, gx = grid if grid is not None else (None, None, 0, 0)
         i32 = np.int32
         return self._extract(
-            self.runtime.queue, (-(-self.ld // 16) * 16, -(-rows // 16) * 16), (16, 16), img,
+            self.runtime.queue, (stride, -(-self.ld // 4) * 4), (64, 4), img,
             i32(self.channels), h, w, i32(self.patch), g_y if g_y is not None else img,
             g_x if g_x is not None else img, i32(g0), i32(gx), i32(self.cand_cols), i32(c_lo),
-            i32(rows), i32(self.ld), out, wait_for=wait)
+            i32(rows), i32(self.ld), i32(stride), out, wait_for=wait)
 
     def _reference_chunk(self, rimage: tuple, c_lo: int, rows: int,
                          events: list[tuple[str, Any]], wait: list[Any]) -> tuple[Any, Any, list]:
-        rm = self.pool.get("gemm_r", 4 * self.chunk_rows * self.ld)
-        norms = self.pool.get("gemm_rnorm", 4 * self.chunk_rows)
+        stride = self.chunk_stride
+        rm = self.pool.get("gemm_r", 4 * stride * self.ld)
+        norms = self.pool.get("gemm_rnorm", 4 * stride)
         if self.resident and self._resident_ready:
             return rm, norms, wait
-        extracted = self._rows(rimage, rm, rows, grid=None, c_lo=c_lo, wait=wait)
-        normed = self._norms(self.runtime.queue, (-(-rows // 64) * 64,), (64,), rm,
-                             np.int32(rows), np.int32(self.ld), norms, wait_for=[extracted])
+        extracted = self._rows(rimage, rm, rows, stride, grid=None, c_lo=c_lo, wait=wait)
+        normed = self._norms(self.runtime.queue, (stride,), (64,), rm, np.int32(self.ld),
+                             np.int32(stride), norms, wait_for=[extracted])
         events += [("extract", extracted), ("norms", normed)]
         self._resident_ready = self.resident
         return rm, norms, [normed]
@@ -84,8 +93,9 @@ class GemmSearch:
         """Offer every candidate to the heaps of `rows` query rows (the grid points of
         `grid` = (grid_y buffer, grid_x buffer, first grid row, grid columns))."""
         cfg, i32 = self.config, np.int32
-        qm = self.pool.get("gemm_q", 4 * rows * self.ld)
-        extracted = self._rows(qimage, qm, rows, grid=grid, c_lo=0, wait=wait)
+        q_stride = self.stride(rows, self.block_m)
+        qm = self.pool.get("gemm_q", 4 * q_stride * self.ld)
+        extracted = self._rows(qimage, qm, rows, q_stride, grid=grid, c_lo=0, wait=wait)
         events.append(("extract", extracted))
         last = [extracted]
         groups_y = -(-rows // self.block_m)
@@ -98,9 +108,9 @@ class GemmSearch:
             for a in range(0, count, step):
                 event = self._gemm(
                     self.runtime.queue, (cfg.tile_x, groups_y * cfg.tile_y, splits),
-                    (cfg.tile_x, cfg.tile_y, 1), qm, i32(rows), rm, i32(a),
-                    i32(min(count, a + step)), norms, i32(self.ld), i32(c_lo), hd, hi,
-                    wait_for=ready)
+                    (cfg.tile_x, cfg.tile_y, 1), qm, i32(rows), i32(q_stride), rm, i32(a),
+                    i32(min(count, a + step)), i32(self.chunk_stride), norms, i32(self.ld),
+                    i32(c_lo), hd, hi, wait_for=ready)
                 events.append(("search", event))
                 last = ready = [event]
         return last

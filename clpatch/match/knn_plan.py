@@ -106,7 +106,7 @@ class KnnPlan:
         per_row = len(self.grid_x) * self.k * (12 + 8 * sets)
         if self.config.method == "gemm":       # the query matrix and the reference chunk
             per_row += len(self.grid_x) * 4 * self._gemm.ld
-            images += 4 * self._gemm.chunk_rows * (self._gemm.ld + 1)
+            images += 4 * self._gemm.chunk_stride * (self._gemm.ld + 1) + 4 * 128 * self._gemm.ld
         room = min(largest // (len(self.grid_x) * self.k * 4 * sets),
                    max(total - images, 0) // per_row)
         return int(max(1, min(len(self.grid_y), room)))
