@@ -8,11 +8,11 @@
 ## private memory. A candidate is dropped as soon as its partial sum exceeds the heap's
 ## largest distance (every term is >= 0).
 ##
-## Rendered with: patch (P), channels (C), metric, k (K), group (LX).
-<%page args="patch, channels, metric, k, group"/>
+## Rendered with: patch (P), channels (C), metric, group (LX); k is an argument.
+<%page args="patch, channels, metric, group"/>
 <%namespace name="tk" file="/lib/topk.mako"/>\
 <%
-    P, C, K, LX = patch, channels, k, group
+    P, C, LX = patch, channels, group
     PP = P * P
 %>
 //
@@ -27,20 +27,21 @@
 //   g_first, g0, gx     first grid row of the launch, first grid row of the heaps' block,
 //                       grid columns
 //   c_lo, c_hi          candidate indices of this launch (index = cy * (Wr - P + 1) + cx)
+//   K                   neighbours kept per query
 //   hd, hi              heaps, K entries per grid point ((grid row - g0) * gx + col) * K
 //                       + s * split_stride
 //
 ${tk.functions()}
 
 #define P ${P}
-#define K ${K}
 
 __kernel __attribute__((reqd_work_group_size(${LX}, 1, 1)))
 void knn_direct(__global const float *restrict qimg, const int Hq, const int Wq,
                 __global const float *restrict rimg, const int Hr, const int Wr,
                 __global const int *restrict grid_y, __global const int *restrict grid_x,
                 const int g_first, const int g0, const int gx, const int c_lo, const int c_hi,
-                const int split_stride, __global float *restrict hd, __global int *restrict hi)
+                const int split_stride, const int K, __global float *restrict hd,
+                __global int *restrict hi)
 {
     const int col = get_global_id(0), g = g_first + get_global_id(1);
     const bool mine = col < gx;

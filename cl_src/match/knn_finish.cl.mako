@@ -4,12 +4,13 @@
 ## again by (distance, candidate index), and written as Matches (lib/matches.mako).
 ## Chamfer distances are sums of small integers, exact already: only sorted.
 ##
-## Rendered with: patch (P), channels (C), metric, k (K), rescore (bool), group (LX).
-<%page args="patch, channels, metric, k, rescore, group"/>
+## Rendered with: patch (P), channels (C), metric, rescore (bool), group (LX); k is an
+## argument.
+<%page args="patch, channels, metric, rescore, group"/>
 <%namespace name="tk" file="/lib/topk.mako"/>
 <%namespace name="mt" file="/lib/matches.mako"/>\
 <%
-    P, C, K, LX = patch, channels, k, group
+    P, C, LX = patch, channels, group
 %>
 //
 // Launch: global (gx rounded up to ${LX}, grid rows of the block), local (${LX}, 1);
@@ -18,6 +19,7 @@
 //   qimg, Hq, Wq, rimg, Hr, Wr   the images (planar float), as for the search kernels
 //   grid_y, grid_x      top-left row of every grid row, column of every grid column
 //   g0, gx              first grid row of the block, grid columns
+//   K                   neighbours per query
 //   hd, hi              the block's heaps, K entries per grid point ((g - g0) * gx + col) * K,
 //                       `splits` sets of them split_stride entries apart
 //   out_pos, out_dist   Matches buffers of out_gy grid rows; grid row g goes to row
@@ -38,13 +40,13 @@ void knn_clear(__global float *restrict hd, __global int *restrict hi, const int
 }
 
 #define P ${P}
-#define K ${K}
 
 __kernel __attribute__((reqd_work_group_size(${LX}, 1, 1)))
 void knn_finish(__global const float *restrict qimg, const int Hq, const int Wq,
                 __global const float *restrict rimg, const int Hr, const int Wr,
                 __global const int *restrict grid_y, __global const int *restrict grid_x,
                 const int g0, const int gx, const int splits, const int split_stride,
+                const int K,
                 __global float *restrict hd,
                 __global int *restrict hi, __global int *restrict out_pos,
                 __global float *restrict out_dist, const int out_row0)
@@ -98,7 +100,7 @@ void knn_finish(__global const float *restrict qimg, const int Hq, const int Wq,
 % endif
     const int ref = ${mt.ref("out_row0 + r", "col", "gx")};
     for (int e = 0; e < K; ++e) {
-        const int at = ${mt.entry("ref", K, "e")};
+        const int at = ${mt.entry("ref", "K", "e")};
         const int cy = ix[e] / Wc;
         ${mt.dist("out_dist", "at")} = d[e];
         ${mt.pos_y("out_pos", "at", 2)} = cy;

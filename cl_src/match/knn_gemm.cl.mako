@@ -8,12 +8,13 @@
 ## them cannot be among the k best, so most values are dropped without touching a heap.
 ##
 ## Rendered with: tile_m (TM), tile_n (TN): queries and references per work-item;
-## group_x (WX), group_y (WY): work-group shape; depth (BK): columns per local tile; k (K).
+## group_x (WX), group_y (WY): work-group shape; depth (BK): columns per local tile; k is
+## an argument.
 ## Also: knn_extract (patches or vectors as matrix rows) and knn_norms (||r||^2 per row).
-<%page args="tile_m, tile_n, group_x, group_y, depth, k"/>
+<%page args="tile_m, tile_n, group_x, group_y, depth"/>
 <%namespace name="tk" file="/lib/topk.mako"/>\
 <%
-    TM, TN, WX, WY, BK, K = tile_m, tile_n, group_x, group_y, depth, k
+    TM, TN, WX, WY, BK = tile_m, tile_n, group_x, group_y, depth
     BM, BN = WY * TM, WX * TN
     WG = WX * WY
     if TM % 4 or TN % 4 or BK % 4:
@@ -37,6 +38,7 @@
 //                ||row j||^2; this launch takes rows [r_first, nr)
 //   ld           columns
 //   c_base       candidate index of reference row 0
+//   K            neighbours kept per query
 //   hd, hi       heaps: set h, query row i at (h * nq + i) * K (see lib/topk.mako)
 //
 // knn_extract. Launch: global (stride, ld rounded up to 4), local (64, 4).
@@ -48,13 +50,12 @@
 //
 ${tk.functions()}
 
-#define K ${K}
 
 __kernel __attribute__((reqd_work_group_size(${WX}, ${WY}, 1)))
 void knn_gemm(__global const float *restrict qm, const int nq, const int q_stride,
               __global const float *restrict rm, const int r_first, const int nr,
               const int r_stride, __global const float *restrict rnorm, const int ld,
-              const int c_base,
+              const int c_base, const int K,
               __global float *restrict hd, __global int *restrict hi)
 {
     // Tiles [column][row]: a work-item reads 4 consecutive rows of a column as one float4.

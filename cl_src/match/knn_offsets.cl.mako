@@ -14,11 +14,11 @@
 ## otherwise): knn_finish.cl.mako re-scores the k kept candidates with direct sums.
 ##
 ## Rendered with: patch (P), channels (C), metric ("l2" | "l1"), tile_x (TX), tile_y (TY),
-## offsets (OB), k (K).
-<%page args="patch, channels, metric, tile_x, tile_y, offsets, k"/>
+## offsets (OB). The number of neighbours k is an argument (one program serves every k).
+<%page args="patch, channels, metric, tile_x, tile_y, offsets"/>
 <%namespace name="tk" file="/lib/topk.mako"/>\
 <%
-    P, C, TX, TY, OB, K = patch, channels, tile_x, tile_y, offsets, k
+    P, C, TX, TY, OB = patch, channels, tile_x, tile_y, offsets
     CW = TX + P - 1          # columns of the tile's pixel block
     RH = TY + P - 1          # rows of the tile's pixel block
     WG = TX * TY
@@ -41,6 +41,7 @@
 //   g0, g1, gx          grid rows [g0, g1) of the heaps' block (positions on other grid
 //                       rows are computed, not offered), grid columns
 //   dy_lo, dy_hi        offsets dy of this launch (a piece of the full range)
+//   K                   neighbours kept per query
 //   hd, hi              heaps, K entries per grid point ((grid row - g0) * gx + grid col) * K
 //                       (+ s * split_stride for split s), see lib/topk.mako; candidate
 //                       index = cy * (Wr - P + 1) + cx
@@ -48,14 +49,13 @@
 ${tk.functions()}
 
 #define P ${P}
-#define K ${K}
 
 __kernel __attribute__((reqd_work_group_size(${TX}, ${TY}, 1)))
 void knn_offsets(__global const float *restrict qimg, const int Hq, const int Wq,
                  __global const float *restrict rimg, const int Hr, const int Wr,
                  __global const int *restrict grid_row, __global const int *restrict grid_col,
                  const int qy0, const int g0, const int g1, const int gx, const int dy_lo,
-                 const int dy_hi, const int split_stride,
+                 const int dy_hi, const int split_stride, const int K,
                  __global float *restrict hd, __global int *restrict hi)
 {
     __local float qt[${C * RH * CW}];

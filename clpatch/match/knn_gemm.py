@@ -35,7 +35,7 @@ class GemmSearch:
         self.ld = -(-self.dims // config.depth) * config.depth
         program = runtime.programs.get(
             "match/knn_gemm.cl.mako", tile_m=config.tile_m, tile_n=config.tile_n,
-            group_x=config.tile_x, group_y=config.tile_y, depth=config.depth, k=k)
+            group_x=config.tile_x, group_y=config.tile_y, depth=config.depth)
         self._gemm = kernel(program, "knn_gemm")
         self._extract = kernel(program, "knn_extract")
         self._norms = kernel(program, "knn_norms")
@@ -110,7 +110,7 @@ class GemmSearch:
                     self.runtime.queue, (cfg.tile_x, groups_y * cfg.tile_y, splits),
                     (cfg.tile_x, cfg.tile_y, 1), qm, i32(rows), i32(q_stride), rm, i32(a),
                     i32(min(count, a + step)), i32(self.chunk_stride), norms, i32(self.ld),
-                    i32(c_lo), hd, hi, wait_for=ready)
+                    i32(c_lo), i32(self.k), hd, hi, wait_for=ready)
                 events.append(("search", event))
                 last = ready = [event]
         return last

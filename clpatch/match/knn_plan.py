@@ -76,18 +76,18 @@ class KnnPlan:
             self._row_of, self._col_of = int_buffer(ctx, row_of), int_buffer(ctx, col_of)
             self._search = kernel(programs.get(
                 "match/knn_offsets.cl.mako", patch=p, channels=c, metric=metric,
-                tile_x=config.tile_x, tile_y=config.tile_y, offsets=config.offsets, k=k),
+                tile_x=config.tile_x, tile_y=config.tile_y, offsets=config.offsets),
                 "knn_offsets")
         else:
             self._search = kernel(programs.get(
-                "match/knn_direct.cl.mako", patch=p, channels=c, metric=metric, k=k,
+                "match/knn_direct.cl.mako", patch=p, channels=c, metric=metric,
                 group=config.group), "knn_direct")
         # Sliding sums (offsets) are exact for integer-valued inputs only; the GEMM's
         # expanded squares never are.
         self.rescore = metric in ("l2", "l1") and (
             config.method == "gemm" or (rescore and config.method == "offsets"))
         finish = programs.get("match/knn_finish.cl.mako", patch=p, channels=c, metric=metric,
-                              k=k, rescore=self.rescore, group=config.group)
+                              rescore=self.rescore, group=config.group)
         self._finish = kernel(finish, "knn_finish")
         self._clear = kernel(finish, "knn_clear")
         self.memory_bytes = memory_bytes
@@ -212,8 +212,8 @@ class KnnPlan:
             out_row0 = 0
         finished = self._finish(queue, (-(-gx // lx) * lx, g1 - g0), (lx, 1), *images,
                                 self._grid_y, self._grid_x, np.int32(g0), np.int32(gx),
-                                np.int32(sets), np.int32(entries), hd, hi, out_pos,
-                                out_dist, np.int32(out_row0), wait_for=last)
+                                np.int32(sets), np.int32(entries), np.int32(k), hd, hi,
+                                out_pos, out_dist, np.int32(out_row0), wait_for=last)
         events.append(("finish", finished))
         if self.device_output:
             return [finished]
@@ -241,8 +241,8 @@ class KnnPlan:
                 self.runtime.queue, (tiles_x * cfg.tile_x, tiles_y * cfg.tile_y, self.splits),
                 (cfg.tile_x, cfg.tile_y, 1), *images, self._row_of, self._col_of,
                 np.int32(qy0), np.int32(g0), np.int32(g1), np.int32(len(self.grid_x)),
-                np.int32(a), np.int32(min(dy_hi, a + dys)), np.int32(stride), hd, hi,
-                wait_for=last)
+                np.int32(a), np.int32(min(dy_hi, a + dys)), np.int32(stride), np.int32(self.k),
+                hd, hi, wait_for=last)
             events.append(("search", event))
             last = [event]
         return last
@@ -259,7 +259,7 @@ class KnnPlan:
                 self.runtime.queue, (-(-gx // lx) * lx, g1 - g0, self.splits), (lx, 1, 1),
                 *images, self._grid_y, self._grid_x, np.int32(g0), np.int32(g0), np.int32(gx),
                 np.int32(a), np.int32(min(self.candidates, a + count)),
-                np.int32((g1 - g0) * gx * self.k), hd, hi, wait_for=last)
+                np.int32((g1 - g0) * gx * self.k), np.int32(self.k), hd, hi, wait_for=last)
             events.append(("search", event))
             last = [event]
         return last

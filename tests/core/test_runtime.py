@@ -9,6 +9,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pyopencl as cl
+import pyopencl.array as cla
 import pytest
 
 import clpatch
@@ -388,3 +389,17 @@ def test_registered_libraries_reads_names(tmp_path, monkeypatch):
     (tmp_path / "notes.txt").write_text("libC.so\n")
     assert rt_module._registered_libraries(tmp_path) == {"libA.so.1", "libB.so"}
     assert rt_module._registered_libraries(tmp_path / "missing") == set()
+
+
+@pytest.mark.parametrize("shape,dtype", [((3, 5), np.float32), ((2, 3, 4, 2), np.int32),
+                                         ((7,), np.uint8), ((0, 4), np.float32), ((), np.float32)])
+def test_empty_arrays_behave_like_pyopencl_empty(runtime, shape, dtype):
+    got = runtime.empty(shape, dtype)
+    want = cla.empty(runtime.queue, shape, dtype)
+    assert (got.shape, got.dtype, got.strides, got.size, got.nbytes) == (
+        want.shape, want.dtype, want.strides, want.size, want.nbytes)
+    if got.size:
+        values = np.arange(got.size).reshape(shape).astype(dtype)
+        got.set(values)
+        np.testing.assert_array_equal(got.get(), values)
+        np.testing.assert_array_equal((got + got).get(), values + values)

@@ -45,6 +45,15 @@ def crop(name: str, y: int, x: int, h: int, w: int, dtype=np.float32) -> np.ndar
     return np.ascontiguousarray(load_image(name)[y:y + h, x:x + w]).astype(dtype)
 
 
+def smoothed(name: str, box) -> np.ndarray:
+    """A 3x3 box-filtered crop (h, w) of a photograph: fractional float32 values, smooth areas
+    where patches of large norm lie at small distances from each other."""
+    y, x, h, w = box
+    img = crop(name, y, x, h + 2, w + 2).astype(np.float64)
+    out = sum(img[dy:dy + h, dx:dx + w] for dy in range(3) for dx in range(3)) / 9
+    return out.astype(np.float32)
+
+
 def check_knn(result, query, reference, *, patch_size, k, metric="l2", step=1,
               exact: bool) -> None:
     """Everything the spec fixes about a kNN result, against the oracle. exact: integer data,
@@ -262,6 +271,21 @@ def test_astronaut_rgb_and_two_channels(runtime):
     check_knn(result, two, None, patch_size=5, k=16, metric="l1", step=3, exact=True)
 
 
+@pytest.mark.parametrize("step", [1, 2, 3])
+@pytest.mark.parametrize("metric", ["l2", "l1"])
+def test_float_photo_smooth_area(runtime, metric, step):
+    """Fractional values in a smooth area (camera's sky): the nearest patches lie at distances
+    far below the patches' norms, so a distance computed as ||q||² − 2 q·r + ||r||² in float32
+    would lose their order; the matches must still be the k nearest (to float tolerance)."""
+    image = smoothed("camera", (20, 20, 27, 28))
+    reference = smoothed("camera", (24, 30, 25, 24))
+    result = clpatch.knn(image, patch_size=6, k=16, metric=metric, step=step, runtime=runtime)
+    check_knn(result, image, None, patch_size=6, k=16, metric=metric, step=step, exact=False)
+    result = clpatch.knn(image, reference, patch_size=5, k=7, metric=metric, step=step,
+                         runtime=runtime)
+    check_knn(result, image, reference, patch_size=5, k=7, metric=metric, step=step, exact=False)
+
+
 @pytest.mark.parametrize("metric", CHAMFERS)
 def test_chamfer_quantised_photos(runtime, metric):
     camera = crop("camera", 180, 200, 18, 19) // 32
@@ -348,19 +372,49 @@ def test_small_memory_limit_gives_the_same_result(runtime, limit, shape, patch, 
     check_knn(got, image, None, patch_size=patch, k=16, metric=metric, step=step, exact=True)
 
 
-def test_engines_agree(runtime):
-    """Beyond the spec: where `knn` takes `method=` (the engine), every engine on every
-    grid gives the oracle's matches."""
+def engine_methods() -> tuple[str, ...]:
+    """The engines `knn` can be forced to (`method=`), where it takes that keyword (beyond
+    the spec: the tests below then run every engine, not only the one the rule picks)."""
     if "method" not in inspect.signature(clpatch.knn).parameters:
+        return ()
+    try:
+        from clpatch.match.knn_config import KNN_METHODS
+    except ImportError:
+        return ("offsets", "direct")
+    return tuple(KNN_METHODS)
+
+
+def forced_knn(query, reference, method, **kwargs):
+    """clpatch.knn with method=; None where that engine refuses the request."""
+    try:
+        return clpatch.knn(query, reference, method=method, **kwargs)
+    except ValueError as error:
+        if "method" in str(error):
+            return None
+        raise
+
+
+@pytest.mark.parametrize("kind", ["labels", "smooth photo"])
+def test_engines_agree(runtime, kind):
+    """Every engine (forced), on every grid, gives the oracle's matches."""
+    methods = engine_methods()
+    if not methods:
         pytest.skip("clpatch.knn has no method= keyword")
-    query = labels((21, 23), 4, seed=49)
-    reference = labels((22, 20), 4, seed=50)
-    for method, metric, step, k in itertools.product(("offsets", "direct"), ("l2", "l1"),
-                                                    (1, 3), (1, 16, 100)):
-        result = clpatch.knn(query, reference, patch_size=5, k=k, metric=metric, step=step,
-                             method=method, runtime=runtime)
-        check_knn(result, query, reference, patch_size=5, k=k, metric=metric, step=step,
-                  exact=True)
+    if kind == "labels":
+        query, reference = labels((21, 23), 4, seed=49), labels((22, 20), 4, seed=50)
+    else:
+        query, reference = smoothed("camera", (20, 20, 23, 25)), smoothed("camera", (24, 18, 24, 22))
+    for method, metric, step, k in itertools.product(methods, ("l2", "l1"), (1, 3), (1, 16, 100)):
+        result = forced_knn(query, reference, method, patch_size=5, k=k, metric=metric,
+                            step=step, runtime=runtime)
+        if result is None:
+            continue
+        try:
+            check_knn(result, query, reference, patch_size=5, k=k, metric=metric, step=step,
+                      exact=kind == "labels")
+        except AssertionError as error:
+            raise AssertionError(f"method={method}, metric={metric}, step={step}, k={k}: "
+                                 f"{error}") from None
 
 
 def test_defaults(runtime):
@@ -425,6 +479,18 @@ def test_knn_vectors_float(runtime, metric, n, m, d, k):
     references = rng.standard_normal((m, d))                     # float64 input
     got = clpatch.knn_vectors(queries, references, k, metric=metric, runtime=runtime)
     check_vectors(got, queries, references, k, metric, exact=False)
+
+
+@pytest.mark.parametrize("metric", ["l2", "l1"])
+@pytest.mark.parametrize("offset,d", [(100.0, 64), (1000.0, 3), (1000.0, 17)])
+def test_knn_vectors_far_from_the_origin(runtime, metric, offset, d):
+    """Features with a large common mean (unnormalised descriptors, pixel values): distances
+    far below the norms must still rank the nearest rows correctly."""
+    rng = np.random.default_rng(int(offset) + d)
+    queries = (offset + rng.standard_normal((120, d))).astype(np.float32)
+    references = (offset + rng.standard_normal((150, d))).astype(np.float32)
+    got = clpatch.knn_vectors(queries, references, 5, metric, runtime=runtime)
+    check_vectors(got, queries, references, 5, metric, exact=False)
 
 
 def test_knn_vectors_device_arrays(runtime):
