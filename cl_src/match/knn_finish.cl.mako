@@ -19,7 +19,8 @@
 //   qimg, Hq, Wq, rimg, Hr, Wr   the images (planar float), as for the search kernels
 //   grid_y, grid_x      top-left row of every grid row, column of every grid column
 //   g0, gx              first grid row of the block, grid columns
-//   K                   neighbours per query
+//   K, K_out            entries per heap; neighbours written (K_out <= K: an engine whose
+//                       values are not exact keeps a margin of candidates, re-scored here)
 //   hd, hi              the block's heaps, K entries per grid point ((g - g0) * gx + col) * K,
 //                       `splits` sets of them split_stride entries apart
 //   out_pos, out_dist   Matches buffers of out_gy grid rows; grid row g goes to row
@@ -46,7 +47,7 @@ void knn_finish(__global const float *restrict qimg, const int Hq, const int Wq,
                 __global const float *restrict rimg, const int Hr, const int Wr,
                 __global const int *restrict grid_y, __global const int *restrict grid_x,
                 const int g0, const int gx, const int splits, const int split_stride,
-                const int K,
+                const int K, const int K_out,
                 __global float *restrict hd,
                 __global int *restrict hi, __global int *restrict out_pos,
                 __global float *restrict out_dist, const int out_row0)
@@ -99,8 +100,8 @@ void knn_finish(__global const float *restrict qimg, const int Hq, const int Wq,
     }
 % endif
     const int ref = ${mt.ref("out_row0 + r", "col", "gx")};
-    for (int e = 0; e < K; ++e) {
-        const int at = ${mt.entry("ref", "K", "e")};
+    for (int e = 0; e < K_out; ++e) {
+        const int at = ${mt.entry("ref", "K_out", "e")};
         const int cy = ix[e] / Wc;
         ${mt.dist("out_dist", "at")} = d[e];
         ${mt.pos_y("out_pos", "at", 2)} = cy;

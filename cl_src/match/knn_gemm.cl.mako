@@ -43,10 +43,13 @@
 //
 // knn_extract. Launch: global (stride, ld rounded up to 4), local (64, 4).
 //   out[e * stride + row] = element e = (c * P + dy) * P + dx of the patch of row `row` of
-//   planar image img (C x H x W): query rows are grid points (grid_y[g0 + row / gx],
+//   planar image img (C x H x W), minus centre[c] (the reference's channel means: distances
+//   do not change, the products' cancellation does): query rows are grid points (grid_y[g0 + row / gx],
 //   grid_x[row % gx]) when gx > 0, else candidates idx = c_lo + row at (idx / Wc, idx % Wc);
 //   elements e >= C * P * P and rows >= `rows` are 0.
 // knn_norms. Launch: global (stride), local (64): norm[j] = sum of squares of row j.
+// knn_means. Launch: global (256, C), local (256, 1): mean[c] = the mean of plane c of img
+//   (H * W = plane values), rounded to an integer (integer-valued data stay exact).
 //
 ${tk.functions()}
 
@@ -178,7 +181,8 @@ void knn_gemm(__global const float *restrict qm, const int nq, const int q_strid
 
 __kernel __attribute__((reqd_work_group_size(64, 4, 1)))
 void knn_extract(__global const float *restrict img, const int C, const int H, const int W,
-                 const int P, __global const int *restrict grid_y,
+                 const int P, __global const float *restrict centre,
+                 __global const int *restrict grid_y,
                  __global const int *restrict grid_x, const int g0, const int gx,
                  const int Wc, const int c_lo, const int rows, const int ld, const int stride,
                  __global float *restrict out)
@@ -199,7 +203,7 @@ void knn_extract(__global const float *restrict img, const int C, const int H, c
         }
         const int c = e / (P * P), rest = e - c * P * P;
         const int dy = rest / P, dx = rest - dy * P;
-        v = img[((long)c * H + y + dy) * W + x + dx];
+        v = img[((long)c * H + y + dy) * W + x + dx] - centre[c];
     }
     out[(long)e * stride + row] = v;
 }
@@ -215,4 +219,24 @@ void knn_norms(__global const float *restrict m, const int ld, const int stride,
         s = mad(v, v, s);
     }
     norm[j] = s;
+}
+
+__kernel __attribute__((reqd_work_group_size(256, 1, 1)))
+void knn_means(__global const float *restrict img, const int plane,
+               __global float *restrict mean)
+{
+    __local float part[256];
+    const int t = get_local_id(0), c = get_global_id(1);
+    float s = 0.0f;
+    for (long e = t; e < plane; e += 256)
+        s += img[(long)c * plane + e];
+    part[t] = s;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int span = 128; span > 0; span >>= 1) {
+        if (t < span)
+            part[t] += part[t + span];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (t == 0)
+        mean[c] = rint(part[0] / (float)plane);   // integers stay integers: exact
 }

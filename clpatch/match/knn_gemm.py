@@ -39,6 +39,8 @@ class GemmSearch:
         self._gemm = kernel(program, "knn_gemm")
         self._extract = kernel(program, "knn_extract")
         self._norms = kernel(program, "knn_norms")
+        self._means = kernel(program, "knn_means")
+        self._centre = pool.get("gemm_centre", 4 * channels)
         self.block_m = config.tile_y * config.tile_m          # query rows per work-group
         self.block_n = config.tile_x * config.tile_n          # reference rows per step
         # Reference rows per chunk: the whole reference when its matrix fits.
@@ -59,9 +61,13 @@ class GemmSearch:
         """Heap sets per query: one per work-item column and split."""
         return splits * self.config.tile_x
 
-    def forget_reference(self) -> None:
-        """The reference matrix must be extracted again (a new run's images)."""
+    def begin(self, rimage: tuple, wait: list[Any]) -> Any:
+        """Start a run: the reference's channel means (the centre both matrices are
+        extracted around) are measured, and its matrix must be extracted again."""
         self._resident_ready = False
+        img, h, w = rimage
+        return self._means(self.runtime.queue, (256, self.channels), (256, 1), img,
+                           np.int32(int(h) * int(w)), self._centre, wait_for=wait)
 
     def _rows(self, image: tuple, out: Any, rows: int, stride: int, *, grid: tuple | None,
               c_lo: int, wait: list[Any]) -> Any:
@@ -70,7 +76,8 @@ class GemmSearch:
         i32 = np.int32
         return self._extract(
             self.runtime.queue, (stride, -(-self.ld // 4) * 4), (64, 4), img,
-            i32(self.channels), h, w, i32(self.patch), g_y if g_y is not None else img,
+            i32(self.channels), h, w, i32(self.patch), self._centre,
+            g_y if g_y is not None else img,
             g_x if g_x is not None else img, i32(g0), i32(gx), i32(self.cand_cols), i32(c_lo),
             i32(rows), i32(self.ld), i32(stride), out, wait_for=wait)
 

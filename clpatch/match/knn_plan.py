@@ -54,6 +54,9 @@ class KnnPlan:
         self.grid_x = grid_positions(cols, patch_size, step)
         self.cand_rows, self.cand_cols = ref_rows - patch_size + 1, ref_cols - patch_size + 1
         self.candidates = self.cand_rows * self.cand_cols
+        # Entries per heap: the GEMM's values carry the rounding of ||r||^2 - 2 q.r, so it
+        # keeps a margin of candidates, all re-scored exactly before the k best are chosen.
+        self.kept = k if config.method != "gemm" else min(self.candidates, k + min(k, 16))
         ctx = runtime.context
         self.pool = BufferPool(ctx)
         self.uploader = Uploader(runtime, self.pool)
@@ -65,7 +68,7 @@ class KnnPlan:
         if config.method == "gemm":
             largest, total = memory_limits(runtime, memory_bytes)
             self._gemm = GemmSearch(
-                runtime, self.pool, config, channels=c, patch=p, k=k,
+                runtime, self.pool, config, channels=c, patch=p, k=self.kept,
                 candidates=self.candidates, cand_cols=self.cand_cols,
                 work_per_launch=WORK_PER_LAUNCH, matrix_bytes=min(largest, total // 4))
         elif config.method == "offsets":
@@ -103,11 +106,11 @@ class KnnPlan:
         images = 4 * self.channels * (self.rows * self.cols
                                       + (0 if self.self_search else self.ref_rows * self.ref_cols))
         sets = self.config.tile_x * MAX_GEMM_SPLITS if self.config.method == "gemm" else 1
-        per_row = len(self.grid_x) * self.k * (12 + 8 * sets)
+        per_row = len(self.grid_x) * (12 * self.k + 8 * self.kept * sets)
         if self.config.method == "gemm":       # the query matrix and the reference chunk
             per_row += len(self.grid_x) * 4 * self._gemm.ld
             images += 4 * self._gemm.chunk_stride * (self._gemm.ld + 1) + 4 * 128 * self._gemm.ld
-        room = min(largest // (len(self.grid_x) * self.k * 4 * sets),
+        room = min(largest // (len(self.grid_x) * self.kept * 4 * sets),
                    max(total - images, 0) // per_row)
         return int(max(1, min(len(self.grid_y), room)))
 
@@ -128,7 +131,7 @@ class KnnPlan:
             groups = -(-gx // cfg.group) * rows
         want = -(-8 * int(self.runtime.profile.compute_units) // max(groups, 1))
         largest, total = memory_limits(self.runtime, self.memory_bytes)
-        fit = max(1, min(largest, total // 3) // max(1, rows * gx * self.k * 4))
+        fit = max(1, min(largest, total // 3) // max(1, rows * gx * self.kept * 4))
         # Each split keeps its own k best, so a split costs heap insertions of its own:
         # large k gets fewer splits.
         return int(max(1, min(want, fit, MAX_SPLITS, 128 // self.k)))
@@ -154,8 +157,6 @@ class KnnPlan:
         q = as_volume(query, name="query", video=False)
         r = q if reference is None else as_volume(reference, name="reference", video=False)
         events: list[tuple[str, Any]] = []
-        if self._gemm is not None:
-            self._gemm.forget_reference()
         self.uploader.begin()
         qbuf = self.pool.get("query", 4 * self.channels * self.rows * self.cols)
         events += self.uploader.convert(q, 0, 1, 0, self.rows, qbuf, staging="stage_q")
@@ -176,6 +177,10 @@ class KnnPlan:
         images = (qbuf, np.int32(self.rows), np.int32(self.cols), rbuf,
                   np.int32(self.ref_rows), np.int32(self.ref_cols))
         last = [events[-1][1]]
+        if self._gemm is not None:
+            centred = self._gemm.begin(images[3:], last)
+            events.append(("centre", centred))
+            last = [centred]
         for g0 in range(0, gy, self.block_rows):
             g1 = min(gy, g0 + self.block_rows)
             last = self._block(g0, g1, images, positions, distances, events, last)
@@ -188,7 +193,7 @@ class KnnPlan:
     def _block(self, g0: int, g1: int, images: tuple, positions: Any, distances: Any,
                events: list[tuple[str, Any]], wait: list[Any]) -> list[Any]:
         queue, k, gx = self.runtime.queue, self.k, len(self.grid_x)
-        entries = (g1 - g0) * gx * k
+        entries = (g1 - g0) * gx * self.kept        # heap entries of one set
         sets = self._gemm.heap_sets(self.splits) if self._gemm is not None else self.splits
         stored = entries * sets
         hd = self.pool.get("heap_d", 4 * stored)
@@ -207,12 +212,13 @@ class KnnPlan:
         if self.device_output:
             out_pos, out_dist, out_row0 = positions.data, distances.data, g0
         else:
-            out_pos = self.pool.get("out_pos", 8 * entries)
-            out_dist = self.pool.get("out_dist", 4 * entries)
+            out_pos = self.pool.get("out_pos", 8 * (g1 - g0) * gx * k)
+            out_dist = self.pool.get("out_dist", 4 * (g1 - g0) * gx * k)
             out_row0 = 0
         finished = self._finish(queue, (-(-gx // lx) * lx, g1 - g0), (lx, 1), *images,
                                 self._grid_y, self._grid_x, np.int32(g0), np.int32(gx),
-                                np.int32(sets), np.int32(entries), np.int32(k), hd, hi,
+                                np.int32(sets), np.int32(entries), np.int32(self.kept),
+                                np.int32(k), hd, hi,
                                 out_pos, out_dist, np.int32(out_row0), wait_for=last)
         events.append(("finish", finished))
         if self.device_output:
