@@ -33,6 +33,9 @@ WORK_PER_LAUNCH = 1 << 33
 #: At most this many work-groups share one tile's candidates (the GEMM: a block of rows).
 MAX_SPLITS = 8
 MAX_GEMM_SPLITS = 2
+#: Candidates the GEMM engine keeps beyond k (re-scored exactly, then dropped): its values
+#: carry the rounding of ||r||^2 - 2 q.r, which can swap near-equal neighbours at the k-th.
+GEMM_MARGIN = 4
 
 
 class KnnPlan:
@@ -56,7 +59,7 @@ class KnnPlan:
         self.candidates = self.cand_rows * self.cand_cols
         # Entries per heap: the GEMM's values carry the rounding of ||r||^2 - 2 q.r, so it
         # keeps a margin of candidates, all re-scored exactly before the k best are chosen.
-        self.kept = k if config.method != "gemm" else min(self.candidates, k + min(k, 16))
+        self.kept = k if config.method != "gemm" else min(self.candidates, k + GEMM_MARGIN)
         ctx = runtime.context
         self.pool = BufferPool(ctx)
         self.uploader = Uploader(runtime, self.pool)
