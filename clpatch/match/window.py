@@ -255,16 +255,13 @@ class SearchPlan:
                 download(queue, distances[chunk.r0:chunk.r1, chunk.g0:chunk.g1], out_dist,
                          shape=shape, wait_for=searched)
         self.last_events = events
-        if self.device_output:     # the device starts now; the result is built meanwhile
-            queue.flush()
+        check_peak(self.uploader.peak(last), self.check_limit())
         if not self.video and not self.device_output:
             positions, distances = positions[0], distances[0]
         r = self.request
         grid_x = self.ref_x.copy() if self.stagger else self.grid_x.copy()
-        found = Matches(positions, distances, self.grid_y.copy(), grid_x, r.patch_size, r.step,
-                        r.window, r.n, r.metric, self.temporal_window, self.config)
-        check_peak(self.uploader.peak(last), self.check_limit())
-        return found
+        return Matches(positions, distances, self.grid_y.copy(), grid_x, r.patch_size, r.step,
+                       r.window, r.n, r.metric, self.temporal_window, self.config)
 
 
 class _Launcher:
