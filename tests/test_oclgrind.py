@@ -136,10 +136,11 @@ def test_vbm3d_colour_runs_clean():
     assert_clean("vbm3d", "window", "fixed", "--channels", "3")
 
 
-# kNN: the offsets engine (local-memory column and box sums) and the direct engine (every
-# metric), each with the heaps of several splits merged by the finishing kernel.
+# kNN: the offsets engine (local-memory column and box sums), the direct engine (every
+# metric) and the GEMM engine (means, extraction, norms, tiled product with shared heap
+# bounds), each with several heap sets merged by the finishing kernel.
 @pytest.mark.parametrize("method,metric,channels", [("offsets", "l2", 1), ("offsets", "l1", 3),
-                                                    ("direct", "l2", 2),
+                                                    ("direct", "l2", 2), ("gemm", "l2", 3),
                                                     ("direct", "chamfer", 1),
                                                     ("direct", "chamfer_sym", 3)])
 def test_knn_runs_clean(method, metric, channels):

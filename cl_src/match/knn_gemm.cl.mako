@@ -41,11 +41,13 @@
 //   K            neighbours kept per query
 //   hd, hi       heaps: set h, query row i at (h * nq + i) * K (see lib/topk.mako)
 //
-// knn_extract. Launch: global (stride, ld rounded up to 4), local (64, 4).
+// knn_extract_grid, knn_extract_candidates. Launch: global (stride, ld rounded up to 4),
+//   local (64, 4).
 //   out[e * stride + row] = element e = (c * P + dy) * P + dx of the patch of row `row` of
 //   planar image img (C x H x W), minus centre[c] (the reference's channel means: distances
-//   do not change, the products' cancellation does): query rows are grid points (grid_y[g0 + row / gx],
-//   grid_x[row % gx]) when gx > 0, else candidates idx = c_lo + row at (idx / Wc, idx % Wc);
+//   do not change, the products' cancellation does): rows are grid points (grid_y[g0 + row /
+//   gx], grid_x[row % gx]) for the first, candidates idx = c_lo + row at (idx / Wc,
+//   idx % Wc) for the second;
 //   elements e >= C * P * P and rows >= `rows` are 0.
 // knn_norms. Launch: global (stride), local (64): norm[j] = sum of squares of row j.
 // knn_means. Launch: global (256, C), local (256, 1): mean[c] = the mean of plane c of img
@@ -179,34 +181,35 @@ void knn_gemm(__global const float *restrict qm, const int nq, const int q_strid
     }
 }
 
+<%def name="extract(name, rows_are)">
 __kernel __attribute__((reqd_work_group_size(64, 4, 1)))
-void knn_extract(__global const float *restrict img, const int C, const int H, const int W,
-                 const int P, __global const float *restrict centre,
-                 __global const int *restrict grid_y,
-                 __global const int *restrict grid_x, const int g0, const int gx,
-                 const int Wc, const int c_lo, const int rows, const int ld, const int stride,
-                 __global float *restrict out)
+void ${name}(__global const float *restrict img, const int C, const int H, const int W,
+             const int P, __global const float *restrict centre,
+             __global const int *restrict grid_y, __global const int *restrict grid_x,
+             const int g0, const int gx, const int Wc, const int c_lo, const int rows,
+             const int ld, const int stride, __global float *restrict out)
 {
     const int row = get_global_id(0), e = get_global_id(1);
     if (e >= ld)
         return;
     float v = 0.0f;
     if (e < C * P * P && row < rows) {
-        int y, x;
-        if (gx > 0) {
-            y = grid_y[g0 + row / gx];
-            x = grid_x[row % gx];
-        } else {
-            const int idx = c_lo + row;
-            y = idx / Wc;
-            x = idx - y * Wc;
-        }
+% if rows_are == "grid":
+        const int gr = row / gx;
+        const int y = grid_y[g0 + gr], x = grid_x[row - gr * gx];
+% else:
+        const int idx = c_lo + row;
+        const int y = idx / Wc, x = idx - (idx / Wc) * Wc;
+% endif
         const int c = e / (P * P), rest = e - c * P * P;
         const int dy = rest / P, dx = rest - dy * P;
         v = img[((long)c * H + y + dy) * W + x + dx] - centre[c];
     }
     out[(long)e * stride + row] = v;
 }
+</%def>
+${extract("knn_extract_grid", "grid")}
+${extract("knn_extract_candidates", "candidates")}
 
 __kernel __attribute__((reqd_work_group_size(64, 1, 1)))
 void knn_norms(__global const float *restrict m, const int ld, const int stride,

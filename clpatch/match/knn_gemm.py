@@ -37,7 +37,8 @@ class GemmSearch:
             "match/knn_gemm.cl.mako", tile_m=config.tile_m, tile_n=config.tile_n,
             group_x=config.tile_x, group_y=config.tile_y, depth=config.depth)
         self._gemm = kernel(program, "knn_gemm")
-        self._extract = kernel(program, "knn_extract")
+        self._extract_grid = kernel(program, "knn_extract_grid")
+        self._extract_candidates = kernel(program, "knn_extract_candidates")
         self._norms = kernel(program, "knn_norms")
         self._means = kernel(program, "knn_means")
         self._centre = pool.get("gemm_centre", 4 * channels)
@@ -74,7 +75,8 @@ class GemmSearch:
         img, h, w = image
         g_y, g_x, g0, gx = grid if grid is not None else (None, None, 0, 0)
         i32 = np.int32
-        return self._extract(
+        extract = self._extract_grid if grid is not None else self._extract_candidates
+        return extract(
             self.runtime.queue, (stride, -(-self.ld // 4) * 4), (64, 4), img,
             i32(self.channels), h, w, i32(self.patch), self._centre,
             g_y if g_y is not None else img,
