@@ -28,13 +28,13 @@ import argparse
 import json
 import platform
 import statistics
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyopencl.array as cla
+from bench_overhead import wall_ms
 from PIL import Image
 
 import clpatch
@@ -52,15 +52,8 @@ def photo(name: str, size: int, grey: bool = False) -> np.ndarray:
 
 
 def median_wall(call: Callable[[], Any], finish: Callable[[], None], repeats: int) -> float:
-    call()
-    finish()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        call()
-        finish()
-        times.append((time.perf_counter() - start) * 1e3)
-    return statistics.median(times)
+    """Median wall clock of `repeats` calls after one warm-up (bench_overhead's clock)."""
+    return wall_ms(call, finish, repeats, warmup=0)
 
 
 def ours(rt: Any, prof: Any, query: np.ndarray, reference: np.ndarray | None,
