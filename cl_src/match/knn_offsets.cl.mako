@@ -4,9 +4,10 @@
 ## (Q(y, x) - R(y + dy, x + dx))^2 (|.| for L1), so each (query, candidate) pair costs a few
 ## additions whatever the patch size. A work-group owns a TY x TX tile of query positions,
 ## keeps the tile's query pixels in local memory, and walks every offset that reaches a
-## valid candidate for some position of the tile, OB offsets (consecutive dx) at a time:
-##   A  column sums  c[o][r][x] = sum_{j<P} D(r + j, x), one work-item per (offset, column),
-##      sliding down the TY rows;
+## valid candidate for some position of the tile, G x OBX offsets (consecutive dy, dx) at a
+## time:
+##   A  column sums  c[o][r][x] = sum_{j<P} D(r + j, x), one work-item per (dx, column) for
+##      the G dy (a reference pixel it loads serves G offsets), sliding down the TY rows;
 ##   B  box sums     b[o][r][x] = sum_{i<P} c[o][r][x + i], one work-item per (offset, row,
 ##      segment of the row), sliding along it;
 ##   C  each work-item (one query position) offers its OB distances to its heap.
@@ -14,11 +15,13 @@
 ## otherwise): knn_finish.cl.mako re-scores the k kept candidates with direct sums.
 ##
 ## Rendered with: patch (P), channels (C), metric ("l2" | "l1"), tile_x (TX), tile_y (TY),
-## offsets (OB). The number of neighbours k is an argument (one program serves every k).
-<%page args="patch, channels, metric, tile_x, tile_y, offsets"/>
+## offsets (OBX: consecutive dx per pass), dys (G: consecutive dy per pass). The number of
+## neighbours k is an argument (one program serves every k).
+<%page args="patch, channels, metric, tile_x, tile_y, offsets, dys=1"/>
 <%namespace name="tk" file="/lib/topk.mako"/>\
 <%
-    P, C, TX, TY, OB = patch, channels, tile_x, tile_y, offsets
+    P, C, TX, TY, OBX, G = patch, channels, tile_x, tile_y, offsets, dys
+    OB = OBX * G             # offsets per pass: G consecutive dy times OBX consecutive dx
     CW = TX + P - 1          # columns of the tile's pixel block
     RH = TY + P - 1          # rows of the tile's pixel block
     WG = TX * TY
@@ -98,49 +101,79 @@ void knn_offsets(__global const float *restrict qimg, const int Hq, const int Wq
     const int y_hi = min(by0 + ${TY - 1}, Hp - 1), x_hi = min(bx0 + ${TX - 1}, Wp - 1);
     const int dy0 = max(dy_lo, -y_hi), dy1 = min(dy_hi, Hc - by0);
     const int dx0 = -x_hi, dx1 = Wc - bx0;
-    // This split's offsets: every splits-th dy of [dy0, dy1), visited from dy nearest 0
-    // outwards (so every split meets the near offsets first).
+    // This split's offsets: groups of ${G} consecutive dy, every splits-th group of
+    // [dy0, dy1), visited from the group nearest dy = 0 outwards (every split meets the
+    // near offsets first).
     const int splits = get_num_groups(2), split = get_group_id(2);
-    const int centre = clamp(0, dy0, max(dy1 - 1, dy0));
-    for (int t = 0; t < 2 * (dy1 - dy0); ++t) {
-        const int dy = centre + ((t & 1) ? (t + 1) / 2 : -(t / 2));
-        if (dy < dy0 || dy >= dy1 || (dy - dy0) % splits != split)
+    const int groups = (max(dy1 - dy0, 0) + ${G - 1}) / ${G};
+    const int centre = clamp(-dy0 / ${G}, 0, max(groups - 1, 0));
+    for (int t = 0; t < 2 * groups; ++t) {
+        const int gi = centre + ((t & 1) ? (t + 1) / 2 : -(t / 2));
+        if (gi < 0 || gi >= groups || gi % splits != split)
             continue;
-        for (int dxb = dx0; dxb < dx1; dxb += ${OB}) {
-            // A: column sums, sliding down the tile's rows.
-            for (int item = lid; item < ${OB * CW}; item += ${WG}) {
-                const int o = item / ${CW}, x = item - o * ${CW};
-                __global const float *rcol = rimg + clamp(bx0 + x + dxb + o, 0, Wr - 1);
+        const int dyb = dy0 + gi * ${G};        // offsets dyb ... dyb + ${G - 1} (< dy1 used)
+        for (int dxb = dx0; dxb < dx1; dxb += ${OBX}) {
+            // A: column sums of ${G} dy x ${OBX} dx offsets; a work-item takes one dx and
+            // one column for all ${G} dy, so each pixel it loads serves ${G} offsets.
+            for (int item = lid; item < ${OBX * CW}; item += ${WG}) {
+                const int ox = item / ${CW}, x = item - ox * ${CW};
+                __global const float *rcol = rimg + clamp(bx0 + x + dxb + ox, 0, Wr - 1);
                 __local const float *qcol = qt + x;
-                float run = 0.0f;
-                float col[${RH}];
                 // Rows of the candidate block: clamped only where it leaves the image.
-                const int ry0 = by0 + dy;
-                const bool inside = ry0 >= 0 && ry0 + ${RH} <= Hr;
-                for (int r = 0; r < ${RH}; ++r) {
-                    const int ry = inside ? ry0 + r : clamp(ry0 + r, 0, Hr - 1);
-                    __global const float *rp = rcol + ry * Wr;
-                    float d = 0.0f;
-% for c in range(C):
-                    {
-                        const float t = qcol[${c * RH * CW} + r * ${CW}] - rp[${c} * plane];
-% if metric == "l2":
-                        d = mad(t, t, d);
-% else:
-                        d += fabs(t);
-% endif
-                    }
+                const int ry0 = by0 + dyb;
+                const bool inside = ry0 >= 0 && ry0 + ${RH + G - 1} <= Hr;
+% for g in range(G):
+%   for c in range(C):
+                float q${g}_${c} = 0.0f;
+%   endfor
 % endfor
-                    col[r] = d;
+% for g in range(G):
+                float ${", ".join("col%d_%d" % (g, r) for r in range(RH))};
+% endfor
+% for i in range(RH + G - 1):
+                {
+                    __global const float *rp = rcol + (inside ? ry0 + ${i} : clamp(ry0 + ${i}, 0, Hr - 1)) * Wr;
+%   for c in range(C):
+                    const float r${c} = rp[${c} * plane];
+%   endfor
+%   for g in reversed(range(1, G)):
+%     for c in range(C):
+                    q${g}_${c} = q${g - 1}_${c};
+%     endfor
+%   endfor
+%   if i < RH:
+%     for c in range(C):
+                    q0_${c} = qcol[${c * RH * CW + i * CW}];
+%     endfor
+%   endif
+%   for g in range(G):
+%     if 0 <= i - g < RH:
+                    col${g}_${i - g} = 0.0f;
+%       for c in range(C):
+                    {
+                        const float t = q${g}_${c} - r${c};
+%         if metric == "l2":
+                        col${g}_${i - g} = mad(t, t, col${g}_${i - g});
+%         else:
+                        col${g}_${i - g} += fabs(t);
+%         endif
+                    }
+%       endfor
+%     endif
+%   endfor
                 }
-                for (int j = 0; j < P; ++j)
-                    run += col[j];
-                __local float *out = cs + o * ${TY * CW} + x;
-                out[0] = run;
-                for (int r = 1; r < ${TY}; ++r) {
-                    run += col[r + P - 1] - col[r - 1];
-                    out[r * ${CW}] = run;
+% endfor
+% for g in range(G):
+                {
+                    __local float *out = cs + (${g * OBX} + ox) * ${TY * CW} + x;
+                    float run = ${" + ".join("col%d_%d" % (g, j) for j in range(P))};
+                    out[0] = run;
+%   for r in range(1, TY):
+                    run += col${g}_${r + P - 1} - col${g}_${r - 1};
+                    out[${r * CW}] = run;
+%   endfor
                 }
+% endfor
             }
             barrier(CLK_LOCAL_MEM_FENCE);
             // B: box sums, sliding along ${SEG} segment(s) of each row.
@@ -159,19 +192,23 @@ void knn_offsets(__global const float *restrict qimg, const int Hq, const int Wq
                 }
             }
             barrier(CLK_LOCAL_MEM_FENCE);
-            // C: offer the OB candidates to this position's heap.
-            const int cy = qy + dy;
-            if (heap >= 0 && cy >= 0 && cy < Hc) {
-                for (int o = 0; o < ${OB}; ++o) {
-                    const int cx = qx + dxb + o;
-                    if (cx < 0 || cx >= Wc)
+            // C: offer the pass's candidates to this position's heap.
+            if (heap >= 0) {
+                for (int g = 0; g < ${G}; ++g) {
+                    const int cy = qy + dyb + g;
+                    if (dyb + g >= dy1 || cy < 0 || cy >= Hc)
                         continue;
-                    const float d = bs[(o * ${TY} + ly) * ${TX} + lx];
-                    const int idx = cy * Wc + cx;
-                    if (topk_before(d, idx, root_d, root_i)) {
-                        topk_replace(hd + heap, hi + heap, K, d, idx);
-                        root_d = hd[heap];
-                        root_i = hi[heap];
+                    for (int ox = 0; ox < ${OBX}; ++ox) {
+                        const int cx = qx + dxb + ox;
+                        if (cx < 0 || cx >= Wc)
+                            continue;
+                        const float d = bs[((g * ${OBX} + ox) * ${TY} + ly) * ${TX} + lx];
+                        const int idx = cy * Wc + cx;
+                        if (topk_before(d, idx, root_d, root_i)) {
+                            topk_replace(hd + heap, hi + heap, K, d, idx);
+                            root_d = hd[heap];
+                            root_i = hi[heap];
+                        }
                     }
                 }
             }

@@ -42,9 +42,10 @@ GEMM_DEPTH = 32
 
 @dataclass(frozen=True)
 class KnnConfig:
-    """method: "offsets" or "direct"; tile_x, tile_y, offsets: the offsets engine's tile
-    and offsets per pass; group: work-items per work-group of the direct and finishing
-    kernels; reason: why (rule or forced)."""
+    """method: "offsets", "direct" or "gemm"; tile_x, tile_y: the offsets engine's tile
+    (the GEMM's work-group); offsets, dys: the offsets engine's consecutive dx and dy per
+    pass; group: work-items per work-group of the direct and finishing kernels; tile_m,
+    tile_n, depth: the GEMM's register tile and depth; reason: why (rule or forced)."""
 
     method: str
     tile_x: int = 0
@@ -55,11 +56,12 @@ class KnnConfig:
     tile_m: int = 0
     tile_n: int = 0
     depth: int = 0
+    dys: int = 1
 
     def describe(self) -> str:
         if self.method == "offsets":
             return (f"offsets engine, {self.tile_x}x{self.tile_y} query tile, "
-                    f"{self.offsets} offsets per pass ({self.reason})")
+                    f"{self.dys}x{self.offsets} offsets (dy x dx) per pass ({self.reason})")
         if self.method == "gemm":
             return (f"GEMM engine, {self.tile_x}x{self.tile_y} work-items with "
                     f"{self.tile_m}x{self.tile_n} register tiles, depth {self.depth} "
@@ -71,8 +73,10 @@ class KnnConfig:
 
 
 def offsets_local_bytes(patch: int, channels: int, tile_x: int, tile_y: int,
-                        offsets: int) -> int:
-    """Local memory of one offsets work-group: query pixels, column sums, box sums."""
+                        offsets: int, dys: int = 1) -> int:
+    """Local memory of one offsets work-group: query pixels, column sums, box sums
+    (`offsets` dx times `dys` dy per pass)."""
+    offsets *= dys
     cw, rh = tile_x + patch - 1, tile_y + patch - 1
     return 4 * (channels * rh * cw + offsets * tile_y * cw + offsets * tile_y * tile_x)
 

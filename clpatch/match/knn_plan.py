@@ -82,7 +82,8 @@ class KnnPlan:
             self._row_of, self._col_of = int_buffer(ctx, row_of), int_buffer(ctx, col_of)
             self._search = kernel(programs.get(
                 "match/knn_offsets.cl.mako", patch=p, channels=c, metric=metric,
-                tile_x=config.tile_x, tile_y=config.tile_y, offsets=config.offsets),
+                tile_x=config.tile_x, tile_y=config.tile_y, offsets=config.offsets,
+                dys=config.dys),
                 "knn_offsets")
         else:
             self._search = kernel(programs.get(
