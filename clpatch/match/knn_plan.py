@@ -243,7 +243,10 @@ class KnnPlan:
         tiles_y = -(-span // cfg.tile_y)
         dy_lo, dy_hi = -(self.rows - p), self.cand_rows
         per_dy = tiles_x * tiles_y * cfg.tile_x * cfg.tile_y * (self.cand_cols + cfg.tile_x)
+        # Whole groups of the kernel's consecutive dy per launch (a launch of fewer would
+        # compute the group's other offsets for nothing), even past WORK_PER_LAUNCH.
         dys = max(1, WORK_PER_LAUNCH // max(1, per_dy * self._pair_cost()))
+        dys = max(cfg.dys, dys - dys % cfg.dys)
         stride = (g1 - g0) * len(self.grid_x) * self.k
         last = wait
         for a in range(dy_lo, dy_hi, dys):
