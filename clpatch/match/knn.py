@@ -67,7 +67,8 @@ def knn(query: Any, reference: Any = None, *, patch_size: int = 8, k: int = 16,
     k: neighbours per query patch, 1 to the number of candidates (Hr − p + 1)·(Wr − p + 1).
     metric: "l2", "l1", "chamfer" or "chamfer_sym" (see the module doc).
     step: spacing of the query grid (the last row and column are always included).
-    method: None (the rule in `clpatch.match.knn_config`), "offsets" or "direct".
+    method: None (the rule in `clpatch.match.knn_config`), "offsets" (l2, l1), "gemm" (l2)
+        or "direct" (any metric).
     Returns Matches: positions (gy, gx, k, 2) int32 as (y, x) in `reference`, distances
     (gy, gx, k) float32 ascending, grid_y/grid_x the query grid; NumPy arrays for a NumPy
     query, device arrays for a device query.
@@ -122,6 +123,7 @@ def knn_vectors(queries: Any, references: Any, k: int, metric: str = "l2", *,
     """The k nearest rows of `references` (M, D) of every row of `queries` (N, D).
 
     metric: "l2" (sum of squared differences) or "l1". Ties: the smaller row index first.
+    method: None (l2: the GEMM engine; l1: direct), or one of `knn`'s.
     Returns (indices int32 (N, k), distances float32 (N, k) ascending), NumPy arrays for a
     NumPy `queries`, device arrays for a device one.
     """
