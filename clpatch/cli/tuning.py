@@ -7,6 +7,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from ..core.registry import operations, variant_names
 from ..core.runtime import Runtime
@@ -21,6 +22,7 @@ from ..tune.autotune import (
 )
 from ..tune.bench import BENCHES, METHODS, format_table, parse_size, run_bench
 from ..tune.explain import explain as explain_choice
+from ..tune.knn_tune import tune_knn
 from .common import add_device_option
 
 
@@ -68,6 +70,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
 def cmd_autotune(args: argparse.Namespace) -> int:
     runtime = Runtime(args.device, profiling=True)
     cache = runtime.use_tuning(args.output) if args.output else runtime.tuning
+    if args.knn:
+        return _autotune_knn(args, runtime, cache)
     if args.quick and not any((args.patch_sizes, args.steps, args.ns, args.windows, args.channels)):
         requests = list(QUICK_REQUESTS)
     else:
@@ -91,6 +95,32 @@ def cmd_autotune(args: argparse.Namespace) -> int:
     results = autotune(runtime, requests, quick=args.quick, size=size, repeats=args.repeats,
                        cache=cache, verbose=args.verbose, on_result=save, jobs=jobs)
     print(summary_table(results))
+    print(f"\ntuning cache written to {cache.path}")
+    return 0
+
+
+def _autotune_knn(args: argparse.Namespace, runtime: Runtime, cache: Any) -> int:
+    """`clpatch autotune --knn`: the exhaustive kNN's engines and tiles, per request."""
+    if args.quick:
+        requests = [("l2", p, c, 1) for p in (args.patch_sizes or [8])
+                    for c in (args.channels or [1])]
+    else:
+        requests = [(m, p, c, 1) for m in ("l2", "l1")
+                    for p in (args.patch_sizes or [5, 7, 8, 11]) for c in (args.channels or [1, 3])]
+    cpu = runtime.profile.family == "cpu"
+    size = parse_size(args.size) if args.size else ((64, 64) if cpu else (256, 256))
+    print(f"tuning {len(requests)} kNN request(s) on {runtime.device.name.strip()} with "
+          f"{size[0]}x{size[1]} self-searches", file=sys.stderr)
+    report = (lambda line: print(line, file=sys.stderr)) if args.verbose else None
+    summaries = tune_knn(runtime, requests, size=size, repeats=args.repeats or 3,
+                         quick=args.quick, progress=report)
+    cache.save()
+    for item in summaries:
+        metric, p, c, _ = item["request"]
+        print(f"knn {metric} p{p} c{c}: {item['config']['method']} {item['time_ms']:.3f} ms "
+              f"(rule: {item['rule_config']['method']} {item['rule_time_ms']:.3f} ms)")
+    if args.json:
+        Path(args.json).write_text(json.dumps(summaries, indent=1))
     print(f"\ntuning cache written to {cache.path}")
     return 0
 
@@ -157,6 +187,11 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     tune.add_argument("--ns", type=_csv_ints, help="e.g. 8,16,32")
     tune.add_argument("--windows", type=_csv_ints, help="e.g. 21,39")
     tune.add_argument("--channels", type=_csv_ints, help="e.g. 1,3")
+    tune.add_argument("--knn", action="store_true",
+                      help="tune the exhaustive kNN's engines and tiles instead of the search "
+                           "(l2 and l1, patch sizes 5, 7, 8, 11 and 1 and 3 channels unless "
+                           "--patch-sizes/--channels say otherwise; --quick: l2, patch 8, the "
+                           "rule's configuration against one of each other engine)")
     tune.add_argument("--json", metavar="FILE", help="also write every timing to this JSON file")
     tune.add_argument("--jobs", "-j", type=_positive_int, default=None, metavar="N",
                       help="programs built at once (in worker processes), before any of a "

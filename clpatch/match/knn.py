@@ -99,7 +99,7 @@ def knn(query: Any, reference: Any = None, *, patch_size: int = 8, k: int = 16,
     plan = rt.plan_cache().plan(key, lambda: KnnPlan(
         rt, q.rows, q.cols, q.channels, r.rows, r.cols, patch_size=p, k=kk, metric=metric,
         step=s, config=choose_knn(rt.profile, metric=metric, patch=p, channels=q.channels,
-                                  step=s, method=method),
+                                  step=s, method=method, tuning=rt.tuning),
         self_search=reference is None, device_output=q.on_device, rescore=rescore),
         PLANS_KEPT)
     return plan.run(query, reference)

@@ -12,21 +12,26 @@ Methods:
   matrix product with the top-k fused into it (`cl_src/match/knn_gemm.cl.mako`), patches
   extracted as matrix rows; its cost grows with p² C. The k kept are re-scored exactly.
 
-Rule (`choose_knn`): Chamfer -> direct; 1x1 patches (vectors) -> gemm for l2, direct for
-l1; l2/l1 -> offsets when the query grid is dense
-(step <= 2: the offsets engine computes every position of its tiles) and its tile fits the
-device's local memory, else gemm (l2) or direct (l1). `method=` forces one.
+A configuration `clpatch autotune --knn` recorded for the request's key (`knn_key`) in the
+runtime's tuning file comes first; then the rule (`choose_knn`): Chamfer -> direct; 1x1
+patches (vectors) -> gemm for l2, direct for l1; l2/l1 -> offsets when the query grid is
+dense (step <= 2: the offsets engine computes every position of its tiles) and its tile
+fits the device's local memory, else gemm (l2) or direct (l1). `method=` forces one.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
-__all__ = ["KNN_METHODS", "KNN_METRICS", "KnnConfig", "choose_knn", "offsets_local_bytes"]
+__all__ = ["KNN_METHODS", "KNN_METRICS", "KNN_TEMPLATES", "KnnConfig", "choose_knn",
+           "config_from_json", "config_to_json", "fits", "knn_key", "offsets_local_bytes"]
 
 KNN_METRICS = ("l2", "l1", "chamfer", "chamfer_sym")
 KNN_METHODS = ("offsets", "direct", "gemm")
+#: The templates a tuned kNN configuration was timed with (the tuning file's source hash).
+KNN_TEMPLATES = ("lib/topk.mako", "lib/matches.mako", "match/knn_offsets.cl.mako",
+                 "match/knn_direct.cl.mako", "match/knn_gemm.cl.mako", "match/knn_finish.cl.mako")
 
 #: The offsets engine's tile of query positions per work-group, most consecutive dx and
 #: consecutive dy per pass: of 30 shapes timed on the H100 (256² RGB p 11, 384² RGB p 7,
@@ -115,9 +120,71 @@ def _gemm_config(profile: Any, group: int) -> KnnConfig | None:
     return KnnConfig("gemm", wx, wy, 0, group, "", tm, tn, GEMM_DEPTH)
 
 
+def knn_key(metric: str, patch: int, channels: int, step: int) -> str:
+    """The tuning file's key of a request: dense grids (step <= 2) and sparse ones apart."""
+    return f"knn:p{patch}:c{channels}:{metric}:{'dense' if step <= 2 else 'sparse'}"
+
+
+def config_to_json(config: KnnConfig) -> dict[str, Any]:
+    return {k: v for k, v in asdict(config).items() if k != "reason"}
+
+
+def config_from_json(data: dict[str, Any], reason: str = "") -> KnnConfig:
+    """A configuration from a tuning entry (ValueError/TypeError when it is not one)."""
+    names = {f.name for f in fields(KnnConfig)} - {"reason"}
+    if not isinstance(data, dict) or set(data) - names or data.get("method") not in KNN_METHODS:
+        raise ValueError(f"not a kNN configuration: {data!r}")
+    for name, value in data.items():
+        if name != "method" and (not isinstance(value, int) or isinstance(value, bool)
+                                 or value < 0):
+            raise ValueError(f"kNN configuration field {name} must be an integer >= 0")
+    return KnnConfig(reason=reason, **data)
+
+
+def fits(config: KnnConfig, profile: Any, *, metric: str, patch: int, channels: int) -> str:
+    """Why `config` cannot run this request on this device ("" when it can)."""
+    group = int(profile.max_work_group_size)
+    local = int(profile.local_mem_size) - 1024
+    if config.method == "offsets":
+        if metric not in ("l2", "l1"):
+            return f"the offsets engine computes l2 and l1, not {metric}"
+        if config.tile_x * config.tile_y > group or config.tile_x % 2:
+            return "its tile does not fit a work-group"
+        if min(config.offsets, config.dys) < 1 or offsets_local_bytes(
+                patch, channels, config.tile_x, config.tile_y, config.offsets,
+                config.dys) > local:
+            return "its tile does not fit the local memory"
+    elif config.method == "gemm":
+        if metric != "l2":
+            return f"the GEMM engine computes l2, not {metric}"
+        wx, wy, tm, tn, bk = (config.tile_x, config.tile_y, config.tile_m, config.tile_n,
+                              config.depth)
+        if (min(wx, wy, tm, tn, bk) < 1 or tm % 4 or tn % 4 or bk % 4 or wx * wy > group
+                or 2 * wx * wy * tm > bk * (wy * tm + wx * tn)
+                or 4 * bk * (wy * tm + wx * tn) > local):
+            return "its tiles do not fit this device"
+    if not 1 <= config.group <= group:
+        return "its work-group does not fit this device"
+    return ""
+
+
 def choose_knn(profile: Any, *, metric: str, patch: int, channels: int, step: int,
-               method: str | None = None) -> KnnConfig:
+               method: str | None = None, tuning: Any = None) -> KnnConfig:
     """The configuration for a request (see the module doc for the rule)."""
+    if method is None and tuning is not None:
+        key = knn_key(metric, patch, channels, step)
+        entry = tuning.entry(key)
+        if entry is not None:
+            try:
+                tuned = config_from_json(entry["config"], reason=(
+                    f"tuned on this device ({entry.get('date', '?')}): "
+                    f"{entry.get('time_ms', 0):.3f} ms"))
+                why = fits(tuned, profile, metric=metric, patch=patch, channels=channels)
+            except (KeyError, TypeError, ValueError) as exc:
+                tuned, why = None, str(exc)
+            if not why:
+                return tuned
+            tuning.drop(key, why)
     group = min(DIRECT_GROUP, int(profile.max_work_group_size))
     offsets = _offsets_config(profile, patch, channels) if metric in ("l2", "l1") else None
     gemm = _gemm_config(profile, group)

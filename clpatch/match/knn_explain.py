@@ -8,7 +8,14 @@ from typing import Any
 
 from ..core.registry import Operation, register
 from ..core.validate import check_choice, check_int
-from .knn_config import KNN_METHODS, KNN_METRICS, KnnConfig, choose_knn
+from .knn_config import (
+    KNN_METHODS,
+    KNN_METRICS,
+    KNN_TEMPLATES,
+    KnnConfig,
+    choose_knn,
+    config_from_json,
+)
 
 __all__ = ["KnnExplanation", "explain_knn"]
 
@@ -45,8 +52,8 @@ def explain_knn(runtime: Any, *, patch_size: int | None = None, step: int | None
                           KNN_METRICS)
     method = check_choice("variant", variant, KNN_METHODS, allow_none=True)
     config = choose_knn(runtime.profile, metric=metric, patch=p, channels=c, step=s,
-                        method=method)
+                        method=method, tuning=runtime.tuning)
     return KnnExplanation(runtime.device.name.strip(), p, k, s, c, metric, config)
 
 
-register(Operation("knn", explain_knn, (), KNN_METHODS))
+register(Operation("knn", explain_knn, KNN_TEMPLATES, KNN_METHODS, config_from_json))
