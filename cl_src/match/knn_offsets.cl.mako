@@ -10,7 +10,7 @@
 ##      the G dy (a reference pixel it loads serves G offsets), sliding down the TY rows;
 ##   B  box sums     b[o][r][x] = sum_{i<P} c[o][r][x + i], one work-item per (offset, row,
 ##      segment of the row), sliding along it;
-##   C  each work-item (one query position) offers its OB distances to its heap.
+##   C  each work-item (one query position) offers the pass's G x OBX distances to its heap.
 ## Distances here are sliding sums (exact for integer-valued images, within float32 rounding
 ## otherwise): knn_finish.cl.mako re-scores the k kept candidates with direct sums.
 ##
@@ -31,11 +31,11 @@
 //
 // Launch: global (tiles_x * ${TX}, tiles_y * ${TY}, splits), local (${TX}, ${TY}, 1);
 // work-item (lx, ly) of tile (bx, by) is the query position (qy0 + by * ${TY} + ly,
-// bx * ${TX} + lx). The tile's offsets dy are shared among `splits` work-groups (layer s
-// takes every splits-th dy), each with its own heaps (split_stride entries apart), so small
-// images still fill a large GPU; knn_finish.cl.mako merges them. A work-group visits its
-// dy nearest 0 first: on a self-search the best candidates come early,
-// the heaps' thresholds fall fast and later candidates rarely enter.
+// bx * ${TX} + lx). The tile's offsets dy, in groups of ${G}, are shared among `splits`
+// work-groups (layer s takes every splits-th group), each with its own heaps (split_stride
+// entries apart), so small images still fill a large GPU; knn_finish.cl.mako merges them.
+// A work-group visits its groups nearest dy = 0 first: on a self-search the best candidates
+// come early, the heaps' thresholds fall fast and later candidates rarely enter.
 // Arguments:
 //   qimg, Hq, Wq        query image, planar float qimg[(c * Hq + y) * Wq + x]
 //   rimg, Hr, Wr        reference image, the same layout (may be qimg)
@@ -44,6 +44,7 @@
 //   g0, g1, gx          grid rows [g0, g1) of the heaps' block (positions on other grid
 //                       rows are computed, not offered), grid columns
 //   dy_lo, dy_hi        offsets dy of this launch (a piece of the full range)
+//   split_stride        heap entries between two splits' heap sets
 //   K                   neighbours kept per query
 //   hd, hi              heaps, K entries per grid point ((grid row - g0) * gx + grid col) * K
 //                       (+ s * split_stride for split s), see lib/topk.mako; candidate
