@@ -34,17 +34,19 @@ from pyopencl.elementwise import ElementwiseKernel
 from ..core.runtime import Runtime, resolve_runtime
 from ..core.validate import check_choice, check_int
 from ..core.volumes import as_volume
-from .knn_config import KNN_METHODS, KNN_METRICS, choose_knn
+from .knn_config import (
+    KNN_METHODS,
+    KNN_METRICS,
+    MAX_CHANNELS,
+    MAX_PATCH,
+    check_knn_params,
+    choose_knn,
+)
 from .knn_plan import KnnPlan
 from .matches import Matches
 
 __all__ = ["MAX_CHANNELS", "MAX_PATCH", "KnnPlan", "knn", "knn_vectors"]
 
-#: Largest patch side (Chamfer: 16; its cost grows as p^4).
-MAX_PATCH = 64
-MAX_CHAMFER_PATCH = 16
-#: Largest number of channels (vector dimensions for knn_vectors).
-MAX_CHANNELS = 4096
 #: kNN plans kept per runtime.
 PLANS_KEPT = 8
 
@@ -78,10 +80,7 @@ def knn(query: Any, reference: Any = None, *, patch_size: int = 8, k: int = 16,
     if r.channels != q.channels:
         raise ValueError(f"reference has {r.channels} channels, query has {q.channels}: "
                          f"they must be equal")
-    metric = _metric(metric)
-    check_int("channels", q.channels, 1, MAX_CHANNELS)
-    top = MAX_PATCH if metric in ("l2", "l1") else MAX_CHAMFER_PATCH
-    p = check_int("patch_size", patch_size, 1, top)
+    metric, p, _ = check_knn_params(metric, patch_size, q.channels)
     if p > min(q.rows, q.cols, r.rows, r.cols):
         raise ValueError(f"patch_size {p} is larger than the query ({q.rows}x{q.cols}) or "
                          f"the reference ({r.rows}x{r.cols})")
@@ -135,7 +134,6 @@ def knn_vectors(queries: Any, references: Any, k: int, metric: str = "l2", *,
     if q.shape[2] != r.shape[2]:
         raise ValueError(f"references have {r.shape[2]} dimensions, queries have "
                          f"{q.shape[2]}: they must be equal")
-    check_int("k", k, 1, r.shape[1])
     found = knn(q, r, patch_size=1, k=k, metric=metric, step=1, method=method,
                 runtime=runtime)
     positions, distances = found.positions, found.distances

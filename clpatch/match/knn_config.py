@@ -24,11 +24,19 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
+from ..core.validate import check_choice, check_int
+
 __all__ = ["KNN_METHODS", "KNN_METRICS", "KNN_TEMPLATES", "KnnConfig", "choose_knn",
+           "MAX_CHANNELS", "MAX_PATCH", "MAX_CHAMFER_PATCH", "check_knn_params",
            "config_from_json", "config_to_json", "fits", "knn_key", "offsets_local_bytes"]
 
 KNN_METRICS = ("l2", "l1", "chamfer", "chamfer_sym")
 KNN_METHODS = ("offsets", "direct", "gemm")
+#: Largest patch side (Chamfer: 16; its cost grows as p^4).
+MAX_PATCH = 64
+MAX_CHAMFER_PATCH = 16
+#: Largest number of channels (vector dimensions for knn_vectors).
+MAX_CHANNELS = 4096
 #: The templates a tuned kNN configuration was timed with (the tuning file's source hash).
 KNN_TEMPLATES = ("lib/topk.mako", "lib/matches.mako", "match/knn_offsets.cl.mako",
                  "match/knn_direct.cl.mako", "match/knn_gemm.cl.mako", "match/knn_finish.cl.mako")
@@ -118,6 +126,17 @@ def _gemm_config(profile: Any, group: int) -> KnnConfig | None:
     if local > int(profile.local_mem_size) - 1024:
         return None
     return KnnConfig("gemm", wx, wy, 0, group, "", tm, tn, GEMM_DEPTH)
+
+
+def check_knn_params(metric: Any, patch_size: Any, channels: Any) -> tuple[str, int, int]:
+    """The checked (metric, patch size, channels) of a kNN request, as `clpatch.knn` and
+    `clpatch explain knn` both take them (ValueError/TypeError naming the argument)."""
+    if isinstance(metric, str):
+        metric = metric.lower()
+    metric = check_choice("metric", metric, KNN_METRICS)
+    top = MAX_PATCH if metric in ("l2", "l1") else MAX_CHAMFER_PATCH
+    patch = check_int("patch_size", patch_size, 1, top)
+    return metric, patch, check_int("channels", channels, 1, MAX_CHANNELS)
 
 
 def knn_key(metric: str, patch: int, channels: int, step: int) -> str:

@@ -10,9 +10,9 @@ from ..core.registry import Operation, register
 from ..core.validate import check_choice, check_int
 from .knn_config import (
     KNN_METHODS,
-    KNN_METRICS,
     KNN_TEMPLATES,
     KnnConfig,
+    check_knn_params,
     choose_knn,
     config_from_json,
 )
@@ -42,14 +42,13 @@ class KnnExplanation:
 def explain_knn(runtime: Any, *, patch_size: int | None = None, step: int | None = None,
                 n: int | None = None, channels: int = 1, metric: str = "l2",
                 variant: str | None = None, **_: Any) -> KnnExplanation:
-    """`clpatch.explain("knn", ...)`: n is k; variant forces the method ("offsets" or
-    "direct"); unset parameters take `clpatch.knn`'s defaults (patch 8, k 16, step 1)."""
-    p = check_int("patch_size", 8 if patch_size is None else patch_size, 1, 64)
+    """`clpatch.explain("knn", ...)`: n is k; variant forces the method ("offsets", "gemm"
+    or "direct"); unset parameters take `clpatch.knn`'s defaults (patch 8, k 16, step 1).
+    Metric, patch size and channels are checked as `clpatch.knn` checks them."""
+    metric, p, c = check_knn_params(metric, 8 if patch_size is None else patch_size,
+                                    channels)
     k = check_int("n", 16 if n is None else n, 1, 1 << 30)
     s = check_int("step", 1 if step is None else step, 1, 1 << 30)
-    c = check_int("channels", channels, 1, 4096)
-    metric = check_choice("metric", metric.lower() if isinstance(metric, str) else metric,
-                          KNN_METRICS)
     method = check_choice("variant", variant, KNN_METHODS, allow_none=True)
     config = choose_knn(runtime.profile, metric=metric, patch=p, channels=c, step=s,
                         method=method, tuning=runtime.tuning)

@@ -113,7 +113,9 @@ class KnnPlan:
         per_row = len(self.grid_x) * (12 * self.k + 8 * self.kept * sets)
         if self.config.method == "gemm":       # the query matrix and the reference chunk
             per_row += len(self.grid_x) * 4 * self._gemm.ld
-            images += 4 * self._gemm.chunk_stride * (self._gemm.ld + 1) + 4 * 128 * self._gemm.ld
+            # (the query matrix rounds its rows up to a block: one more block at most)
+            images += 4 * (self._gemm.chunk_stride * (self._gemm.ld + 1)
+                           + self._gemm.block_m * self._gemm.ld)
         room = min(largest // (len(self.grid_x) * self.kept * 4 * sets),
                    max(total - images, 0) // per_row)
         return int(max(1, min(len(self.grid_y), room)))
@@ -210,9 +212,9 @@ class KnnPlan:
             last = self._gemm.enqueue(images[:3], images[3:], (self._grid_y, self._grid_x, g0, gx),
                                       (g1 - g0) * gx, hd, hi, self.splits, events, cleared)
         elif self.config.method == "offsets":
-            last = self._offsets(g0, g1, images, hd, hi, events, cleared)
+            last = self._offsets(g0, g1, images, hd, hi, entries, events, cleared)
         else:
-            last = self._direct(g0, g1, images, hd, hi, events, cleared)
+            last = self._direct(g0, g1, images, hd, hi, entries, events, cleared)
         if self.device_output:
             out_pos, out_dist, out_row0 = positions.data, distances.data, g0
         else:
@@ -233,9 +235,10 @@ class KnnPlan:
                  wait_for=[finished])
         return [finished]
 
-    def _offsets(self, g0: int, g1: int, images: tuple, hd: Any, hi: Any,
+    def _offsets(self, g0: int, g1: int, images: tuple, hd: Any, hi: Any, stride: int,
                  events: list[tuple[str, Any]], wait: list[Any]) -> list[Any]:
-        """Launches over pieces of the dy range, each under WORK_PER_LAUNCH."""
+        """Launches over pieces of the dy range, each under WORK_PER_LAUNCH (`stride`:
+        heap entries between two splits' heap sets)."""
         cfg, p = self.config, self.p
         qy0 = int(self.grid_y[g0])
         span = int(self.grid_y[g1 - 1]) - qy0 + 1
@@ -247,7 +250,6 @@ class KnnPlan:
         # compute the group's other offsets for nothing), even past WORK_PER_LAUNCH.
         dys = max(1, WORK_PER_LAUNCH // max(1, per_dy * self._pair_cost()))
         dys = max(cfg.dys, dys - dys % cfg.dys)
-        stride = (g1 - g0) * len(self.grid_x) * self.k
         last = wait
         for a in range(dy_lo, dy_hi, dys):
             event = self._search(
@@ -260,9 +262,10 @@ class KnnPlan:
             last = [event]
         return last
 
-    def _direct(self, g0: int, g1: int, images: tuple, hd: Any, hi: Any,
+    def _direct(self, g0: int, g1: int, images: tuple, hd: Any, hi: Any, stride: int,
                 events: list[tuple[str, Any]], wait: list[Any]) -> list[Any]:
-        """Launches over pieces of the candidate range, each under WORK_PER_LAUNCH."""
+        """Launches over pieces of the candidate range, each under WORK_PER_LAUNCH
+        (`stride`: heap entries between two splits' heap sets)."""
         lx, gx = self.config.group, len(self.grid_x)
         per_candidate = (g1 - g0) * gx * self._pair_cost()
         count = max(1, WORK_PER_LAUNCH // max(1, per_candidate))
@@ -272,7 +275,7 @@ class KnnPlan:
                 self.runtime.queue, (-(-gx // lx) * lx, g1 - g0, self.splits), (lx, 1, 1),
                 *images, self._grid_y, self._grid_x, np.int32(g0), np.int32(g0), np.int32(gx),
                 np.int32(a), np.int32(min(self.candidates, a + count)),
-                np.int32((g1 - g0) * gx * self.k), np.int32(self.k), hd, hi, wait_for=last)
+                np.int32(stride), np.int32(self.k), hd, hi, wait_for=last)
             events.append(("search", event))
             last = [event]
         return last

@@ -48,9 +48,12 @@ def knn_candidates(profile: Any, *, metric: str, patch: int, channels: int,
             options.append(KnnConfig("gemm", wx, wy, 0, min(64, group), "", tm, tn, bk))
     for lx in (32, 64, 128):
         options.append(KnnConfig("direct", group=min(lx, group)))
+    seen = [config_to_json(rule)]          # the rule's reason differs: compare the knobs
     for option in options:
-        if option not in found and not fits(option, profile, metric=metric, patch=patch,
-                                            channels=channels):
+        knobs = config_to_json(option)
+        if knobs not in seen and not fits(option, profile, metric=metric, patch=patch,
+                                          channels=channels):
+            seen.append(knobs)
             found.append(option)
     return found
 

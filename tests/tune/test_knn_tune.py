@@ -76,3 +76,16 @@ def test_cli_autotune_knn_quick(runtime, tmp_path, capsys):
             "--output", str(out), "--device", spec_of(runtime)]
     assert main(argv) == 0
     assert "knn l2 p3 c1" in capsys.readouterr().out and out.is_file()
+
+
+@pytest.mark.parametrize("kw,name", [(dict(metric="chamfer", patch_size=20), "patch_size"),
+                                     (dict(patch_size=65), "patch_size"),
+                                     (dict(channels=5000), "channels"),
+                                     (dict(metric="cosine"), "metric")])
+def test_explain_checks_as_knn_does(runtime, kw, name):
+    with pytest.raises(ValueError, match=name):
+        clpatch.explain("knn", runtime=runtime, **kw)
+    image = np.zeros((30, 30), np.float32)
+    if "channels" not in kw:
+        with pytest.raises(ValueError, match=name):
+            clpatch.knn(image, runtime=runtime, **kw)
