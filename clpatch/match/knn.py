@@ -33,16 +33,18 @@ from pyopencl.elementwise import ElementwiseKernel
 
 from ..core.runtime import Runtime, resolve_runtime
 from ..core.validate import check_choice, check_int
-from ..core.volumes import as_volume
+from ..core.volumes import Volume, as_volume
+from .knn_bands import band_layout, run_banded
 from .knn_config import (
     KNN_METHODS,
     KNN_METRICS,
     MAX_CHANNELS,
     MAX_PATCH,
+    KnnConfig,
     check_knn_params,
     choose_knn,
 )
-from .knn_plan import KnnPlan
+from .knn_plan import KnnPlan, query_bytes
 from .matches import Matches
 
 __all__ = ["MAX_CHANNELS", "MAX_PATCH", "KnnPlan", "knn", "knn_vectors"]
@@ -93,15 +95,31 @@ def knn(query: Any, reference: Any = None, *, patch_size: int = 8, k: int = 16,
         if volume.on_device and volume.array.context != rt.context:
             raise ValueError(f"{name} lives in another OpenCL context than the runtime's")
     rescore = q.dtype.kind == "f" or r.dtype.kind == "f"
-    key = ("knn", q.rows, q.cols, q.channels, r.rows, r.cols, reference is None, p, kk, metric,
-           s, method, q.on_device, rescore)
-    plan = rt.plan_cache().plan(key, lambda: KnnPlan(
-        rt, q.rows, q.cols, q.channels, r.rows, r.cols, patch_size=p, k=kk, metric=metric,
-        step=s, config=choose_knn(rt.profile, metric=metric, patch=p, channels=q.channels,
-                                  step=s, method=method, tuning=rt.tuning),
-        self_search=reference is None, device_output=q.on_device, rescore=rescore),
-        PLANS_KEPT)
-    return plan.run(query, reference)
+    config = choose_knn(rt.profile, metric=metric, patch=p, channels=q.channels, step=s,
+                        method=method, tuning=rt.tuning)
+    layout = band_layout(rt, q, r, patch=p, step=s,
+                         heap_bytes=query_bytes(config, kk, candidates))
+    if layout is None:
+        return _plan(rt, q, r, reference is None, p, kk, metric, s, config,
+                     rescore).run(query, reference)
+
+    def pair(window: Any, band: Any, k_band: int) -> Matches:
+        qw = as_volume(window, name="query", video=False)
+        rb = as_volume(band, name="reference", video=False)
+        return _plan(rt, qw, rb, False, p, k_band, metric, s, config, rescore).run(window, band)
+
+    return run_banded(layout, rt, q, r, patch=p, step=s, k=kk, metric=metric, search=pair)
+
+
+def _plan(rt: Runtime, q: Volume, r: Volume, self_search: bool, p: int, k: int, metric: str,
+          step: int, config: KnnConfig, rescore: bool) -> KnnPlan:
+    """The runtime's cached plan for these shapes and parameters."""
+    key = ("knn", q.rows, q.cols, q.channels, r.rows, r.cols, self_search, p, k, metric,
+           step, config, q.on_device, rescore)
+    return rt.plan_cache().plan(key, lambda: KnnPlan(
+        rt, q.rows, q.cols, q.channels, r.rows, r.cols, patch_size=p, k=k, metric=metric,
+        step=step, config=config, self_search=self_search, device_output=q.on_device,
+        rescore=rescore), PLANS_KEPT)
 
 
 def _vectors(name: str, array: Any) -> Any:

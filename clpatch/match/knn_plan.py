@@ -25,7 +25,7 @@ from .knn_config import KnnConfig
 from .knn_gemm import GemmSearch
 from .matches import Matches, grid_positions
 
-__all__ = ["WORK_PER_LAUNCH", "KnnPlan"]
+__all__ = ["WORK_PER_LAUNCH", "KnnPlan", "query_bytes"]
 
 #: Work (pairs times the per-pair cost below) of one launch: a launch stays well under a
 #: second on a large GPU and under a display watchdog's limit on a small one.
@@ -36,6 +36,24 @@ MAX_GEMM_SPLITS = 2
 #: Candidates the GEMM engine keeps beyond k (re-scored exactly, then dropped): its values
 #: carry the rounding of ||r||^2 - 2 q.r, which can swap near-equal neighbours at the k-th.
 GEMM_MARGIN = 4
+
+
+def kept_entries(config: KnnConfig, k: int, candidates: int) -> int:
+    """Entries per heap: the GEMM's values carry the rounding of ||r||^2 - 2 q.r, so it
+    keeps a margin of candidates, all re-scored exactly before the k best are chosen."""
+    return k if config.method != "gemm" else min(candidates, k + GEMM_MARGIN)
+
+
+def planned_sets(config: KnnConfig) -> int:
+    """Heap sets per query patch that a block's memory is planned for: the GEMM's one per
+    work-item column and split; the other engines fit their splits into what is left."""
+    return config.tile_x * MAX_GEMM_SPLITS if config.method == "gemm" else 1
+
+
+def query_bytes(config: KnnConfig, k: int, candidates: int) -> int:
+    """Device bytes per query patch of a block: its heaps (8 bytes an entry) and staged
+    results (12 bytes a neighbour)."""
+    return 12 * k + 8 * kept_entries(config, k, candidates) * planned_sets(config)
 
 
 class KnnPlan:
@@ -57,9 +75,7 @@ class KnnPlan:
         self.grid_x = grid_positions(cols, patch_size, step)
         self.cand_rows, self.cand_cols = ref_rows - patch_size + 1, ref_cols - patch_size + 1
         self.candidates = self.cand_rows * self.cand_cols
-        # Entries per heap: the GEMM's values carry the rounding of ||r||^2 - 2 q.r, so it
-        # keeps a margin of candidates, all re-scored exactly before the k best are chosen.
-        self.kept = k if config.method != "gemm" else min(self.candidates, k + GEMM_MARGIN)
+        self.kept = kept_entries(config, k, self.candidates)
         ctx = runtime.context
         self.pool = BufferPool(ctx)
         self.uploader = Uploader(runtime, self.pool)
@@ -109,8 +125,8 @@ class KnnPlan:
         largest, total = memory_limits(self.runtime, memory_bytes)
         images = 4 * self.channels * (self.rows * self.cols
                                       + (0 if self.self_search else self.ref_rows * self.ref_cols))
-        sets = self.config.tile_x * MAX_GEMM_SPLITS if self.config.method == "gemm" else 1
-        per_row = len(self.grid_x) * (12 * self.k + 8 * self.kept * sets)
+        sets = planned_sets(self.config)
+        per_row = len(self.grid_x) * query_bytes(self.config, self.k, self.candidates)
         if self.config.method == "gemm":       # the query matrix and the reference chunk
             per_row += len(self.grid_x) * 4 * self._gemm.ld
             # (the query matrix rounds its rows up to a block: one more block at most)
