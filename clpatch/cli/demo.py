@@ -8,7 +8,8 @@ import argparse
 from ..core.resources import sample_image_path
 from ..io.images import add_noise, read_image
 from .common import add_device_option
-from .denoise import check_output, denoise_image
+from .denoise import check_format, denoise_image
+from .outputs import check_outputs
 
 DEMO_SIGMA = 20.0
 DEMO_SEED = 0
@@ -17,8 +18,9 @@ DEMO_SEED = 0
 def cmd_demo(args: argparse.Namespace) -> int:
     """`clpatch demo`: denoise the bundled sample image after adding seeded noise."""
     path = sample_image_path()
+    check_outputs([args.output], inputs=[str(path)], overwrite=args.overwrite)
     clean, info = read_image(path)
-    check_output(args.output, info)
+    check_format(args.output, info)
     noisy = add_noise(clean, DEMO_SIGMA, DEMO_SEED)
     args.method, args.sigma = "nlmeans", DEMO_SIGMA
     return denoise_image(f"{path.name} (bundled sample)", noisy, info, args, clean=clean,
@@ -37,4 +39,6 @@ def add_command(commands: argparse._SubParsersAction) -> None:
     add_device_option(demo)
     demo.add_argument("--output", "-o", metavar="FILE", default=None,
                       help="write the denoised image to FILE (.png, .tif, .jpg, .npy)")
+    demo.add_argument("--overwrite", action="store_true",
+                      help="replace FILE when it already exists")
     demo.set_defaults(func=cmd_demo)

@@ -18,17 +18,18 @@ from ..denoise.bm3d_params import stage_params
 from ..denoise.nlmeans import nlmeans
 from ..denoise.vbm3d import vbm3d
 from ..io.images import ImageInfo, add_noise, output_format, psnr, read_image, write_image
+from ..io.noise import psnr_peak
 from ..io.video import is_video_path
 from .common import (
     CommandError,
     add_device_option,
     as_written,
     builds_note,
-    check_folder,
     device_line,
     positive_number,
     seed_number,
 )
+from .outputs import Writing, check_outputs
 from .video import denoise_video
 
 DENOISE_METHODS = ("nlmeans", "bm3d", "vbm3d")
@@ -76,12 +77,11 @@ def _shape(image: np.ndarray) -> str:
     return "x".join(str(s) for s in image.shape[:2])
 
 
-def check_output(path: str | None, info: ImageInfo) -> None:
-    """Fail before any work when `path` cannot be written with `info`'s depth and mode."""
-    if path is None:
-        return
-    check_folder(path)
-    output_format(path, info)
+def check_format(path: str | None, info: ImageInfo) -> None:
+    """Fail before any work when `path` (None: not asked for) cannot be written with `info`'s
+    depth and mode; where it may be written is `check_outputs`' business."""
+    if path is not None:
+        output_format(path, info)
 
 
 def _clean_reference(path: str, image: np.ndarray, info: ImageInfo) -> np.ndarray:
@@ -119,16 +119,17 @@ def denoise_image(name: str, image: np.ndarray, info: ImageInfo, args: argparse.
         kwargs["data_range"] = float(info.peak)  # BM3D's thresholds follow the file's range
     runtime = Runtime(args.device)
     builds = runtime.programs.builds
-    start = time.perf_counter()
-    result = function(image, args.sigma, runtime=runtime, **kwargs)
-    seconds = time.perf_counter() - start
-    builds = runtime.programs.builds - builds
-    result = np.asarray(result, dtype=np.float32)
-    if result.shape != image.shape:
-        raise CommandError(f"{args.method} returned shape {result.shape} for an image of "
-                           f"shape {image.shape}")
-    if args.output:
-        write_image(args.output, result, info)
+    with Writing(args.output):  # an interrupted run writes nothing, and says so
+        start = time.perf_counter()
+        result = function(image, args.sigma, runtime=runtime, **kwargs)
+        seconds = time.perf_counter() - start
+        builds = runtime.programs.builds - builds
+        result = np.asarray(result, dtype=np.float32)
+        if result.shape != image.shape:
+            raise CommandError(f"{args.method} returned shape {result.shape} for an image of "
+                               f"shape {image.shape}")
+        if args.output:
+            write_image(args.output, result, info)
 
     lines = [f"image:      {name}: {_shape(image)}, {info.describe()}"]
     if noise_line:
@@ -139,10 +140,11 @@ def denoise_image(name: str, image: np.ndarray, info: ImageInfo, args: argparse.
         f"time:       {seconds:.3f} s" + builds_note(builds),
     ]
     if clean is not None:
-        before = psnr(image, clean, info.peak)
-        after = psnr(as_written(result, info), clean, info.peak)
+        peak = psnr_peak(clean, info.bit_depth)
+        before = psnr(image, clean, peak)
+        after = psnr(as_written(result, info), clean, peak)
         lines.append(f"PSNR:       noisy {before:.2f} dB -> denoised {after:.2f} dB "
-                     f"({after - before:+.2f} dB; peak {info.peak:g}, against {clean_name})")
+                     f"({after - before:+.2f} dB; peak {peak:g}, against {clean_name})")
     if args.output:
         lines.append(f"output:     {args.output} "
                      f"({info.describe(output_format(args.output, info))})")
@@ -164,13 +166,14 @@ def cmd_denoise(args: argparse.Namespace) -> int:
         args.sigma = args.add_noise
     if args.add_noise is None and (args.seed is not None or args.save_noisy):
         raise CommandError("--seed and --save-noisy go with --add-noise")
-    if is_video_path(args.input):
+    video = is_video_path(args.input)
+    check_outputs([args.output, args.save_noisy], inputs=[args.input, args.clean],
+                  overwrite=args.overwrite, video=video)
+    if video:
         return denoise_video(args, noise_seed(args.seed) if args.add_noise else None)
-    if args.overwrite:
-        raise CommandError("--overwrite is for video outputs (directories of frames)")
     image, info = read_image(args.input)
-    check_output(args.output, info)
-    check_output(args.save_noisy, info)
+    check_format(args.output, info)
+    check_format(args.save_noisy, info)
     clean, clean_name, noise_line = None, None, None
     if args.clean:
         clean, clean_name = _clean_reference(args.clean, image, info), Path(args.clean).name
@@ -180,7 +183,8 @@ def cmd_denoise(args: argparse.Namespace) -> int:
         image = add_noise(clean, args.add_noise, seed)
         noise_line = f"added Gaussian noise, sigma {args.add_noise:g}, seed {seed} (not clipped)"
         if args.save_noisy:
-            write_image(args.save_noisy, image, info)
+            with Writing(args.save_noisy):
+                write_image(args.save_noisy, image, info)
             noise_line += f"; saved to {args.save_noisy}"
     return denoise_image(Path(args.input).name, image, info, args, clean=clean,
                          clean_name=clean_name, noise_line=noise_line)
@@ -200,7 +204,8 @@ def add_command(commands: argparse._SubParsersAction) -> None:
     denoise.add_argument("input", metavar="IN", help="noisy image file (or the clean image, with "
                          "--add-noise)")
     denoise.add_argument("output", metavar="OUT", help="denoised image to write; the format "
-                         "comes from the extension (.png, .tif, .tiff, .jpg, .jpeg, .npy)")
+                         "comes from the extension (.png, .tif, .tiff, .jpg, .jpeg, .npy); never "
+                         "IN, and not over an existing file without --overwrite")
     denoise.add_argument("--method", "-m", choices=DENOISE_METHODS, default="nlmeans",
                          help="denoising method: nlmeans (default), bm3d (CBM3D for colour) or, "
                               "for videos, vbm3d")
@@ -239,7 +244,8 @@ def add_command(commands: argparse._SubParsersAction) -> None:
     denoise.add_argument("--temporal-radius", "-t", type=int, default=None,
                          help="videos: frames searched on each side (default: vbm3d 4, nlmeans 4)")
     denoise.add_argument("--overwrite", action="store_true",
-                         help="videos: write into a non-empty OUT directory (its frame_NNNNN "
-                              "files are replaced)")
+                         help="replace an existing OUT (and --save-noisy file); for a directory "
+                              "of frames, its frame_NNNNN files (without it, an existing output "
+                              "is an error)")
     add_device_option(denoise)
     denoise.set_defaults(func=cmd_denoise)

@@ -1,36 +1,24 @@
 """`clpatch knn QUERY [REFERENCE]`: the exhaustive k-nearest-patch search of every query patch
 among all patches of a reference image (the query itself when none is given); prints a
-one-line summary and saves the result as `.npz` (written atomically, never over an existing
-file unless --overwrite)."""
+one-line summary and saves the result as `.npz` (written whole or not at all, never over an
+input nor, unless --overwrite, over an existing file: see `outputs`)."""
 
 from __future__ import annotations
 
 import argparse
-import os
-import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ..core.runtime import Runtime
 from ..io.images import read_array
+from ..io.outputs import TemporaryOutput
 from ..match.knn import knn
-from .common import CommandError, add_device_option, builds_note, check_folder
+from .common import CommandError, add_device_option, builds_note
+from .outputs import Writing, check_outputs
 
 KNN_METRICS = ("l2", "l1", "chamfer", "chamfer_sym")
-
-
-def check_output(path: str, overwrite: bool) -> None:
-    """Fail before any work when `path` cannot be written: no such folder, or a file that
-    is already there without --overwrite."""
-    check_folder(path)
-    target = Path(path)
-    if target.is_dir():
-        raise CommandError(f"cannot write {path}: it is a directory")
-    if target.exists() and not overwrite:
-        raise CommandError(f"{path} already exists; pass --overwrite to replace it")
 
 
 def _read(path: str, what: str) -> np.ndarray:
@@ -47,12 +35,6 @@ def candidates(reference: np.ndarray, patch_size: int) -> int:
                                                              + 1, 0)
 
 
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
 def save(path: str, result: Any, runtime: Runtime) -> None:
     """Write `result` to the .npz file `path` through a temporary file in the same folder,
     so that `path` is either left as it was or holds the whole result."""
@@ -63,16 +45,8 @@ def save(path: str, result: Any, runtime: Runtime) -> None:
                   metric=result.metric,
                   config=config.describe() if hasattr(config, "describe") else str(config),
                   device=runtime.device.name.strip())
-    folder = Path(path).resolve().parent
-    fd, temporary = tempfile.mkstemp(prefix=f".{Path(path).name}.", suffix=".tmp", dir=folder)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            np.savez(fh, **fields)
-        os.chmod(temporary, 0o666 & ~_umask())  # mkstemp's 0600 -> what open() would give
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    with TemporaryOutput(path) as output, open(output.temporary, "wb") as fh:
+        np.savez(fh, **fields)
 
 
 def summary(result: Any, reference: np.ndarray, seconds: float, builds: int) -> str:
@@ -84,16 +58,17 @@ def summary(result: Any, reference: np.ndarray, seconds: float, builds: int) -> 
 
 
 def cmd_knn(args: argparse.Namespace) -> int:
-    check_output(args.output, args.overwrite)
+    check_outputs([args.output], inputs=[args.query, args.reference], overwrite=args.overwrite)
     query = _read(args.query, "QUERY")
     reference = _read(args.reference, "REFERENCE") if args.reference else None
     runtime = Runtime(args.device)
     builds = runtime.programs.builds
-    start = time.perf_counter()
-    result = knn(query, reference, patch_size=args.patch_size, k=args.k, metric=args.metric,
-                 step=args.step, runtime=runtime)
-    seconds = time.perf_counter() - start
-    save(args.output, result, runtime)
+    with Writing(args.output):
+        start = time.perf_counter()
+        result = knn(query, reference, patch_size=args.patch_size, k=args.k, metric=args.metric,
+                     step=args.step, runtime=runtime)
+        seconds = time.perf_counter() - start
+        save(args.output, result, runtime)
     print(summary(result, query if reference is None else reference, seconds,
                   runtime.programs.builds - builds) + f" -> {args.output}")
     return 0

@@ -12,9 +12,11 @@ import numpy as np
 
 from ..core.runtime import Runtime
 from ..io.images import read_array
+from ..io.outputs import TemporaryOutput
 from ..match.search import search_patches
 from ..match.window_config import SEARCH_VARIANTS
-from .common import add_device_option, builds_note, check_folder, device_line
+from .common import add_device_option, builds_note, device_line
+from .outputs import Writing, check_outputs
 
 
 def _stats(values: np.ndarray) -> str:
@@ -63,7 +65,8 @@ def _run_search(image: np.ndarray, video: bool, args: argparse.Namespace) -> tup
 
 
 def _save(path: str, result: Any, runtime: Runtime) -> None:
-    with open(path, "wb") as fh:
+    """Write `result` to the .npz file `path`, whole or not at all (through a temporary)."""
+    with TemporaryOutput(path) as output, open(output.temporary, "wb") as fh:
         np.savez(fh, positions=np.asarray(result.positions), distances=np.asarray(result.distances),
                  grid_y=result.grid_y, grid_x=result.grid_x, patch_size=result.patch_size,
                  step=result.step, window=result.window, n=result.n, metric=result.metric,
@@ -72,14 +75,15 @@ def _save(path: str, result: Any, runtime: Runtime) -> None:
 
 
 def cmd_search(args: argparse.Namespace) -> int:
-    if args.output:
-        check_folder(args.output)
+    check_outputs([args.output], inputs=[args.image], overwrite=args.overwrite)
     image, video = read_array(args.image)
-    result, runtime, seconds, builds = _run_search(image, video, args)
+    with Writing(args.output):
+        result, runtime, seconds, builds = _run_search(image, video, args)
+        if args.output:
+            _save(args.output, result, runtime)
     print("\n".join(summary(Path(args.image).name, image, video or result.positions.shape[-1] == 3,
                             result, runtime, seconds, builds)))
     if args.output:
-        _save(args.output, result, runtime)
         print(f"saved:      {args.output} (positions, distances, grid_y, grid_x)")
     return 0
 
@@ -107,4 +111,6 @@ def add_command(commands: argparse._SubParsersAction) -> None:
     add_device_option(search)
     search.add_argument("--output", "-o", metavar="FILE.npz",
                         help="save positions, distances, grid_y and grid_x to this .npz file")
+    search.add_argument("--overwrite", action="store_true",
+                        help="replace --output when it already exists")
     search.set_defaults(func=cmd_search)

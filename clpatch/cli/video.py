@@ -8,6 +8,10 @@ temporal window, host memory by the frames in flight); `bm3d` denoises frame by 
 `nlmeans` runs video NL-means (`nlmeans_video`), which takes the whole video at once. The
 PSNR against a clean reference (`--clean`, or the input itself with `--add-noise`) is over
 all frames. A progress bar goes to stderr when it is a terminal.
+
+Outputs are written to temporaries beside them and renamed into place once every frame is
+written (`VideoWriter`): an interrupted or failed run leaves no partial video and the previous
+output, if any, untouched, and says so (see `outputs.Writing`).
 """
 
 from __future__ import annotations
@@ -27,8 +31,10 @@ from ..denoise.bm3d import plan_for
 from ..denoise.nlmeans import nlmeans_video
 from ..denoise.vbm3d import VBM3DPlan
 from ..denoise.vbm3d_params import choose_video_search, video_stage_params
+from ..io.noise import psnr_peak
 from ..io.video import VideoInfo, VideoWriter, open_video
 from .common import CommandError, as_written, builds_note, device_line
+from .outputs import Writing
 from .progress import Progress
 
 # Command-line options (argparse dest) each video method accepts, and its keyword.
@@ -125,18 +131,20 @@ def denoise_video(args: argparse.Namespace, seed: int | None) -> int:
                                     f"the input {info.describe()}")
     runtime = Runtime(args.device)
     builds = runtime.programs.builds
-    with contextlib.ExitStack() as files:
+    with contextlib.ExitStack() as files:  # on any exception the writers drop their temporaries
         writer = noisy_writer = None
         if args.output:
             writer = files.enter_context(VideoWriter(args.output, info, overwrite=args.overwrite))
         if args.save_noisy:
             noisy_writer = files.enter_context(VideoWriter(args.save_noisy, info,
                                                            overwrite=args.overwrite))
-        count, seconds, squared = _run(args, info, frames, clean_frames, kwargs, runtime, seed,
-                                       writer, noisy_writer)
-        for w in (writer, noisy_writer):
-            if w is not None:
-                w.close()
+        with Writing(args.output, args.save_noisy) as writing:
+            count, seconds, squared = _run(args, info, frames, clean_frames, kwargs, runtime,
+                                           seed, writer, noisy_writer)
+            for path, w in ((args.output, writer), (args.save_noisy, noisy_writer)):
+                if w is not None:
+                    w.close()
+                    writing.written(path)
     _summary(args, info, kwargs, runtime, seed, writer, count, seconds, squared, builds)
     return 0
 
@@ -145,10 +153,11 @@ def _run(args: argparse.Namespace, info: VideoInfo, frames: Iterator[np.ndarray]
          clean_frames: Iterator[np.ndarray] | None, kwargs: dict[str, Any], runtime: Runtime,
          seed: int | None, writer: VideoWriter | None,
          noisy_writer: VideoWriter | None) -> tuple[int, float, dict[str, float]]:
-    """Denoises, writes and measures: (frames, seconds, summed per-frame MSE)."""
+    """Denoises, writes and measures: (frames, seconds, summed per-frame MSE and the
+    largest |value| of the clean frames, "clean_peak")."""
     pairs = _noisy(frames, args.add_noise, seed)
     queue: collections.deque = collections.deque()
-    squared = {"noisy": 0.0, "denoised": 0.0}
+    squared = {"noisy": 0.0, "denoised": 0.0, "clean_peak": 0.0}
     count = 0
     start = time.perf_counter()
     with Progress(info.frames, f"{args.method} {Path(args.input).name}") as progress:
@@ -165,6 +174,7 @@ def _run(args: argparse.Namespace, info: VideoInfo, frames: Iterator[np.ndarray]
                 written = as_written(result, info)
                 squared["noisy"] += float(np.mean((noisy.astype(np.float64) - clean) ** 2))
                 squared["denoised"] += float(np.mean((written.astype(np.float64) - clean) ** 2))
+                squared["clean_peak"] = max(squared["clean_peak"], float(np.max(np.abs(clean))))
             count += 1
             progress.update(count)
     return count, time.perf_counter() - start, squared
@@ -183,13 +193,15 @@ def _summary(args: argparse.Namespace, info: VideoInfo, kwargs: dict[str, Any], 
               f"time:       {seconds:.3f} s, {count / max(seconds, 1e-9):.1f} frames/s"
               + builds_note(builds)]
     if args.add_noise is not None or args.clean:
+        peak = psnr_peak(np.float32(squared["clean_peak"]), info.bit_depth)
+
         def db(total: float) -> float:
-            return 10 * np.log10(info.peak ** 2 / max(total / count, 1e-300))
+            return 10 * np.log10(peak ** 2 / max(total / count, 1e-300))
 
         against = Path(args.clean).name if args.clean else f"{Path(args.input).name} (the input)"
         before, after = db(squared["noisy"]), db(squared["denoised"])
         lines.append(f"PSNR:       noisy {before:.2f} dB -> denoised {after:.2f} dB "
-                     f"({after - before:+.2f} dB over {count} frames; peak {info.peak:g}, "
+                     f"({after - before:+.2f} dB over {count} frames; peak {peak:g}, "
                      f"against {against})")
     if writer is not None:
         lines.append(f"output:     {args.output} ({writer.kind}, {count} frames)")

@@ -27,6 +27,7 @@ from .decode import decode_frames
 from .errors import ImageFileError, first_line
 from .noise import add_noise, psnr
 from .optional import require_tifffile
+from .outputs import TemporaryOutput
 from .png import decode_png, encode_png
 
 __all__ = [
@@ -177,7 +178,9 @@ def write_image(path: str | Path, array: np.ndarray, info: ImageInfo) -> None:
     The format comes from the extension (see `output_format`). Values are rounded and
     clipped to the bit depth's range (0–255, 0–65535; a float `.npy` source is written as
     8-bit to image formats and as float32 to `.npy`), and info's alpha channel is
-    re-attached unchanged. JPEG is written at quality 95.
+    re-attached unchanged. JPEG is written at quality 95. The file is written to a temporary
+    beside `path` and renamed into place when complete (see `outputs.TemporaryOutput`): an
+    existing file is replaced whole or, when the write fails, left untouched.
     """
     path = Path(path)
     fmt = output_format(path, info)
@@ -201,7 +204,8 @@ def write_image(path: str | Path, array: np.ndarray, info: ImageInfo) -> None:
             alpha = np.clip(np.rint(alpha), 0, 255).astype(data.dtype)
         data = np.concatenate([data.reshape(*data.shape[:2], -1), alpha[:, :, None]], axis=2)
     try:
-        _write(path, fmt, data)
+        with TemporaryOutput(path) as output:  # never half-written, even when interrupted
+            _write(output.temporary, fmt, data)
     except OSError as exc:
         raise OSError(f"{path}: cannot write the image ({first_line(exc)})") from None
 

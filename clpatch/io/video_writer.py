@@ -1,9 +1,13 @@
 """Writing a video frame by frame: `VideoWriter` and `output_kind`, the kind of video it
 writes to a path. Frames are rounded and clipped to the video's bit depth as `write_image`
-does; see the `video` module docstring for each kind's file layout."""
+does; see the `video` module docstring for each kind's file layout. Every kind is written
+to a temporary beside the target and put in place only when complete (see `outputs`)."""
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import os
 import re
 from pathlib import Path
 from types import TracebackType
@@ -14,6 +18,7 @@ import numpy as np
 from .errors import ImageFileError, first_line
 from .images import WRITE_FORMATS, output_format, quantize, write_image
 from .optional import require_imageio_ffmpeg, require_tifffile
+from .outputs import TemporaryOutput, check_output, same_file
 from .video_info import (
     DEFAULT_FPS,
     FRAME_EXTENSIONS,
@@ -53,15 +58,19 @@ class VideoWriter:
     """Writes a video frame by frame, in the form `info` describes (a context manager).
 
     kind: "directory", "tiff", "npy" or "file"; None picks it from `path` (see `output_kind`).
-    overwrite: for directories, allow a non-empty one (its frame_NNNNN files are deleted
-        first); files are always replaced, like `write_image` does.
+    overwrite: for directories, allow a non-empty one (its frame_NNNNN files are replaced
+        by the new ones when the writer closes; its other files are kept); files are always
+        replaced, like `write_image` does.
     frame_format: for directories, "png", "tif", "jpg", "npy"...: the frame files' format
         (default: that of the input's frames; video files' frames become PNG).
 
     Frames are float32 arrays of info.shape in the video's units; integer outputs are rounded
     and clipped to their range. A `.npy` output holds exactly info.frames frames: more are
     refused, and closing it with fewer is an error, as is closing any writer that wrote no
-    frame (leaving the context on an exception only releases the files).
+    frame. Frames go to a temporary beside `path` (a hidden file, or a hidden directory for a
+    directory of frames), renamed into place by a successful `close()`: a failed close,
+    `discard()` or leaving the context on an exception (KeyboardInterrupt included) removes
+    the temporary and leaves `path` as it was.
     """
 
     def __init__(self, path: str | Path, info: VideoInfo, *, kind: str | None = None,
@@ -74,7 +83,7 @@ class VideoWriter:
         if len(info.shape) not in (2, 3) or (len(info.shape) == 3 and info.shape[2] != 3):
             raise ImageFileError(f"{self.path}: frames of shape {info.shape} cannot be written; "
                                  "video frames are (H, W) or (H, W, 3)")
-        if self.path.exists() and self.path.resolve() == Path(info.source).resolve():
+        if same_file(self.path, info.source):
             raise ImageFileError(f"{self.path}: is the input video; write the result elsewhere")
         self.frame_info = output_frame_info(info)
         self.written = 0
@@ -84,13 +93,26 @@ class VideoWriter:
         self._ffmpeg: Any = None
         self._suffix = ""
         if self.kind == "directory":
-            self._open_directory(overwrite, frame_format)
-        elif self.kind == "npy":
-            self._open_npy()
-        elif self.kind == "tiff":
-            self._open_tiff()
+            self._check_directory(overwrite, frame_format)
         else:
-            self._open_file()
+            check_output(self.path, overwrite=True)
+            if self.kind == "npy" and self.info.frames < 1:
+                raise ValueError(f"{self.path}: a .npy video needs the frame count up front, "
+                                 f"got {self.info.frames}")
+            if self.kind == "file":
+                self._check_file()
+        self._output = TemporaryOutput(self.path, directory=self.kind == "directory",
+                                       stale=_is_frame_file if self.kind == "directory" else None)
+        try:
+            if self.kind == "npy":
+                self._open_npy()
+            elif self.kind == "tiff":
+                self._open_tiff()
+            elif self.kind == "file":
+                self._open_file()
+        except BaseException:
+            self._output.discard()
+            raise
 
     def __enter__(self) -> VideoWriter:
         return self
@@ -99,12 +121,17 @@ class VideoWriter:
                  tb: TracebackType | None) -> None:
         if exc is None:
             self.close()
-        else:  # release the files without masking the error with a frame-count complaint
-            self._release()
+        else:  # drop the output without masking the error with a frame-count complaint
+            self.discard()
 
-    # -- set-up for each kind
+    @property
+    def temporary(self) -> Path:
+        """Where the frames go until `close()` renames it to `path`."""
+        return self._output.temporary
 
-    def _open_directory(self, overwrite: bool, frame_format: str | None) -> None:
+    # -- checks and set-up for each kind
+
+    def _check_directory(self, overwrite: bool, frame_format: str | None) -> None:
         if frame_format is None:
             self._suffix = _FORMAT_EXTENSIONS.get(self.frame_info.format, ".png")
         else:
@@ -113,31 +140,24 @@ class VideoWriter:
                 raise ValueError(f"{self.path}: unknown frame format {frame_format!r}; use one of "
                                  f"{', '.join(sorted(s[1:] for s in WRITE_FORMATS))}")
         output_format(self.path / f"frame_00000{self._suffix}", self.frame_info)  # e.g. JPEG 16-bit
-        if self.path.exists() and not self.path.is_dir():
-            raise ImageFileError(f"{self.path}: exists and is not a directory")
-        if self.path.is_dir() and any(self.path.iterdir()):
-            if not overwrite:
-                raise ImageFileError(f"{self.path}: the output directory is not empty; choose an "
-                                     "empty or new one, or allow overwriting")
-            for entry in self.path.iterdir():
-                if _FRAME_NAME.fullmatch(entry.name) and entry.suffix.lower() in FRAME_EXTENSIONS \
-                        and entry.is_file():
-                    entry.unlink()
-            others = frame_files(self.path)
+        check_output(self.path, overwrite=overwrite, directory=True)
+        if self.path.is_dir():
+            source = Path(os.path.realpath(self.info.source))
+            if source.parent == Path(os.path.realpath(self.path)) and _is_frame_file(source):
+                raise ImageFileError(f"{self.path}: would replace the input video {source.name}; "
+                                     "write the result elsewhere")
+            others = [f for f in frame_files(self.path) if not _is_frame_file(f)]
             if others:
                 raise ImageFileError(f"{self.path}: holds other image files ({others[0].name}...) "
                                      "that would be read as frames; choose an empty directory")
-        self.path.mkdir(parents=True, exist_ok=True)
 
     def _open_npy(self) -> None:
-        if self.info.frames < 1:
-            raise ValueError(f"{self.path}: a .npy video needs the frame count up front, "
-                             f"got {self.info.frames}")
         depth = self.frame_info.bit_depth
         dtype = np.uint16 if depth == 16 else np.uint8 if depth == 8 else np.float32
         try:
-            self._memmap = np.lib.format.open_memmap(self.path, mode="w+", dtype=dtype,
+            self._memmap = np.lib.format.open_memmap(self.temporary, mode="w+", dtype=dtype,
                                                      shape=(self.info.frames, *self.info.shape))
+            _reserve(self.temporary)
         except OSError as exc:
             raise OSError(f"{self.path}: cannot write the video ({first_line(exc)})") from None
 
@@ -145,15 +165,15 @@ class VideoWriter:
         try:
             if self.frame_info.bit_depth == 16 and self.frame_info.colour:
                 tifffile = require_tifffile(self.path, "writing 16-bit colour TIFF")
-                self._tiff = tifffile.TiffWriter(self.path)
+                self._tiff = tifffile.TiffWriter(self.temporary)
             else:
                 from PIL import TiffImagePlugin
 
-                self._tiff = TiffImagePlugin.AppendingTiffWriter(str(self.path), new=True)
+                self._tiff = TiffImagePlugin.AppendingTiffWriter(str(self.temporary), new=True)
         except OSError as exc:
             raise OSError(f"{self.path}: cannot write the video ({first_line(exc)})") from None
 
-    def _open_file(self) -> None:
+    def _check_file(self) -> None:
         if self.frame_info.bit_depth == 16:
             raise ImageFileError(f"{self.path}: video files hold 8-bit frames; write this 16-bit "
                                  "video to a directory, a .tif or a .npy file instead")
@@ -161,10 +181,15 @@ class VideoWriter:
         if height % 2 or width % 2:  # ffmpeg's yuv420p (imageio's default) halves the chroma
             raise ImageFileError(f"{self.path}: video files need an even frame width and height, "
                                  f"got {width}x{height}; write a directory, a .tif or a .npy file")
+        require_imageio_ffmpeg(self.path)
+
+    def _open_file(self) -> None:
         iio = require_imageio_ffmpeg(self.path)
         try:
             # macro_block_size=1: never resize frames (ffmpeg itself may refuse odd sizes).
-            self._ffmpeg = iio.get_writer(self.path, format="FFMPEG", fps=self.info.fps or DEFAULT_FPS,
+            # ffmpeg picks the container from the name: the temporary keeps the suffix.
+            self._ffmpeg = iio.get_writer(self.temporary, format="FFMPEG",
+                                          fps=self.info.fps or DEFAULT_FPS,
                                           quality=VIDEO_QUALITY, macro_block_size=1)
         except Exception as exc:
             raise ImageFileError(f"{self.path}: cannot write the video ({first_line(exc)})") from None
@@ -190,7 +215,8 @@ class VideoWriter:
             depth = self.frame_info.bit_depth
             self._memmap[index] = frame if depth is None else quantize(frame, depth)
         elif self.kind == "directory":
-            write_image(self.path / f"frame_{index:05d}{self._suffix}", frame, self.frame_info)
+            write_image(self.temporary / f"frame_{index:05d}{self._suffix}", frame,
+                        self.frame_info)
         elif self.kind == "tiff":
             self._write_page(frame)
         else:
@@ -217,23 +243,37 @@ class VideoWriter:
             raise OSError(f"{self.path}: cannot write the video ({first_line(exc)})") from None
 
     def close(self) -> None:
-        """Finish the file. For `.npy` outputs, an error if fewer frames than announced were
-        written (the file is left with zero frames at the end)."""
+        """Finish the video and rename it into place. An error, with `path` left as it was,
+        if no frame was written or, for `.npy` outputs, fewer than announced."""
         if self._closed:
             return
-        self._release()
-        if self.kind == "npy" and self.written < self.info.frames:
-            raise ValueError(f"{self.path}: {self.written} of the {self.info.frames} frames were "
-                             "written; the .npy video is incomplete")
-        if self.written == 0:
-            raise ValueError(f"{self.path}: no frames were written")
+        try:
+            self._release()
+            if self.kind == "npy" and self.written < self.info.frames:
+                raise ValueError(f"{self.path}: {self.written} of the {self.info.frames} frames "
+                                 "were written; the .npy video was not written")
+            if self.written == 0:
+                raise ValueError(f"{self.path}: no frames were written")
+            self._output.commit()
+        except BaseException:
+            self._output.discard()
+            raise
 
-    def _release(self) -> None:
+    def discard(self) -> None:
+        """Stop writing and remove what was written; `path` is left as it was."""
+        try:
+            with contextlib.suppress(Exception):  # what fails to close is thrown away anyway
+                self._release(finish=False)
+        finally:
+            self._output.discard()
+
+    def _release(self, finish: bool = True) -> None:
         if self._closed:
             return
         self._closed = True
         if self._memmap is not None:
-            self._memmap.flush()
+            if finish:
+                self._memmap.flush()
             self._memmap = None
         tiff, ffmpeg, self._tiff, self._ffmpeg = self._tiff, self._ffmpeg, None, None
         if tiff is not None:
@@ -242,6 +282,30 @@ class VideoWriter:
             try:
                 ffmpeg.close()  # ffmpeg encodes the last frames and writes the file here
             except Exception as exc:
+                if not finish:
+                    return
                 raise ImageFileError(f"{self.path}: cannot write the video ({first_line(exc)})") from None
-            if self.written and (not self.path.is_file() or self.path.stat().st_size == 0):
+            if finish and self.written and (not self.temporary.is_file()
+                                            or self.temporary.stat().st_size == 0):
                 raise ImageFileError(f"{self.path}: ffmpeg wrote no video (see its messages above)")
+
+
+def _is_frame_file(entry: Path) -> bool:
+    """Whether `entry` is a frame file a directory output replaces (frame_NNNNN.ext)."""
+    return bool(_FRAME_NAME.fullmatch(entry.name)) and entry.suffix.lower() in FRAME_EXTENSIONS \
+        and entry.is_file()
+
+
+def _reserve(path: Path) -> None:
+    """Allocate the disk blocks of a memory-mapped file now: writing into a sparse mapping on
+    a full disk kills the process (SIGBUS) instead of raising an error."""
+    if not hasattr(os, "posix_fallocate"):
+        return
+    with open(path, "r+b") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        try:
+            os.posix_fallocate(fh.fileno(), 0, size)
+        except OSError as exc:
+            if exc.errno in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
+                return  # the file system cannot say; writing will
+            raise OSError(exc.errno, f"cannot reserve {size} bytes ({exc.strerror})") from None

@@ -1,0 +1,93 @@
+"""The output rule of every command that writes files, as the command line applies it.
+
+- `check_outputs` runs before any work: an output may not be one of the inputs (the same file,
+  also through symlinks and hard links) nor another output, its folder must exist and be
+  writable, it may not be a directory (except a video's directory of frames), and an existing
+  file, or a non-empty directory of frames, is replaced only with `--overwrite`.
+- `Writing` wraps the work that ends in writing the outputs (each written through a temporary
+  beside it, see `clpatch.io.outputs`): a Ctrl-C or an error there is reported as one
+  `clpatch: error:` line saying which outputs were not written and that the previous files are
+  untouched (exit code 130 for Ctrl-C).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from types import TracebackType
+
+import pyopencl as cl
+
+from ..core.errors import ClpatchError
+from ..io.outputs import OutputError, check_output, same_file
+from ..io.video import output_kind
+from .common import CommandError, first_line
+
+OVERWRITE_OPTION = "--overwrite"
+INTERRUPTED_CODE = 130  # the shell's code for a process stopped by SIGINT
+# What `clpatch.cli.main` reports as one error line; anything else keeps its traceback.
+REPORTED = (CommandError, ClpatchError, ValueError, TypeError, OSError, LookupError, cl.Error)
+
+
+def check_outputs(outputs: Sequence[str | None], *, inputs: Sequence[str | None] = (),
+                  overwrite: bool = False, video: bool = False) -> None:
+    """Fail with a CommandError naming the path, before any work, when one of `outputs`
+    (None: not asked for) must not or cannot be written (see the module doc). `video`: the
+    outputs are videos, directories of frames unless their name says otherwise."""
+    given = [path for path in outputs if path]
+    for k, path in enumerate(given):
+        for other in given[:k]:
+            if same_file(path, other):
+                raise CommandError(f"{path}: is also {other}; give each output its own path")
+        try:
+            directory = video and output_kind(path) == "directory"
+            check_output(path, inputs=inputs, overwrite=overwrite, directory=directory,
+                         overwrite_option=OVERWRITE_OPTION)
+        except OutputError as exc:
+            raise CommandError(str(exc)) from None
+
+
+class Writing:
+    """Wraps the work that ends in writing `paths` (None: not asked for); call `written(path)`
+    once a path is in place. A KeyboardInterrupt or a reported error inside becomes a
+    CommandError whose line ends with what happened to the outputs not yet written; other
+    exceptions get that said on stderr and go on (with their traceback)."""
+
+    def __init__(self, *paths: str | None) -> None:
+        self.pending = [path for path in paths if path]
+        self._existed = {path: os.path.lexists(path) for path in self.pending}
+
+    def __enter__(self) -> Writing:
+        return self
+
+    def written(self, path: str | None) -> None:
+        """`path` is complete and in place: no longer in the report of a later failure."""
+        if path in self.pending:
+            self.pending.remove(path)
+
+    def outcome(self) -> str:
+        """'OUT was not written; the previous file is untouched' for the pending outputs."""
+        parts = []
+        for path in self.pending:
+            if not self._existed[path]:
+                parts.append(f"{path} was not written")
+            elif os.path.isdir(path):
+                parts.append(f"{path} was not written; the directory is untouched")
+            else:
+                parts.append(f"{path} was not written; the previous file is untouched")
+        return "; ".join(parts)
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if exc is None or not self.pending:
+            return
+        if isinstance(exc, KeyboardInterrupt):
+            raise CommandError(f"interrupted: {self.outcome()}", code=INTERRUPTED_CODE) from None
+        if isinstance(exc, REPORTED):
+            lines = str(exc).strip().splitlines() or [type(exc).__name__]
+            prefix = "OpenCL error: " if isinstance(exc, cl.Error) else ""
+            message = "\n".join([f"{prefix}{lines[0]} ({self.outcome()})", *lines[1:]])
+            raise CommandError(message, code=exc.code if isinstance(exc, CommandError) else 1) from exc
+        if isinstance(exc, Exception):
+            print(f"clpatch: {first_line(exc)}: {self.outcome()}", file=sys.stderr)
