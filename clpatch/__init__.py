@@ -9,6 +9,7 @@ Layers (each imports only those before it): `core` (runtime, profiles, kernels, 
 (explain, autotune, bench), then `io` and `cli` at the edge.
 """
 
+from .core.devices import list_devices, select_device
 from .core.errors import (
     ClpatchError,
     DeviceNotFoundError,
@@ -17,7 +18,7 @@ from .core.errors import (
     NoOpenCLError,
 )
 from .core.profiles import DeviceProfile, family_profile
-from .core.runtime import Runtime, default_runtime, list_devices, select_device
+from .core.runtime import Runtime, default_runtime
 from .denoise import explain as _denoise_explain  # noqa: F401  (registers nlmeans, bm3d, vbm3d)
 from .denoise.bm3d import BM3DPlan, bm3d
 from .denoise.nlmeans import NLMeansPlan, nlmeans, nlmeans_video

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import clpatch
-from clpatch.core.runtime import is_simulator, list_devices
+from clpatch.core.devices import is_simulator, list_devices
 
 # Tests never read the user's tuning cache: tuned choices would change which configuration
 # runs (never the results), and some tests check the rule-based choice.

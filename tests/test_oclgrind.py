@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from clpatch.core.runtime import is_simulator, list_devices
+from clpatch.core.devices import is_simulator, list_devices
 
 REPO = Path(__file__).resolve().parents[1]
 JOB = Path(__file__).with_name("oclgrind_job.py")

@@ -4,10 +4,10 @@ how a device and a run are described, and the values a written file holds."""
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 import numpy as np
 
+from ..core.devices import SPEC_FORMS
 from ..core.runtime import Runtime
 from ..io.images import ImageInfo
 from ..io.video import VideoInfo
@@ -27,10 +27,18 @@ def first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
+def device_spec(text: str) -> str:
+    """argparse type of --device: what `clpatch.select_device` takes, not blank."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"is blank ({text!r}): give {SPEC_FORMS}")
+    return text
+
+
 def add_device_option(parser: argparse.ArgumentParser) -> None:
     """The `--device` / `-d` option of every command that runs kernels."""
-    parser.add_argument("--device", "-d", metavar="SPEC", default=None,
-                        help="device index 'P:D' or a name substring (see 'clpatch devices'); "
+    parser.add_argument("--device", "-d", metavar="SPEC", default=None, type=device_spec,
+                        help="device index 'P:D', type (cpu, gpu, accelerator: the best one "
+                             "of that type) or a name substring (see 'clpatch devices'); "
                              "default: $CLPATCH_DEVICE, else the best GPU, else the CPU")
 
 
@@ -54,13 +62,6 @@ def seed_number(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
     return value
-
-
-def check_folder(path: str) -> None:
-    """Fail before any work when the folder `path` would be written into does not exist."""
-    folder = Path(path).resolve().parent
-    if not folder.is_dir():
-        raise CommandError(f"cannot write {path}: folder {folder} does not exist")
 
 
 def device_line(runtime: Runtime) -> str:

@@ -9,19 +9,20 @@ import time
 from typing import Any
 
 import numpy as np
-import pyopencl as cl
 
-from ..core.errors import ClpatchError
-from ..core.profiles import FAMILIES, family_for_device, profile_for_device
-from ..core.runtime import (
+from ..core.devices import (
     INSTALL_HELP,
+    SPEC_FORMS,
     DeviceEntry,
-    Runtime,
+    device_kind,
     get_platforms,
     is_simulator,
     list_devices,
     select_device,
 )
+from ..core.errors import ClpatchError
+from ..core.profiles import FAMILIES, family_for_device, profile_for_device
+from ..core.runtime import Runtime
 from ..match.matches import grid_positions
 from ..match.search import search_patches
 from .common import CommandError, first_line
@@ -38,16 +39,6 @@ def _kib(nbytes: int) -> str:
 
 def _yes(flag: bool) -> str:
     return "yes" if flag else "no"
-
-
-def _device_kind(device: Any) -> str:
-    if is_simulator(device):  # Oclgrind reports every device type at once
-        return "simulator"
-    for bit, name in ((cl.device_type.GPU, "GPU"), (cl.device_type.CPU, "CPU"),
-                      (cl.device_type.ACCELERATOR, "accelerator")):
-        if device.type & bit:
-            return name
-    return "device"
 
 
 def _forced_family() -> str | None:
@@ -67,7 +58,7 @@ def describe_entry(entry: DeviceEntry, default: bool) -> list[str]:
         family = (f"{forced} (forced by CLPATCH_PROFILE; the device matches {matched})"
                   if forced and forced != matched else matched)
         lines += [
-            f"      {_device_kind(device)}, {device.version.strip()}, driver {device.driver_version.strip()}",
+            f"      {device_kind(device)}, {device.version.strip()}, driver {device.driver_version.strip()}",
             f"      profile {family}; {profile.compute_units} compute units, local memory "
             f"{_kib(profile.local_mem_size)}, max work-group {profile.max_work_group_size}",
             f"      sub-groups {profile.subgroup_ops}; atomics: int64 {_yes(profile.int64_atomics)}, "
@@ -122,6 +113,22 @@ def _install_advice() -> str:
     return first[first.find("Install"):] + "\n" + rest if "Install" in first else INSTALL_HELP
 
 
+def default_device(env: str | None, entries: list[DeviceEntry]) -> tuple[Any, str | None]:
+    """The device clpatch uses by default, or None and why there is none (`env`: the value
+    of CLPATCH_DEVICE, None when unset or empty)."""
+    try:
+        return select_device(), None
+    except (ClpatchError, ValueError) as exc:
+        if env is None:
+            return None, ("only simulators were found; choose one by name "
+                          "(CLPATCH_DEVICE=oclgrind)"
+                          if all(is_simulator(e.device) for e in entries) else first_line(exc))
+        reason = "is blank" if not env.strip() else "matches none of the devices listed above"
+        return None, (f"CLPATCH_DEVICE={env!r} {reason}, so every command that runs kernels "
+                      f"fails until it is fixed: set it to {SPEC_FORMS}, "
+                      "or unset it")
+
+
 def cmd_devices(args: argparse.Namespace) -> int:
     entries = list_devices()
     empty = [(p, platform) for p, platform in enumerate(get_platforms())
@@ -135,13 +142,7 @@ def cmd_devices(args: argparse.Namespace) -> int:
     if forced and forced not in FAMILIES:
         print(f"note: CLPATCH_PROFILE={forced} is ignored here and refused by clpatch.Runtime: "
               f"it must be one of {', '.join(FAMILIES)}")
-    try:
-        default = select_device()
-        default_note = None
-    except ClpatchError as exc:
-        default = None
-        default_note = ("only simulators were found; choose one by name (CLPATCH_DEVICE=oclgrind)"
-                        if all(is_simulator(e.device) for e in entries) else first_line(exc))
+    default, default_note = default_device(env, entries)
     print(f"OpenCL devices ({len(entries)}); * marks the one clpatch uses by default"
           + (f" (CLPATCH_DEVICE={env})" if env else "") + ":")
     for entry in entries:

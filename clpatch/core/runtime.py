@@ -1,21 +1,14 @@
-"""OpenCL platforms, devices, and the `Runtime` every clpatch call runs on.
+"""The `Runtime` every clpatch call runs on: a device with its context, command queue,
+profile, compiled-program cache and plan cache, and the default runtime a call without one
+uses. Finding and choosing the device is `clpatch.core.devices`'s.
 
-Nothing here runs at import time. The first query for platforms first makes sure that
-a vendor driver present on the machine but missing from the ICD registry (common in
-containers: `libnvidia-opencl.so.1` with nothing in `/etc/OpenCL/vendors`) is
-registered for this process.
+Nothing here runs at import time.
 """
 
 from __future__ import annotations
 
-import ctypes.util
-import logging
 import os
-import shutil
-import tempfile
 import threading
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -23,227 +16,18 @@ import pyopencl as cl
 import pyopencl.array as cla
 import pyopencl.tools as cl_tools
 
-from .errors import DeviceNotFoundError, NoOpenCLError
+from .devices import is_simulator, select_device
 from .kernels import ProgramCache
 from .plans import PlanCache
-from .profiles import FAMILIES, DeviceProfile, family_for_device, profile_for_device
+from .profiles import FAMILIES, DeviceProfile, profile_for_device
 from .tuning import TuningCache
+from .validate import check_int
 
-log = logging.getLogger("clpatch")
-
-# Driver libraries that vendors install with an ICD file; containers often lose the file.
-_VENDOR_LIBRARIES = {
-    "nvidia": "libnvidia-opencl.so.1",
-    "amd": "libamdocl64.so",
-    "intel": "libigdrcl.so",
-}
-_EXTRA_LIBRARY_DIRS = ("/usr/local/nvidia/lib64", "/usr/local/nvidia/lib", "/usr/lib/wsl/lib")
-
-_icd_lock = threading.Lock()
-_icd_checked = False
-
-INSTALL_HELP = (
-    "No usable OpenCL device was found. Install an OpenCL driver:\n"
-    "  - any machine (CPU):   apt-get install pocl-opencl-icd   (Debian/Ubuntu; 'pocl' elsewhere)\n"
-    "  - NVIDIA GPU:          the NVIDIA driver ships libnvidia-opencl.so.1; clpatch registers it\n"
-    "                         itself when /etc/OpenCL/vendors/nvidia.icd is missing\n"
-    "  - AMD GPU:             ROCm's rocm-opencl-runtime\n"
-    "  - Intel GPU:           intel-opencl-icd\n"
-    "Then check with:  clpatch devices"
-)
-
+#: Largest `memory_limit` accepted (bytes; far beyond any device).
+MAX_MEMORY_LIMIT = 1 << 60
 
 #: Whether pyopencl takes its unchecked array constructor (see Runtime.empty).
 _FAST_ARRAYS = [True]
-
-def _vendor_dir() -> Path:
-    for var in ("OCL_ICD_VENDORS", "OPENCL_VENDOR_PATH"):
-        value = os.environ.get(var)
-        if value and Path(value).is_dir():
-            return Path(value)
-    return Path("/etc/OpenCL/vendors")
-
-
-def _icd_files(vendor_dir: Path) -> list[Path]:
-    """The ICD files the loader reads: the one `OCL_ICD_VENDORS` names (ocl-icd then loads
-    that one alone), else those of the vendor folder."""
-    single = os.environ.get("OCL_ICD_VENDORS", "")
-    if single.endswith(".icd"):
-        return [Path(single)]
-    return sorted(vendor_dir.glob("*.icd")) if vendor_dir.is_dir() else []
-
-
-def _registered_libraries(vendor_dir: Path) -> set[str]:
-    names = set()
-    for icd in _icd_files(vendor_dir):
-        try:
-            names.add(Path(icd.read_text().strip()).name)
-        except OSError:
-            continue
-    return names
-
-
-def _locate_library(soname: str) -> str | None:
-    """How an ICD file must name `soname`: the bare name when the dynamic loader finds it by
-    itself, the full path when it lies in a folder searched here only; None when absent."""
-    stem = soname[3:].split(".so")[0]  # libnvidia-opencl.so.1 -> nvidia-opencl
-    if ctypes.util.find_library(stem):
-        return soname
-    dirs = [d for d in os.environ.get("LD_LIBRARY_PATH", "").split(":") if d]
-    dirs += list(_EXTRA_LIBRARY_DIRS)
-    for folder in dirs:
-        if (Path(folder) / soname).exists():
-            return str(Path(folder) / soname)
-    return None
-
-
-def _library_present(soname: str) -> bool:
-    return _locate_library(soname) is not None
-
-
-def ensure_icd_registration() -> list[str]:
-    """Register installed vendor OpenCL drivers that have no ICD file, for this process.
-
-    Must run before the first platform query (the ICD loader reads its registry once).
-    Returns the library names registered (empty when nothing was missing).
-    """
-    global _icd_checked
-    with _icd_lock:
-        if _icd_checked:
-            return []
-        _icd_checked = True
-        vendor_dir = _vendor_dir()
-        registered = _registered_libraries(vendor_dir)
-        missing = [lib for lib in _VENDOR_LIBRARIES.values()
-                   if lib not in registered and _library_present(lib)]
-        if not missing:
-            return []
-        private = Path(tempfile.mkdtemp(prefix="clpatch-icd-"))
-        for icd in _icd_files(vendor_dir):
-            if icd.is_file():
-                shutil.copy(icd, private / icd.name)
-        for lib in missing:
-            # dlopen reads LD_LIBRARY_PATH once, at start: a library found in a folder
-            # searched here must be named by its path.
-            entry = _locate_library(lib) or lib
-            (private / f"clpatch-{lib.split('.so')[0]}.icd").write_text(entry + "\n")
-        os.environ["OCL_ICD_VENDORS"] = str(private)
-        log.warning("clpatch: registered OpenCL driver(s) %s for this process (no ICD file in %s)",
-                    ", ".join(missing), vendor_dir)
-        return missing
-
-
-def get_platforms() -> list[Any]:
-    """All OpenCL platforms, after registering unregistered vendor drivers; [] if none."""
-    ensure_icd_registration()
-    try:
-        return list(cl.get_platforms())
-    except cl.Error:
-        return []
-
-
-def is_simulator(device: Any) -> bool:
-    """True for instrumentation simulators (Oclgrind): correct but very slow."""
-    return "oclgrind" in device.platform.name.lower()
-
-
-@dataclass(frozen=True)
-class DeviceEntry:
-    """One OpenCL device with its `P:D` index."""
-
-    platform_index: int
-    device_index: int
-    device: Any
-
-    @property
-    def index(self) -> str:
-        return f"{self.platform_index}:{self.device_index}"
-
-    @property
-    def label(self) -> str:
-        return f"{self.device.platform.name.strip()} | {self.device.name.strip()}"
-
-    @property
-    def search_text(self) -> str:
-        """What a name given to `select_device` is matched against (case-insensitively)."""
-        d, p = self.device, self.device.platform
-        return " | ".join(str(x).strip() for x in (p.name, p.vendor, p.version, d.name, d.vendor)).lower()
-
-    def problems(self) -> list[str]:
-        """Things about this device that users should know before running on it."""
-        d = self.device
-        found = []
-        if not d.available:
-            found.append("device reports itself unavailable")
-        if not d.compiler_available:
-            found.append("no OpenCL C compiler")
-        if is_simulator(d):
-            found.append("simulator: for checking kernels, far too slow for real work")
-        if d.local_mem_size < 16384:
-            found.append(f"small local memory ({d.local_mem_size} bytes)")
-        if d.max_work_group_size < 64:
-            found.append(f"small work-groups (max {d.max_work_group_size})")
-        if family_for_device(d) == "generic":
-            found.append("no matching profile: generic (safe, untuned) kernels")
-        return found
-
-
-def list_devices() -> list[DeviceEntry]:
-    """Every device of every platform, indexed `P:D`."""
-    entries = []
-    for p, platform in enumerate(get_platforms()):
-        try:
-            devices = platform.get_devices()
-        except cl.Error:
-            continue
-        entries.extend(DeviceEntry(p, d, dev) for d, dev in enumerate(devices))
-    return entries
-
-
-def _rank(entry: DeviceEntry) -> tuple:
-    d = entry.device
-    kind = 0 if d.type & cl.device_type.GPU else 1 if d.type & cl.device_type.ACCELERATOR else 2
-    return (is_simulator(d), not d.available, kind, -d.max_compute_units * d.max_clock_frequency)
-
-
-def select_device(spec: Any = None) -> Any:
-    """Choose a device.
-
-    `spec` may be a `pyopencl.Device`, an index `"P:D"`, or a case-insensitive substring
-    of `"platform | device"` (e.g. `"nvidia"`, `"pocl"`). With no spec, `CLPATCH_DEVICE`
-    is read; without it the best GPU is chosen, else the best CPU. Simulators are only
-    chosen by name.
-    """
-    if isinstance(spec, cl.Device):
-        return spec
-    if spec is None:
-        spec = os.environ.get("CLPATCH_DEVICE") or None
-    entries = list_devices()
-    if not entries:
-        raise NoOpenCLError(INSTALL_HELP)
-    if spec is None:
-        usable = [e for e in entries if not is_simulator(e.device)]
-        if not usable:
-            raise NoOpenCLError(
-                "Only simulator devices were found ("
-                + ", ".join(e.label for e in entries)
-                + "); choose one explicitly with CLPATCH_DEVICE=oclgrind, or:\n" + INSTALL_HELP)
-        return min(usable, key=_rank).device
-    if not isinstance(spec, str):
-        raise TypeError(f"device must be a pyopencl.Device, 'P:D' or a name substring, got {spec!r}")
-    text = spec.strip()
-    if ":" in text and all(part.strip().isdigit() for part in text.split(":", 1)):
-        p, d = (int(part) for part in text.split(":", 1))
-        for e in entries:
-            if (e.platform_index, e.device_index) == (p, d):
-                return e.device
-        raise DeviceNotFoundError(f"device {text!r}: no such index; devices are:\n"
-                                  + "\n".join(f"  {e.index}  {e.label}" for e in entries))
-    matches = [e for e in entries if text.lower() in e.search_text]
-    if not matches:
-        raise DeviceNotFoundError(f"device {text!r} matches no device; devices are:\n"
-                                  + "\n".join(f"  {e.index}  {e.label}" for e in entries))
-    return min(matches, key=_rank).device
 
 
 class Runtime:
@@ -255,7 +39,8 @@ class Runtime:
     Parameters
     ----------
     device:
-        `pyopencl.Device`, `"P:D"`, or a name substring; default `CLPATCH_DEVICE` or the best GPU.
+        `pyopencl.Device`, `"P:D"`, a device type (`"cpu"`, `"gpu"`, `"accelerator"`) or a
+        name substring (see `clpatch.select_device`); default `CLPATCH_DEVICE` or the best GPU.
     queue:
         An existing `pyopencl.CommandQueue` to run on (its device and context are used).
     profile:
@@ -302,11 +87,8 @@ class Runtime:
                 raise ValueError(f"profile must be one of {FAMILIES} or a DeviceProfile, got {profile!r}")
             self.profile = profile_for_device(self.device, family=profile, overrides=profile_overrides)
 
-        if memory_limit is not None and (isinstance(memory_limit, bool)
-                                         or not isinstance(memory_limit, int) or memory_limit < 1):
-            raise ValueError(f"memory_limit must be a positive number of bytes or None, "
-                             f"got {memory_limit!r}")
-        self.memory_limit = memory_limit
+        self.memory_limit = (None if memory_limit is None
+                             else check_int("memory_limit", memory_limit, 1, MAX_MEMORY_LIMIT))
         self.programs = ProgramCache(self)
         # Device results handed to the caller come from a caching allocator: a buffer the
         # caller drops is reused by a later result instead of returned to the driver (an

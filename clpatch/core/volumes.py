@@ -2,11 +2,15 @@
 
 Engines see every input as frames × rows × columns × channels (`Volume`), whatever the
 caller passed: a NumPy array or a `pyopencl.array.Array`, any real dtype, `(H, W)`,
-`(H, W, C)`, `(T, H, W)` or `(T, H, W, C)`.
+`(H, W, C)`, `(T, H, W)` or `(T, H, W, C)`. Array-likes (nested lists or tuples of numbers,
+objects NumPy converts through `__array__` or the array interface) become NumPy arrays, as
+`numpy.asarray` makes them; `channels_last`, the first step of every denoiser, converts them
+too, so that the rest of a call sees one array.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -60,20 +64,42 @@ class Volume:
         return int(getattr(self.array, "offset", 0)) // self.dtype.itemsize
 
 
+#: What an image argument may be, for error messages.
+ACCEPTED_ARRAYS = ("a NumPy array, a pyopencl.array.Array or an array-like of real numbers "
+                   "(e.g. nested lists of equal lengths)")
+
+
+def _is_array_like(value: Any) -> bool:
+    return isinstance(value, (list, tuple)) or any(
+        hasattr(value, attr) for attr in ("__array__", "__array_interface__", "__array_struct__"))
+
+
+def as_array(image: Any, *, name: str = "image") -> Any:
+    """`image` as a NumPy array or the `pyopencl.array.Array` it is: array-likes are converted
+    with `numpy.asarray`; TypeError naming `name` for anything else (strings, None, scalars,
+    ragged lists)."""
+    if isinstance(image, (np.ndarray, cla.Array)):
+        return image
+    if _is_array_like(image):
+        try:
+            array = np.asarray(image)
+        except (ValueError, TypeError) as exc:   # ragged nesting, failing __array__
+            raise TypeError(f"{name} must be {ACCEPTED_ARRAYS}; NumPy cannot convert this "
+                            f"{type(image).__name__}: {exc}") from None
+        if isinstance(array, np.ndarray):
+            return array
+    raise TypeError(f"{name} must be {ACCEPTED_ARRAYS}, got {type(image).__name__}")
+
+
 def as_volume(image: Any, *, name: str = "image", video: bool | None = None,
               temporal_window: int = 0) -> Volume:
-    """Check `image` and describe it as a Volume.
+    """Check `image` and describe it as a Volume (its `array` is `as_array(image)`).
 
     Layouts: 2-D is (H, W); 4-D is (T, H, W, C) video; 3-D is (H, W, C) colour, unless
     `video` is True or `temporal_window` > 0, which make it (T, H, W) grayscale video.
     """
+    image = as_array(image, name=name)
     on_device = isinstance(image, cla.Array)
-    if not on_device:
-        if isinstance(image, (list, tuple)):
-            image = np.asarray(image)
-        if not isinstance(image, np.ndarray):
-            raise TypeError(f"{name} must be a NumPy array or a pyopencl.array.Array, "
-                            f"got {type(image).__name__}")
     dtype = np.dtype(image.dtype)
     if dtype.kind not in "uif" or dtype not in CL_TYPES:
         raise TypeError(f"{name} must have a real numeric dtype (unsigned/signed integers, "
@@ -98,6 +124,18 @@ def as_volume(image: Any, *, name: str = "image", video: bool | None = None,
     return Volume(image, frames, rows, cols, channels, bool(video), on_device)
 
 
+def default_data_range(dtype: Any, peak: float | None) -> float:
+    """The nominal range of data of `dtype` whose largest |value| is `peak` (None: unknown):
+    the type's maximum for integers wider than 8 bits, 1 for floats within [-1, 1], else
+    255. The one rule behind BM3D/VBM3D's `data_range=None` and the PSNR's peak."""
+    dtype = np.dtype(dtype)
+    if dtype.kind in "ui" and dtype.itemsize > 1:
+        return float(np.iinfo(dtype).max)
+    if dtype.kind == "f" and peak is not None and peak <= 1.0:
+        return 1.0
+    return 255.0
+
+
 def magnitude_limit(patch_size: int, channels: int) -> float:
     """Largest |value| for which a float32 patch distance (a sum of patch_size² · channels
     squared differences) cannot overflow."""
@@ -120,11 +158,17 @@ def check_planned(volume: Volume, shape: tuple[int, int, int, int], device_outpu
 def channels_last(image: Any, channel_axis: int | None, video: bool) -> tuple[Any, Any]:
     """The image with channels last, and a function restoring the caller's layout
     (`channel_axis` as in scikit-image; None: already last). Device arrays must already
-    have their channels last."""
-    if channel_axis is None:
+    have their channels last. An array-like image comes back as a NumPy array; what cannot
+    be one comes back as it is, for `as_volume` to refuse under the caller's name."""
+    with contextlib.suppress(TypeError):
+        image = as_array(image)
+    if channel_axis is None or not isinstance(image, (np.ndarray, cla.Array)):
         return image, lambda out: out
     ndim = len(image.shape)
-    if not isinstance(channel_axis, (int, np.integer)) or isinstance(channel_axis, bool):
+    if isinstance(channel_axis, np.ndarray) and channel_axis.ndim == 0:
+        channel_axis = channel_axis[()]
+    if not isinstance(channel_axis, (int, np.integer)) or isinstance(channel_axis,
+                                                                      (bool, np.bool_)):
         raise TypeError(f"channel_axis must be an integer or None, got {channel_axis!r}")
     expected = 4 if video else 3
     if ndim != expected:

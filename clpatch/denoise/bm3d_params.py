@@ -160,17 +160,6 @@ def fixed_point_scales(stage: int, contributions: int, peak: float,
     return num_scale, den_scale
 
 
-def default_data_range(dtype: np.dtype, peak: float | None) -> float:
-    """255 for 8-bit and float images above 1, the type's maximum for other integers,
-    1 for float images within [-1, 1] (peak: max |x|, None when unknown)."""
-    dtype = np.dtype(dtype)
-    if dtype.kind in "ui" and dtype.itemsize > 1:
-        return float(np.iinfo(dtype).max)
-    if dtype.kind == "f" and peak is not None and peak <= 1.0:
-        return 1.0
-    return 255.0
-
-
 def filter_layout(params: StageParams, profile: Any) -> str:
     """How the fused filter kernel maps a group onto a work-group (for `explain`)."""
     p, n = params.patch_size, params.n

@@ -17,7 +17,7 @@ from ..core.runtime import Runtime
 from ..core.staging import download
 from ..core.transfer import Transfers
 from ..core.upload import check_peak
-from ..core.volumes import Volume, as_volume, check_planned
+from ..core.volumes import Volume, as_volume, check_planned, default_data_range
 from ..match.matcher import make_matcher
 from ..match.window_config import SearchConfig, SearchRequest, choose_search
 from . import bm3d_stream
@@ -25,7 +25,6 @@ from .bm3d_params import (
     StageParams,
     channel_sigmas,
     choose_aggregation,
-    default_data_range,
     fixed_point_scales,
     stagger_shifts,
 )
@@ -180,6 +179,7 @@ class BM3DPlan:
     def apply(self, image: Any, strength: Strength) -> Any:
         """`run` with the strength arguments checked already (`Strength.check`)."""
         volume = as_volume(image, video=False)
+        image = volume.array            # an array-like is an array from here on
         check_planned(volume, (1, self.rows, self.cols, self.channels), self.device_output,
                       self.runtime.context)
         # The upload measures the peak |value| (the fixed-point scales need it before any

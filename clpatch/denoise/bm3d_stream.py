@@ -18,8 +18,8 @@ import numpy as np
 from ..core.transfer import Transfers
 from ..core.upload import check_peak
 from ..core.validate import check_float
-from ..core.volumes import as_volume, check_planned
-from .bm3d_params import channel_sigmas, default_data_range
+from ..core.volumes import as_volume, check_planned, default_data_range
+from .bm3d_params import channel_sigmas
 
 
 def stream(plan: Any, frames: Iterable[Any], sigma: float, *, data_range: float | None = None,

@@ -221,6 +221,7 @@ class NLMeansPlan:
         """`run` with the strength arguments checked already (`Strength.check`)."""
         sigma, h, flat_beta = strength.sigma, strength.nlm_h, strength.flat_beta
         volume = as_volume(image, video=self.video)
+        image = volume.array            # an array-like is an array from here on
         check_planned(volume, (self.frames, self.rows, self.cols, self.channels),
                       self.device_output, self.runtime.context)
         # Values are checked by the conversion kernel. The fixed-point scale and the colour

@@ -20,9 +20,9 @@ from ..core.staging import download
 from ..core.transfer import Transfers
 from ..core.upload import Uploader, check_peak
 from ..core.validate import check_float, check_int
-from ..core.volumes import Volume, as_volume, magnitude_limit
+from ..core.volumes import Volume, as_volume, default_data_range, magnitude_limit
 from ..match.matches import grid_positions
-from .bm3d_params import channel_sigmas, choose_aggregation, default_data_range, fixed_point_scales
+from .bm3d_params import channel_sigmas, choose_aggregation, fixed_point_scales
 from .strength import Strength
 from .vbm3d_params import (
     VideoStageParams,
@@ -112,6 +112,7 @@ class VBM3DPlan:
     def apply(self, video: Any, strength: Strength) -> Any:
         """`run` with the strength arguments checked already (`Strength.check`)."""
         volume = as_volume(video, name="frames", video=True)
+        video = volume.array            # an array-like is an array from here on
         if (volume.rows, volume.cols, volume.channels) != (self.rows, self.cols, self.channels):
             raise ValueError(f"frames shape {tuple(video.shape)} differs from the planned frame "
                              f"shape {(self.rows, self.cols, self.channels)}")

@@ -33,7 +33,7 @@ from pyopencl.elementwise import ElementwiseKernel
 
 from ..core.runtime import Runtime, resolve_runtime
 from ..core.validate import check_choice, check_int
-from ..core.volumes import Volume, as_volume
+from ..core.volumes import Volume, as_array, as_volume
 from .knn_bands import band_layout, run_banded
 from .knn_config import (
     KNN_METHODS,
@@ -123,11 +123,7 @@ def _plan(rt: Runtime, q: Volume, r: Volume, self_search: bool, p: int, k: int, 
 
 
 def _vectors(name: str, array: Any) -> Any:
-    if isinstance(array, (list, tuple)):
-        array = np.asarray(array)
-    if not isinstance(array, (np.ndarray, cla.Array)):
-        raise TypeError(f"{name} must be a NumPy array or a pyopencl.array.Array, "
-                        f"got {type(array).__name__}")
+    array = as_array(array, name=name)
     if len(array.shape) != 2 or 0 in array.shape:
         raise ValueError(f"{name} must be a non-empty (count, dimensions) array, "
                          f"got shape {array.shape}")

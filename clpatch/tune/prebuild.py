@@ -12,10 +12,11 @@ from typing import Any
 
 import pyopencl as cl
 
+from ..core.devices import list_devices
 from ..core.errors import ClpatchError
 from ..core.kernels import cache_dir
 from ..core.profiles import DeviceProfile
-from ..core.runtime import Runtime, list_devices
+from ..core.runtime import Runtime
 from ..match.window import SearchPlan
 from ..match.window_config import SearchConfig, SearchRequest, choose_search, config_to_json
 

@@ -14,7 +14,7 @@ from PIL import Image
 import clpatch
 from clpatch.cli import devices as cli_devices
 from clpatch.cli import main as cli
-from clpatch.core.runtime import INSTALL_HELP, is_simulator, list_devices
+from clpatch.core.devices import INSTALL_HELP, is_simulator, list_devices
 from tests.conftest import device_specs
 from tests.helpers import assert_close, check_search, load_image, random_image
 

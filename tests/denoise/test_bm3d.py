@@ -16,10 +16,11 @@ import pyopencl.array as cla
 import pytest
 
 import clpatch
+from clpatch.core.volumes import default_data_range
 from clpatch.denoise import clgen as gen
 from clpatch.denoise.bm3d import BM3DPlan
 from clpatch.denoise.bm3d import bm3d as bm3d_fn
-from clpatch.denoise.bm3d_params import PRESETS, choose_aggregation, default_data_range, stage_params
+from clpatch.denoise.bm3d_params import PRESETS, choose_aggregation, stage_params
 from clpatch.denoise.transforms import (
     bior15_matrices,
     dct_matrix,
