@@ -25,8 +25,10 @@ from .denoise.nlmeans import NLMeansPlan, nlmeans, nlmeans_video
 from .denoise.vbm3d import VBM3DPlan, vbm3d
 from .match import explain as _match_explain  # noqa: F401  (registers search)
 from .match import knn_explain as _knn_explain  # noqa: F401  (registers knn)
+from .match import nnf_explain as _nnf_explain  # noqa: F401  (registers nnf)
 from .match.knn import knn, knn_vectors
 from .match.matches import Matches, SearchResult, grid_positions
+from .match.nnf import nnf, reconstruct
 from .match.search import search_patches
 from .match.window import SearchPlan
 from .match.window_config import SearchConfig
@@ -59,6 +61,8 @@ __all__ = [
     "list_devices",
     "nlmeans",
     "nlmeans_video",
+    "nnf",
+    "reconstruct",
     "search_patches",
     "select_device",
     "vbm3d",

@@ -5,6 +5,7 @@
     python tests/oclgrind_job.py bm3d AGGREGATION [--channels C] [--stagger]
     python tests/oclgrind_job.py vbm3d SEARCH_VARIANT AGGREGATION [--channels C]
     python tests/oclgrind_job.py knn METHOD METRIC [--channels C]
+    python tests/oclgrind_job.py nnf [--channels C]
     python tests/oclgrind_job.py planted race|uninit_local|uninit_private|uninit_global
 
 Runs on the device CLPATCH_DEVICE names (the tests set `oclgrind`) and refuses any other.
@@ -15,7 +16,9 @@ BM3D stages (CBM3D with 3 channels) with one aggregation strategy against the Nu
 reference, keeping every buffer alive (see `keep_buffers_alive`); `vbm3d` runs VBM3D on a
 tiny video with one search variant and aggregation against its NumPy reference; `knn` runs
 the exhaustive kNN with one engine and metric on two tiny images against its NumPy brute
-force (several splits and heap blocks, so the merge runs too); `planted` runs a
+force (several splits and heap blocks, so the merge runs too); `nnf` runs the
+approximate nearest-neighbour field on two tiny images against its NumPy oracle (a tree of
+several levels, a backtracking row, propagation and refinement); `planted` runs a
 test-only kernel with a planted bug, which Oclgrind must report on stderr. Oclgrind's own
 diagnostics go to stderr; the test reads them there. One configuration per process: Oclgrind's
 uninitialised-value plugin reports false positives once a second plan in the same
@@ -77,8 +80,8 @@ __kernel void uninit_global(__global float *out, __global const float *never) {
 """
 
 
-def simulator_runtime() -> clpatch.Runtime:
-    runtime = clpatch.Runtime()
+def simulator_runtime(**options) -> clpatch.Runtime:
+    runtime = clpatch.Runtime(**options)
     if not runtime.is_simulator:
         sys.exit(f"oclgrind_job: CLPATCH_DEVICE must select the Oclgrind simulator, got {runtime}")
     return runtime
@@ -219,6 +222,31 @@ def run_knn(method: str, metric: str, channels: int) -> None:
     print(f"ok: knn {method} {metric} on {shape} (exact)")
 
 
+def run_nnf(channels: int) -> None:
+    from clpatch.match.nnf_plan import BAND, REFINE, VISITS
+    from tests.reference.nnf import nnf_oracle
+
+    keep_buffers_alive()
+    # Work-groups of at most 16: the sort's blocks hold 32 of the 128 slots, so the global
+    # bitonic steps and the merges run as well as the local sort.
+    runtime = simulator_runtime(profile_overrides={"max_work_group_size": 16})
+    extra = (channels,) if channels > 1 else ()
+    rng = np.random.default_rng(4)
+    a = rng.integers(0, 256, (12, 14) + extra).astype(np.uint8)
+    b = rng.integers(0, 256, (11, 13) + extra).astype(np.uint8)
+    # b's 9 x 11 = 99 patches in leaves of 4: 5 levels, the last of 25 real leaves short
+    # (3 points < 4 candidates); a's 10 rows of patches: row 0 by backtracking, rows 1-9
+    # propagated, then the refinement passes.
+    params = dict(patch_size=3, k=2, pca_dims=3, candidates=4, leaf_size=4, seed=0)
+    got = clpatch.nnf(a, b, runtime=runtime, **params)
+    positions, distances = nnf_oracle(a, b, band=BAND, visits=VISITS, refine=REFINE, **params)
+    if not (np.array_equal(got.positions, positions)
+            and np.array_equal(got.distances, distances)):
+        sys.exit(f"nnf differs from the oracle at "
+                 f"{np.argwhere(np.any(got.positions != positions, axis=-1))[:4].tolist()}")
+    print(f"ok: nnf on {a.shape} and {b.shape} (exact)")
+
+
 def run_planted(kernel_name: str) -> None:
     runtime = simulator_runtime()
     program = runtime.programs.build(PLANTED, template="<planted bugs>")
@@ -261,6 +289,8 @@ def main() -> None:
     knn.add_argument("method")
     knn.add_argument("metric")
     knn.add_argument("--channels", type=int, default=1)
+    nnf = jobs.add_parser("nnf")
+    nnf.add_argument("--channels", type=int, default=1)
     planted = jobs.add_parser("planted")
     planted.add_argument("kernel", choices=("race", "uninit_local", "uninit_private",
                                             "uninit_global"))
@@ -275,6 +305,8 @@ def main() -> None:
         run_vbm3d(args.variant, args.aggregation, args.channels)
     elif args.job == "knn":
         run_knn(args.method, args.metric, args.channels)
+    elif args.job == "nnf":
+        run_nnf(args.channels)
     else:
         run_planted(args.kernel)
 

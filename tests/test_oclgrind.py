@@ -147,6 +147,14 @@ def test_knn_runs_clean(method, metric, channels):
     assert_clean("knn", method, metric, "--channels", str(channels))
 
 
+# NNF: projection, tree (bounds, bitonic sort in local memory, medians, leaves), the
+# containing leaf with the short-leaf rule, a backtracking row, propagation, refinement and
+# re-ranking; gray and colour.
+@pytest.mark.parametrize("channels", [1, 3])
+def test_nnf_runs_clean(channels):
+    assert_clean("nnf", "--channels", str(channels))
+
+
 # ---- negative controls: the harness must see planted bugs -------------------------------
 
 def test_planted_local_memory_race_is_reported():

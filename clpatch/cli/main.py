@@ -19,7 +19,7 @@ import pyopencl as cl
 
 from ..core.errors import ClpatchError
 from ..version import __version__
-from . import demo, denoise, devices, knn, search, tuning
+from . import demo, denoise, devices, knn, nnf, search, tuning
 from .common import CommandError
 
 __all__ = ["PROG", "CommandError", "build_parser", "main"]
@@ -47,6 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     devices.add_command(commands)
     search.add_command(commands)
     knn.add_command(commands)
+    nnf.add_command(commands)
     denoise.add_command(commands)
     demo.add_command(commands)
     tuning.add_commands(commands)

@@ -63,7 +63,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
     print(explain_choice(args.operation, patch_size=args.patch_size, step=args.step, n=args.n,
                          window=args.window, channels=args.channels, metric=args.metric,
                          video=args.video, variant=args.variant, preset=args.preset,
-                         runtime=runtime))
+                         pca_dims=args.pca_dims, candidates=args.candidates,
+                         leaf_size=args.leaf_size, runtime=runtime))
     return 0
 
 
@@ -159,6 +160,13 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     explain.add_argument("--preset", choices=("fast", "reference"), default="fast",
                          help="bm3d only: the parameter set (default fast)")
     explain.add_argument("--channels", "-c", type=int, default=1)
+    explain.add_argument("--pca-dims", type=int, default=None,
+                         help="nnf only: dimensions of the reduced space (default 10)")
+    explain.add_argument("--candidates", "-m", type=int, default=None,
+                         help="nnf only: neighbours kept per patch before re-ranking (default 8)")
+    explain.add_argument("--leaf-size", type=int, default=None,
+                         help="nnf only: points per leaf of the k-d tree (default 32, or the "
+                              "smallest power of two >= --candidates)")
     explain.add_argument("--metric", choices=("l2", "l1", "chamfer", "chamfer_sym"),
                          default="l2")
     explain.add_argument("--video", action="store_true", help="a video search (temporal window)")

@@ -19,16 +19,20 @@ __all__ = ["explain", "operations"]
 def explain(operation: str = "search", *, patch_size: int | None = None,
             step: int | None = None, n: int | None = None, window: int | None = None,
             channels: int = 1, metric: str = "l2", video: bool = False, variant: Any = None,
-            preset: str = "fast", runtime: Any = None) -> Any:
+            preset: str = "fast", pca_dims: int | None = None, candidates: int | None = None,
+            leaf_size: int | None = None, runtime: Any = None) -> Any:
     """Which kernel configuration `operation` ("search", "nlmeans", "bm3d", "vbm3d")
     would run with these parameters on `runtime`'s device (default device if None), and
     why: `forced`, `tuned` or `rule`. `str()` of the result is what `clpatch explain` prints.
 
     Unset parameters take the operation's defaults: patch 8, step 4, n 16, window 21 for
     search and nlmeans; the `preset`'s for bm3d (both stages' searches, the filter's layout
-    and the aggregation); VBM3D's defaults for vbm3d (`window` is its window_ref)."""
+    and the aggregation); VBM3D's defaults for vbm3d (`window` is its window_ref); for nnf,
+    `clpatch.nnf`'s (n is its k; pca_dims, candidates and leaf_size are its own and apply to
+    nnf only)."""
     found = find_operation(operation)
     rt = resolve_runtime(runtime)
     return found.explain(rt, patch_size=patch_size, step=step, n=n, window=window,
                          channels=channels, metric=metric, video=video, variant=variant,
-                         preset=preset)
+                         preset=preset, pca_dims=pca_dims, candidates=candidates,
+                         leaf_size=leaf_size)

@@ -1,0 +1,193 @@
+"""Approximate nearest-neighbour fields between two images by propagation-assisted k-d
+trees (Oancea, Robroek and Gieseke, Algorithm 1), on the device.
+
+For every patch of image a (all top-left positions, step 1), `nnf` finds close patches of
+image b: candidates are found in a reduced space (the patches' first `pca_dims` principal
+components), and the best `candidates` of them are re-ranked on the full patches (sum of
+squared differences over the patch and channels); the k best come back with their exact
+distances. The algorithm, fixed so that a NumPy implementation reproduces the fields bit
+for bit (tests/reference/nnf.py):
+
+1. PCA model from a seeded random subset of both images' patches (clpatch/match/nnf_pca.py).
+2. Every patch projected to the model (float32, each product and sum rounded on its own).
+3. A balanced k-d tree over b's reduced points: L levels so that leaf_size · 2^L ≥ Nb,
+   padding points at +inf. A node's split dimension is the first of largest spread of its
+   box (the root's box: the points' min and max; a child's: its parent's, cut at the
+   parent's median); its points are sorted on that dimension (stably), the left half goes
+   left, and its median is the left half's last value.
+4. Each query (a patch of a) descends the tree (left when its value ≤ the median) and keeps
+   the `candidates` best points of its leaf, by (reduced distance, point index); when the
+   leaf holds fewer real points than that (the real points fill a prefix of the leaves:
+   only the last non-empty leaf and the empty ones after it are short), the previous leaf
+   too.
+5. The query rows 0, 16, 32, … (`BAND`) search the tree by backtracking (depth first,
+   nearer child first, a farther subtree skipped when the distance to its splitting plane
+   exceeds the current worst candidate), visiting at most 32 leaves (`VISITS`: exact when
+   the traversal ends before; the paper searches only the first row, exactly — a full
+   traversal in 10 dimensions is one work-item's long sequential walk, 140 ms on an H100).
+6. Propagation, for t = 1 … 15, all bands at once: each query of the rows y ≡ t (mod 16)
+   also searches the leaves holding the patches one row below its upper neighbour's
+   candidates (neighbours match neighbours) — the paper propagates from the first row
+   down, one row per launch; restarting every 16 rows keeps the device busy (one launch
+   covers every band) and bounds how far an error travels.
+7. Refinement, 8 passes (`REFINE`), each from the previous pass's lists: every query is
+   offered its four neighbours' candidates moved back by the neighbour's offset
+   (PatchMatch's propagation, in both directions of both axes).
+8. Re-ranking: exact full-patch distances of the candidates, ascending by (distance, index
+   in b); the first k are returned.
+
+`reconstruct(matches, b)` rebuilds a from b's patches (each pixel the mean of the matched
+pixels of the patches covering it): the paper's Fig. 1, a quick check of a field.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyopencl as cl
+
+from ..core.buffers import BufferPool
+from ..core.kernels import kernel
+from ..core.runtime import Runtime, resolve_runtime
+from ..core.upload import Uploader, check_peak
+from ..core.validate import check_int
+from ..core.volumes import as_volume, magnitude_limit
+from .matches import Matches
+from .nnf_plan import BAND, REFINE, VISITS, NnfPlan
+
+__all__ = ["BAND", "MAX_CANDIDATES", "MAX_K", "MAX_PATCH", "REFINE", "VISITS",
+           "check_nnf_params", "nnf", "reconstruct"]
+
+#: Bounds of the parameters (private arrays of the kernels hold a query's candidates).
+MAX_K = 32
+MAX_CANDIDATES = 64
+MAX_PATCH = 32
+MAX_PCA_DIMS = 64
+MAX_LEAF = 4096
+#: NNF plans kept per runtime.
+PLANS_KEPT = 4
+
+
+def _leaf_size(leaf_size: Any, candidates: int) -> int:
+    if leaf_size is None:   # 32, or the smallest power of two holding the candidates
+        return max(32, 1 << (candidates - 1).bit_length())
+    leaf = check_int("leaf_size", leaf_size, 2, MAX_LEAF)
+    if leaf & (leaf - 1):
+        raise ValueError(f"leaf_size must be a power of two, got {leaf}")
+    if leaf < candidates:
+        raise ValueError(f"leaf_size ({leaf}) must be at least candidates ({candidates})")
+    return leaf
+
+
+def check_nnf_params(patch_size: Any, k: Any, pca_dims: Any, candidates: Any, leaf_size: Any,
+                     seed: Any, channels: int) -> tuple[int, int, int, int, int, int]:
+    """The checked (patch_size, k, pca_dims, candidates, leaf_size, seed) of an NNF request on
+    images of `channels` channels, leaf_size None replaced by its default: the checks of
+    `nnf` that need no image size (`clpatch explain nnf` makes them too). ValueError or
+    TypeError naming the argument."""
+    p = check_int("patch_size", patch_size, 1, MAX_PATCH)
+    kk = check_int("k", k, 1, MAX_K)
+    m = check_int("candidates", candidates, 1, MAX_CANDIDATES)
+    if m < kk:
+        raise ValueError(f"candidates ({m}) must be at least k ({kk})")
+    dims = check_int("pca_dims", pca_dims, 1, min(MAX_PCA_DIMS, p * p * channels))
+    leaf = _leaf_size(leaf_size, m)
+    s = check_int("seed", seed, 0, 2**63 - 1)
+    return p, kk, dims, m, leaf, s
+
+
+def nnf(a: Any, b: Any, *, patch_size: int = 8, k: int = 1, pca_dims: int = 10,
+        candidates: int = 8, leaf_size: int | None = None, seed: int = 0,
+        runtime: Runtime | None = None) -> Matches:
+    """The approximate nearest-neighbour field of `a` in `b` (see the module doc).
+
+    a, b: images (H, W) or (H, W, C) with the same C, NumPy or device arrays, any real dtype.
+    patch_size: side of the square patches, 1–32, at most either image's sides.
+    k: neighbours returned per patch of a, 1–32, at most `candidates`.
+    pca_dims: dimensions of the reduced space, 1 to min(64, patch_size² · C).
+    candidates: neighbours kept per query during the search (the paper's k), k–64, at most
+        the number of patches of b.
+    leaf_size: points per leaf of the k-d tree, a power of two ≥ candidates (default 32,
+        or the smallest power of two ≥ candidates).
+    seed: of the PCA model's random sample (the same seed gives the same field).
+    Returns Matches: positions (Ha − p + 1, Wa − p + 1, k, 2) int32 as (y, x) in b,
+    distances (…, k) float32 ascending (exact sums of squared differences), grid_y/grid_x
+    every row and column of a's patches; NumPy arrays for a NumPy `a`, device arrays for a
+    device `a`.
+    """
+    va = as_volume(a, name="a", video=False)
+    vb = as_volume(b, name="b", video=False)
+    if va.channels != vb.channels:
+        raise ValueError(f"b has {vb.channels} channels, a has {va.channels}: they must be "
+                         f"equal")
+    p, kk, dims, m, leaf, s = check_nnf_params(patch_size, k, pca_dims, candidates, leaf_size,
+                                               seed, va.channels)
+    if p > min(va.rows, va.cols, vb.rows, vb.cols):
+        raise ValueError(f"patch_size {p} is larger than a ({va.rows}x{va.cols}) or b "
+                         f"({vb.rows}x{vb.cols})")
+    nb = (vb.rows - p + 1) * (vb.cols - p + 1)
+    if m > nb:
+        raise ValueError(f"candidates ({m}) must be at most the {nb} patches of b")
+    rt = resolve_runtime(runtime, a, b)
+    for name, volume in (("a", va), ("b", vb)):
+        if volume.on_device and volume.array.context != rt.context:
+            raise ValueError(f"{name} lives in another OpenCL context than the runtime's")
+    key = ("nnf", va.rows, va.cols, vb.rows, vb.cols, va.channels, p, kk, dims, m, leaf, s,
+           va.on_device)
+    plan = rt.plan_cache().plan(key, lambda: NnfPlan(
+        rt, va.rows, va.cols, vb.rows, vb.cols, va.channels, patch_size=p, k=kk,
+        pca_dims=dims, candidates=m, leaf_size=leaf, seed=s, device_output=va.on_device),
+        PLANS_KEPT)
+    return plan.run(a, b)
+
+
+def reconstruct(matches: Matches, b: Any, *, runtime: Runtime | None = None) -> Any:
+    """Image a rebuilt from `b`'s patches at the first neighbours of `matches` (an `nnf`
+    result, or any step-1 Matches over a): each pixel the mean, over the patches of a
+    covering it, of the pixel at the same offset in its matched patch of b. float32 of a's
+    shape (with b's channels), NumPy or device array like `b`."""
+    if not isinstance(matches, Matches):
+        raise TypeError(f"matches must be clpatch Matches, got {type(matches).__name__}")
+    positions = matches.positions
+    if len(positions.shape) != 4 or positions.shape[-1] != 2:
+        raise ValueError(f"matches must be an image field (rows, cols, k, 2), got positions "
+                         f"of shape {tuple(positions.shape)}")
+    if matches.step != 1:
+        raise ValueError(f"matches must cover every patch of a (step 1), got step "
+                         f"{matches.step}")
+    p = int(matches.patch_size)
+    vb = as_volume(b, name="b", video=False)
+    hac, wac, k = (int(n) for n in positions.shape[:3])
+    ha, wa = hac + p - 1, wac + p - 1
+    host = positions.get() if hasattr(positions, "get") else np.asarray(positions)
+    ys, xs = host[..., 0, 0], host[..., 0, 1]
+    if ys.min() < 0 or xs.min() < 0 or ys.max() > vb.rows - p or xs.max() > vb.cols - p:
+        raise ValueError(f"matches hold positions outside b's {vb.rows - p + 1}x"
+                         f"{vb.cols - p + 1} patches (was the field computed for this b?)")
+    rt = resolve_runtime(runtime, b)
+    queue, i32, c = rt.queue, np.int32, vb.channels
+    program = rt.programs.get("match/nnf_reconstruct.cl.mako", patch=p, channels=c)
+    pool = BufferPool(rt.context)
+    uploader = Uploader(rt, pool)
+    uploader.begin()
+    bbuf = pool.get("b", 4 * c * vb.rows * vb.cols)
+    events = uploader.convert(vb, 0, 1, 0, vb.rows, bbuf)
+    check_peak(uploader.peak([events[-1][1]]), magnitude_limit(p, c), "b")
+    pos = pool.get("pos", 4 * host.size)
+    wait = [cl.enqueue_copy(queue, pos, np.ascontiguousarray(host, np.int32),
+                            is_blocking=False), events[-1][1]]
+    out = pool.get("out", 4 * c * ha * wa)
+    done = kernel(program, "nnf_reconstruct")(
+        queue, (-(-wa // 64) * 64, ha), (64, 1), pos, i32(k), i32(ha), i32(wa), bbuf,
+        i32(vb.rows), i32(vb.cols), out, wait_for=wait)
+    planar = np.empty((c, ha, wa), np.float32)
+    cl.enqueue_copy(queue, planar, out, wait_for=[done])
+    image = np.ascontiguousarray(np.moveaxis(planar, 0, -1))
+    if len(vb.array.shape) == 2:
+        image = image[..., 0]
+    if vb.on_device:
+        device = rt.empty(image.shape, np.float32)
+        device.set(image, queue=queue)
+        return device
+    return image

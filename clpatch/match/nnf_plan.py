@@ -1,0 +1,294 @@
+"""The NNF's plan: for two image shapes and the parameters, the compiled kernels and the
+device buffers, reused between runs (`cl_src/match/nnf_index.cl.mako` and
+`nnf_search.cl.mako` hold the kernels and their launch layouts; the algorithm is the module
+doc of clpatch/match/nnf.py).
+
+A run uploads both images (checked by the conversion), fits the PCA model on the host from
+a seeded sample, projects every patch on the device, builds the k-d tree level by level
+(a bitonic sort of every node's points on its split dimension, then the medians), searches
+every query's containing leaf, completes the exact rows by backtracking, propagates down
+each band of rows, and re-ranks the candidates on the full patches. Every launch waits for
+the previous one through events; `last_events` keeps (stage, event) pairs for profiling.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyopencl as cl
+
+from ..core.buffers import BufferPool
+from ..core.kernels import kernel
+from ..core.runtime import Runtime
+from ..core.staging import download
+from ..core.upload import Uploader, check_peak
+from ..core.volumes import as_volume, magnitude_limit
+from .matches import Matches
+from .nnf_pca import fit_pca
+
+__all__ = ["BAND", "REFINE", "SORT_BLOCK", "VISITS", "NnfPlan", "tree_levels"]
+
+#: Rows per propagation band: rows 0, BAND, 2·BAND, … are searched by backtracking, and
+#: the rows between them are propagated from the row above, all bands at once.
+BAND = 16
+#: Leaves a backtracking search visits at most (the paper's bound on a traversal): a
+#: traversal is a single work-item's sequential walk, so this bounds the launch's latency.
+VISITS = 32
+#: Refinement passes after the propagation (every query, from its four neighbours).
+REFINE = 8
+#: Pairs a work-group sorts in local memory (at most; a power of two).
+SORT_BLOCK = 2048
+
+
+def tree_levels(points: int, leaf: int) -> int:
+    """Levels of internal nodes over `points` points in leaves of `leaf` slots."""
+    levels = 0
+    while (leaf << levels) < points:
+        levels += 1
+    return levels
+
+
+class NnfPlan:
+    """NNF of every patch of an (ha, wa, channels) image among the patches of an (hb, wb,
+    channels) one. `run(a, b)` returns Matches (NumPy or device arrays like `a`)."""
+
+    def __init__(self, runtime: Runtime, ha: int, wa: int, hb: int, wb: int, channels: int, *,
+                 patch_size: int, k: int, pca_dims: int, candidates: int, leaf_size: int,
+                 seed: int, device_output: bool) -> None:
+        self.runtime = runtime
+        self.ha, self.wa, self.hb, self.wb, self.channels = ha, wa, hb, wb, channels
+        self.p, self.k, self.dims, self.m = patch_size, k, pca_dims, candidates
+        self.leaf, self.seed, self.device_output = leaf_size, seed, device_output
+        p = patch_size
+        self.hac, self.wac = ha - p + 1, wa - p + 1
+        self.hbc, self.wbc = hb - p + 1, wb - p + 1
+        self.na, self.nb = self.hac * self.wac, self.hbc * self.wbc
+        self.levels = tree_levels(self.nb, leaf_size)
+        self.n_pad = leaf_size << self.levels
+        group = int(runtime.profile.max_work_group_size)
+        self.sort_block = min(SORT_BLOCK, self.n_pad, 2 * (1 << (group.bit_length() - 1)))
+        program = runtime.programs.get(
+            "match/nnf_index.cl.mako", patch=p, channels=channels, dims=pca_dims,
+            leaf=leaf_size, sort_block=self.sort_block)
+        search = runtime.programs.get(
+            "match/nnf_search.cl.mako", patch=p, channels=channels, dims=pca_dims,
+            leaf=leaf_size, cand=candidates, band=BAND, visits=VISITS)
+        self._k = {name: kernel(program, name) for name in (
+            "nnf_project", "nnf_bounds", "nnf_root", "nnf_keys", "nnf_sort_block",
+            "nnf_medians", "nnf_leaves", "nnf_sort_merge")}
+        self._k.update({name: kernel(search, name) for name in (
+            "nnf_contain", "nnf_exact", "nnf_propagate", "nnf_refine", "nnf_rerank")})
+        self._program = program
+        # One kernel object per bitonic step, so a rerun sets no argument again.
+        self._steps: dict[tuple[int, int], Any] = {}
+        self.pool = BufferPool(runtime.context)
+        self.uploader = Uploader(runtime, self.pool)
+        self.last_events: list[tuple[str, Any]] = []
+        self.stage_names = ("upload", "project", "tree", "contain", "exact", "propagate", "refine",
+                            "rerank")
+
+    # ---- pieces ----------------------------------------------------------------------
+
+    def _step(self, keys: Any, vals: Any, m_log2: int, s_log2: int) -> Any:
+        """The bitonic step kernel of phase 2^m_log2, stride 2^s_log2 (flip: -1), its
+        arguments set once: the plan's key and value buffers do not change between runs,
+        so a rerun enqueues ~400 steps without touching an argument."""
+        found = self._steps.get((m_log2, s_log2))
+        if found is None or found[1] is not keys or found[2] is not vals:
+            if m_log2 < 0:      # two strides, 2^s_log2 and half that, in one pass
+                raw = cl.Kernel(self._program, "nnf_sort_step2")
+                raw.set_args(keys, vals, np.int32(s_log2))
+            else:
+                raw = cl.Kernel(self._program, "nnf_sort_step")
+                raw.set_args(keys, vals, np.int32(m_log2), np.int32(s_log2))
+            found = self._steps[(m_log2, s_log2)] = (raw, keys, vals)
+        return found[0]
+
+    def _buffer(self, name: str, nbytes: int) -> Any:
+        return self.pool.get(name, max(4, nbytes))
+
+    def _sort(self, keys: Any, vals: Any, seg_log2: int, events: list, wait: list) -> list:
+        """Sort (keys, vals) within aligned segments of 2^seg_log2 pairs."""
+        queue, sb = self.runtime.queue, self.sort_block
+        half = (self.n_pad // 2,)
+        sb_log2 = sb.bit_length() - 1
+        block_log2 = min(seg_log2, sb_log2)
+        last = [self._k["nnf_sort_block"](queue, half, (sb // 2,), keys, vals,
+                                          np.int32(block_log2), wait_for=wait)]
+        events.append(("tree", last[0]))
+        quarter = (self.n_pad // 4,)
+        for m_log2 in range(sb_log2 + 1, seg_log2 + 1):
+            last = [cl.enqueue_nd_range_kernel(queue, self._step(keys, vals, m_log2, -1),
+                                               half, None, wait_for=last)]
+            events.append(("tree", last[0]))
+            s_log2 = m_log2 - 2
+            while s_log2 >= sb_log2:        # the global strides, two per pass where possible
+                if s_log2 - 1 >= sb_log2:
+                    step, size, s_next = self._step(keys, vals, -1, s_log2), quarter, s_log2 - 2
+                else:
+                    step, size, s_next = self._step(keys, vals, m_log2, s_log2), half, s_log2 - 1
+                last = [cl.enqueue_nd_range_kernel(queue, step, size, None, wait_for=last)]
+                events.append(("tree", last[0]))
+                s_log2 = s_next
+            last = [self._k["nnf_sort_merge"](queue, half, (sb // 2,), keys, vals,
+                                              wait_for=last)]
+            events.append(("tree", last[0]))
+        return last
+
+    def _tree(self, rb: Any, events: list, wait: list) -> tuple[Any, ...]:
+        """The k-d tree over b's reduced points: (dims, med, leaf_pts, leaf_pid, leaf_of)."""
+        queue, i32, dr = self.runtime.queue, np.int32, self.dims
+        nodes = max(2, 1 << self.levels)
+        dims = self._buffer("dims", 4 * nodes)
+        med = self._buffer("med", 4 * nodes)
+        lo = self._buffer("lo", 4 * nodes * dr)
+        hi = self._buffer("hi", 4 * nodes * dr)
+        keys = self._buffer("keys", 8 * self.n_pad)
+        order = self._buffer("order", 4 * self.n_pad)
+        last = wait
+        if not self.levels:     # one leaf: the identity order (nnf_keys writes it otherwise)
+            last = [cl.enqueue_copy(queue, order, np.arange(self.n_pad, dtype=np.int32),
+                                    wait_for=wait, is_blocking=False)]
+        else:
+            last = [self._k["nnf_bounds"](queue, (256, dr), (256, 1), rb, i32(self.nb), lo,
+                                          hi, wait_for=last)]
+            last = [self._k["nnf_root"](queue, (1,), None, lo, hi, dims, wait_for=last)]
+            events += [("tree", e) for e in last]
+        total_log2 = self.n_pad.bit_length() - 1
+        for level in range(self.levels):
+            seg_log2 = total_log2 - level
+            last = [self._k["nnf_keys"](queue, (self.n_pad,), None, rb, i32(self.nb), dims,
+                                        i32(level), i32(seg_log2), order, keys,
+                                        wait_for=last)]
+            events.append(("tree", last[0]))
+            last = self._sort(keys, order, seg_log2, events, last)
+            count = 1 << level
+            last = [self._k["nnf_medians"](
+                queue, (-(-count // 64) * 64,), (64,), rb, i32(self.nb), order, i32(level),
+                i32(seg_log2), i32(level + 1 < self.levels), dims, med, lo, hi,
+                wait_for=last)]
+            events.append(("tree", last[0]))
+        leaf_pts = self._buffer("leaf_pts", 4 * self.n_pad * dr)
+        leaf_pid = self._buffer("leaf_pid", 4 * self.n_pad)
+        leaf_of = self._buffer("leaf_of", 4 * self.nb)
+        last = [self._k["nnf_leaves"](queue, (self.n_pad,), None, rb, i32(self.nb), order,
+                                      leaf_pts, leaf_pid, leaf_of, wait_for=last)]
+        events.append(("tree", last[0]))
+        return (dims, med, leaf_pts, leaf_pid, leaf_of), last
+
+    def _project(self, image: Any, shape: tuple[int, int], mean: Any, basis: Any, out: Any,
+                 count: int, events: list, wait: list) -> list:
+        queue, i32 = self.runtime.queue, np.int32
+        step = 1 << 22
+        last = wait
+        for first in range(0, count, step):
+            n = min(step, count - first)
+            last = [self._k["nnf_project"](queue, (-(-n // 128) * 128,), (128,), image,
+                                           i32(shape[0]), i32(shape[1]), mean, basis,
+                                           i32(first), i32(n), out, wait_for=last)]
+            events.append(("project", last[0]))
+        return last
+
+    # ---- running -----------------------------------------------------------------------
+
+    def run(self, a: Any, b: Any) -> Matches:
+        va = as_volume(a, name="a", video=False)
+        vb = as_volume(b, name="b", video=False)
+        queue, i32 = self.runtime.queue, np.int32
+        events: list[tuple[str, Any]] = []
+        self.uploader.begin()
+        c = self.channels
+        abuf = self._buffer("a", 4 * c * self.ha * self.wa)
+        bbuf = self._buffer("b", 4 * c * self.hb * self.wb)
+        events += self.uploader.convert(va, 0, 1, 0, self.ha, abuf, staging="stage_a")
+        events += self.uploader.convert(vb, 0, 1, 0, self.hb, bbuf, staging="stage_b")
+        check_peak(self.uploader.peak([events[-1][1]]), magnitude_limit(self.p, c), "a or b")
+        mean, basis = fit_pca(_host_image(va), _host_image(vb), self.p, self.dims, self.seed)
+        mbuf = self._buffer("mean", mean.nbytes)
+        wbuf = self._buffer("basis", basis.nbytes)
+        last = [cl.enqueue_copy(queue, mbuf, mean, is_blocking=False),
+                cl.enqueue_copy(queue, wbuf, basis, is_blocking=False), events[-1][1]]
+        ra = self._buffer("ra", 4 * self.na * self.dims)
+        rb = self._buffer("rb", 4 * self.nb * self.dims)
+        last = self._project(abuf, (self.ha, self.wa), mbuf, wbuf, ra, self.na, events, last)
+        last = self._project(bbuf, (self.hb, self.wb), mbuf, wbuf, rb, self.nb, events, last)
+        (dims, med, leaf_pts, leaf_pid, leaf_of), last = self._tree(rb, events, last)
+        m = self.m
+        cd = self._buffer("cand_d", 4 * self.na * m)
+        ci = self._buffer("cand_i", 4 * self.na * m)
+        searched = self._buffer("searched", 8 * self.na)
+        levels, nb = i32(self.levels), i32(self.nb)
+        last = [self._k["nnf_contain"](queue, (-(-self.na // 64) * 64,), (64,), ra,
+                                       i32(self.na), dims, med, levels, leaf_pts, leaf_pid,
+                                       nb, cd, ci, searched, wait_for=last)]
+        events.append(("contain", last[0]))
+        bands = -(-self.hac // BAND)
+        cols = (-(-self.wac // 64) * 64, bands)
+        last = [self._k["nnf_exact"](queue, cols, (64, 1), ra, i32(self.hac), i32(self.wac),
+                                     dims, med, levels, leaf_pts, leaf_pid, nb, cd, ci,
+                                     searched, wait_for=last)]
+        events.append(("exact", last[0]))
+        for t in range(1, min(BAND, self.hac)):
+            last = [self._k["nnf_propagate"](
+                queue, cols, (64, 1), ra, i32(self.hac), i32(self.wac), i32(t), leaf_pts,
+                leaf_pid, leaf_of, nb, i32(self.hbc), i32(self.wbc), cd, ci, searched,
+                wait_for=last)]
+            events.append(("propagate", last[0]))
+        lists = [(cd, ci), (self._buffer("cand_d2", 4 * self.na * m),
+                            self._buffer("cand_i2", 4 * self.na * m))]
+        grid = (-(-self.wac // 64) * 64, self.hac)
+        for r in range(REFINE):
+            (d_in, i_in), (d_out, i_out) = lists[r % 2], lists[(r + 1) % 2]
+            last = [self._k["nnf_refine"](
+                queue, grid, (64, 1), ra, i32(self.hac), i32(self.wac), rb, i32(self.hbc),
+                i32(self.wbc), d_in, i_in, d_out, i_out, wait_for=last)]
+            events.append(("refine", last[0]))
+        ci = lists[REFINE % 2][1]
+        positions, distances, last = self._rerank(abuf, bbuf, ci, events, last)
+        self.last_events = events
+        grid_y = np.arange(self.hac, dtype=np.int32)
+        grid_x = np.arange(self.wac, dtype=np.int32)
+        return Matches(positions, distances, grid_y, grid_x, self.p, 1, 0, self.k, "l2", 0,
+                       None)
+
+    def projections(self) -> tuple[np.ndarray, np.ndarray]:
+        """The last run's reduced points of a and b: float32 (Na, pca_dims), (Nb, pca_dims)
+        (what the tests feed the NumPy oracle, so that its tree and search see the device's
+        own coordinates)."""
+        ra = np.empty((self.na, self.dims), np.float32)
+        rb = np.empty((self.nb, self.dims), np.float32)
+        cl.enqueue_copy(self.runtime.queue, ra, self.pool.get("ra", ra.nbytes))
+        cl.enqueue_copy(self.runtime.queue, rb, self.pool.get("rb", rb.nbytes))
+        return ra, rb
+
+    def _rerank(self, abuf: Any, bbuf: Any, ci: Any, events: list,
+                wait: list) -> tuple[Any, Any, list]:
+        queue, i32, k = self.runtime.queue, np.int32, self.k
+        shape = (self.hac, self.wac, k)
+        if self.device_output:
+            positions = self.runtime.empty((*shape, 2), np.int32)
+            distances = self.runtime.empty(shape, np.float32)
+            out_pos, out_dist = positions.data, distances.data
+        else:
+            positions = np.empty((*shape, 2), np.int32)
+            distances = np.empty(shape, np.float32)
+            out_pos = self._buffer("out_pos", positions.nbytes)
+            out_dist = self._buffer("out_dist", distances.nbytes)
+        last = [self._k["nnf_rerank"](
+            queue, (-(-self.wac // 64) * 64, self.hac), (64, 1), abuf, i32(self.ha),
+            i32(self.wa), bbuf, i32(self.hb), i32(self.wb), i32(0), i32(self.hac),
+            i32(self.wac), ci, i32(k), out_pos, out_dist, wait_for=wait)]
+        events.append(("rerank", last[0]))
+        if not self.device_output:     # blocking copies: nothing left to wait for
+            download(queue, positions, out_pos, shape=positions.shape, wait_for=last)
+            download(queue, distances, out_dist, shape=distances.shape, wait_for=last)
+            last = []
+        return positions, distances, last
+
+
+def _host_image(volume: Any) -> np.ndarray:
+    """(H, W, C) host view (or copy, for a device array) of a checked 2-D or 3-D image
+    volume, in its own dtype (the PCA sample converts what it takes)."""
+    array = volume.array.get() if volume.on_device else np.asarray(volume.array)
+    return array.reshape(volume.rows, volume.cols, volume.channels)
