@@ -3,6 +3,7 @@
 ##
 ## Rendered with: patch (P), channels (C).
 <%page args="patch, channels"/>
+<%namespace name="mt" file="/lib/matches.mako"/>\
 <%
     P, C = patch, channels
 %>
@@ -33,8 +34,8 @@ __kernel void nnf_reconstruct(__global const int *restrict pos, const int K, con
             const int qx = x - j;
             if (qx < 0 || qx >= Wac)
                 continue;
-            const long at = ((long)qy * Wac + qx) * K;
-            const int by = pos[2 * at] + i, bx = pos[2 * at + 1] + j;
+            const int at = ${mt.first(mt.ref("qy", "qx", "Wac"), "K")};    // rank 0
+            const int by = ${mt.pos_y("pos", "at", 2)} + i, bx = ${mt.pos_x("pos", "at", 2)} + j;
             for (int c = 0; c < ${C}; ++c)
                 acc[c] += bimg[((long)c * Hb + by) * Wb + bx];
             ++n;

@@ -24,6 +24,7 @@
 ## cand (M, candidates per query), band (BAND), visits (VISITS, leaves a backtracking
 ## traversal visits at most).
 <%page args="patch, channels, dims, leaf, cand, band, visits"/>
+<%namespace name="mt" file="/lib/matches.mako"/>\
 <%
     P, C, DR, LEAF, M, BAND, VISITS = patch, channels, dims, leaf, cand, band, visits
 %>
@@ -306,8 +307,8 @@ __kernel void nnf_refine(__global const float *restrict ra, const int Hac, const
 // ---------------------------------------------------------------------------------------
 // nnf_rerank. Launch: global (Wac rounded up to any local size, rows of the launch), local
 // any. Query (row0 + r, x): the exact distance of each candidate (sum over c, i, jj of
-// (a - b)^2, each step rounded), sorted by (distance, id); the first K written to
-// out_pos[((row0 + r) * Wac + x) * K + e][2] = (cy, cx) and out_dist.
+// (a - b)^2, each step rounded), sorted by (distance, id); the first K written as the
+// Matches of grid point (y, x) (lib/matches.mako: gx = Wac, n = K, positions (cy, cx)).
 __kernel void nnf_rerank(__global const float *restrict aimg, const int Ha, const int Wa,
                          __global const float *restrict bimg, const int Hb, const int Wb,
                          const int row0, const int Hac, const int Wac,
@@ -342,12 +343,13 @@ __kernel void nnf_rerank(__global const float *restrict aimg, const int Ha, cons
             }
         offer(cd, ci, acc, pid);
     }
+    const int ref = ${mt.ref("y", "x", "Wac")};
     for (int e = 0; e < K; ++e) {
-        const long at = (long)q * K + e;
+        const int at = ${mt.entry("ref", "K", "e")};
         const int pid = ci[e];
         const int cy = pid / Wbc;       // one division, outside the selects: a division
-        out_pos[2 * at] = pid == NONE ? -1 : cy;        // under a select becomes freeze,
-        out_pos[2 * at + 1] = pid == NONE ? -1 : pid - cy * Wbc;    // which Oclgrind cannot run
-        out_dist[at] = cd[e];
+        ${mt.pos_y("out_pos", "at", 2)} = pid == NONE ? -1 : cy;    // under a select becomes
+        ${mt.pos_x("out_pos", "at", 2)} = pid == NONE ? -1 : pid - cy * Wbc;   // freeze, which
+        ${mt.dist("out_dist", "at")} = cd[e];                       // Oclgrind cannot run
     }
 }
