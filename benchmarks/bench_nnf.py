@@ -13,7 +13,8 @@ Cases:
 - large: the stereo pair at 1600x3840, PCA 10 (time only: the exact field would take
   minutes);
 - 4k: a 2160x3840 pair (the stereo pair resized), PCA 10: time and the device memory the
-  run's buffers take.
+  run's buffers and its result arrays take (device_bytes; the inputs, 2 x 25 MB of uint8,
+  not counted).
 
 Timing: the inputs are uploaded once as device arrays (uint8 RGB); wall clock =
 `time.perf_counter` around the call with the queue finished, median of --repeats after a
@@ -81,9 +82,9 @@ def ours(rt: Any, prof: Any, a: np.ndarray, b: np.ndarray, repeats: int,
         plan = next(reversed(prof.plan_cache().values()))
         samples.append(stages(plan))
     split = {s: statistics.median(x[s] for x in samples) for s in samples[0]}
-    held = sum(b.size for b in plan.pool._buffers.values()) if hasattr(plan, "pool") else 0
+    out = found.positions.nbytes + found.distances.nbytes
     return ({"wall_ms": wall, "kernel_ms": sum(split.values()), "stages_ms": split,
-             "device_bytes": held}, found)
+             "device_bytes": plan.pool.held_bytes() + out}, found)
 
 
 def exact(rt: Any, a: np.ndarray, b: np.ndarray, p: int) -> tuple[dict[str, Any], Any]:
@@ -150,13 +151,14 @@ def main() -> None:
         Path(args.json).write_text(json.dumps(results, indent=1) + "\n")
     if args.markdown:
         lines = [f"# clpatch.nnf on {results['device']} (driver {results['driver']})", "",
-                 "| case | size | PCA | wall | kernels | stages (ms) | accuracy | exact kNN | "
-                 "speed-up |", "|---|---|---|---|---|---|---|---|---|"]
+                 "| case | size | PCA | wall | kernels | stages (ms) | device memory | accuracy | "
+                 "exact kNN | speed-up |", "|---|---|---|---|---|---|---|---|---|---|"]
         for row in results["cases"]:
             split = ", ".join(f"{k} {v:.2f}" for k, v in row["stages_ms"].items())
             lines.append(
                 f"| {row['case']} | {row['size'][0]}x{row['size'][1]} | {row['pca_dims']} | "
                 f"{row['wall_ms']:.1f} ms | {row['kernel_ms']:.1f} ms | {split} | "
+                f"{row['device_bytes'] / 1e9:.2f} GB | "
                 + (f"{row['accuracy']:.3f} | {row['exact_wall_ms'] / 1e3:.1f} s | "
                    f"{row['speedup_vs_exact']:.0f}x |" if "accuracy" in row else "– | – | – |"))
         Path(args.markdown).write_text("\n".join(lines) + "\n")

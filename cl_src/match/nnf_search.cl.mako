@@ -258,15 +258,17 @@ __kernel void nnf_propagate(__global const float *restrict ra, const int Hac, co
 }
 
 // nnf_refine. Launch: global (Wac rounded up to any local size, Hac), local any. Query
-// (y, x), from the lists of the previous pass (cd_in/ci_in; writes cd_out/ci_out): for its
-// neighbours (y - 1, x), (y + 1, x), (y, x - 1), (y, x + 1) and each of their candidates
-// (cy, cx), b's patch (cy - dy, cx - dx) (the neighbour's match moved back by the
-// neighbour's offset: PatchMatch's propagation) is offered, when it lies in b.
+// (y, x) updates its own list in place (cd_io/ci_io) from its neighbours' lists as they
+// were before the pass (ci_snap, a copy): for its neighbours (y - 1, x), (y + 1, x),
+// (y, x - 1), (y, x + 1) and each of their candidates (cy, cx), b's patch (cy - dy, cx - dx)
+// (the neighbour's match moved back by the neighbour's offset: PatchMatch's propagation)
+// is offered when it lies in b, its reduced point read at its tree position
+// (leaf_pts[pos_of[id] * DR]).
 __kernel void nnf_refine(__global const float *restrict ra, const int Hac, const int Wac,
-                         __global const float *restrict rb, const int Hbc, const int Wbc,
-                         __global const float *restrict cd_in,
-                         __global const int *restrict ci_in, __global float *restrict cd_out,
-                         __global int *restrict ci_out)
+                         __global const float *restrict leaf_pts,
+                         __global const int *restrict pos_of, const int Hbc, const int Wbc,
+                         __global const int *restrict ci_snap, __global float *restrict cd_io,
+                         __global int *restrict ci_io)
 {
     const int x = get_global_id(0), y = get_global_id(1);
     if (x >= Wac || y >= Hac)
@@ -277,8 +279,8 @@ __kernel void nnf_refine(__global const float *restrict ra, const int Hac, const
     float cd[M];
     int ci[M];
     for (int e = 0; e < M; ++e) {
-        cd[e] = cd_in[(long)q * M + e];
-        ci[e] = ci_in[(long)q * M + e];
+        cd[e] = cd_io[(long)q * M + e];
+        ci[e] = ci_io[(long)q * M + e];
     }
     for (int n = 0; n < 4; ++n) {
         const int dy = n == 0 ? -1 : (n == 1 ? 1 : 0);
@@ -288,19 +290,20 @@ __kernel void nnf_refine(__global const float *restrict ra, const int Hac, const
             continue;
         const long nq = (long)ny * Wac + nx;
         for (int e = 0; e < M; ++e) {
-            const int pid = ci_in[nq * M + e];
+            const int pid = ci_snap[nq * M + e];
             if (pid == NONE)
                 continue;
-            const int ty = pid / Wbc - dy, tx = pid - (pid / Wbc) * Wbc - dx;
+            const int cy = pid / Wbc;
+            const int ty = cy - dy, tx = pid - cy * Wbc - dx;
             if (ty < 0 || ty >= Hbc || tx < 0 || tx >= Wbc)
                 continue;
             const int t = ty * Wbc + tx;
-            offer(cd, ci, reduced_distance(v, rb + (long)t * DR), t);
+            offer(cd, ci, reduced_distance(v, leaf_pts + (long)pos_of[t] * DR), t);
         }
     }
     for (int e = 0; e < M; ++e) {
-        cd_out[(long)q * M + e] = cd[e];
-        ci_out[(long)q * M + e] = ci[e];
+        cd_io[(long)q * M + e] = cd[e];
+        ci_io[(long)q * M + e] = ci[e];
     }
 }
 

@@ -27,6 +27,10 @@ class BufferPool:
             self._buffers[name] = buf
         return buf
 
+    def held_bytes(self) -> int:
+        """Bytes of device memory the pool's buffers hold."""
+        return sum(int(buf.size) for buf in self._buffers.values())
+
 
 def halve_until_fits(fits: Callable[[int, int], bool], frames: int, rows: int,
                      error: str) -> tuple[int, int]:

@@ -9,6 +9,7 @@ import pytest
 
 import clpatch
 from clpatch.core import runtime as rt_module
+from clpatch.core.buffers import BufferPool
 from clpatch.core.devices import list_devices
 from tests.helpers import random_image
 
@@ -109,3 +110,12 @@ def test_empty_arrays_behave_like_pyopencl_empty(runtime, shape, dtype):
         got.set(values)
         np.testing.assert_array_equal(got.get(), values)
         np.testing.assert_array_equal((got + got).get(), values + values)
+
+
+def test_buffer_pool_reuses_and_counts(runtime):
+    pool = BufferPool(runtime.context)
+    first = pool.get("x", 100)
+    assert pool.get("x", 64) is first                       # big enough: reused
+    assert pool.get("x", 200) is not first                  # too small: replaced
+    pool.get("y", 8)
+    assert pool.held_bytes() == 200 + 8
