@@ -314,20 +314,16 @@ __kernel void nnf_medians(__global const float *restrict r, const int Nb,
 
 // nnf_leaves. Launch: global (N_pad), local any. Position pos of the sorted order: leaf
 // pos / LEAF; leaf_pts[pos * DR + k] its point's coordinates (padding: +inf), leaf_pid[pos]
-// its id; for real points leaf_of[id] = pos / LEAF and pos_of[id] = pos (after this, the
-// search reads b's reduced points only through leaf_pts).
+// its id; leaf_of[id] = pos / LEAF for real points.
 __kernel void nnf_leaves(__global const float *restrict r, const int Nb,
                          __global const int *restrict order, __global float *restrict leaf_pts,
-                         __global int *restrict leaf_pid, __global int *restrict leaf_of,
-                         __global int *restrict pos_of)
+                         __global int *restrict leaf_pid, __global int *restrict leaf_of)
 {
     const int pos = get_global_id(0);
     const int pid = order[pos];
     leaf_pid[pos] = pid < Nb ? pid : NONE;
     for (int k = 0; k < DR; ++k)
         leaf_pts[(long)pos * DR + k] = pid < Nb ? r[(long)pid * DR + k] : INFINITY;
-    if (pid < Nb) {
+    if (pid < Nb)
         leaf_of[pid] = pos / LEAF;
-        pos_of[pid] = pos;
-    }
 }

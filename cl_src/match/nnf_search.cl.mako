@@ -11,8 +11,9 @@
 ##                    by a traversal with backtracking, of at most VISITS leaves
 ##   nnf_propagate    one propagation step: queries of rows y = t (mod BAND) search the
 ##                    leaves holding the patches below their upper neighbour's candidates
-##   nnf_refine       one refinement pass: every query is offered its four neighbours'
-##                    candidates shifted back by the neighbour's offset (PatchMatch)
+##   nnf_refine       half a refinement pass (one colour of a checkerboard): each query is
+##                    offered its four neighbours' candidates shifted back by the
+##                    neighbour's offset (PatchMatch)
 ##   nnf_rerank       exact full-patch distances of the candidates, sorted; the k best out
 ##
 ## A candidate list: cd/ci[q * M + e], ascending by (reduced distance, point id), empty
@@ -257,20 +258,20 @@ __kernel void nnf_propagate(__global const float *restrict ra, const int Hac, co
     }
 }
 
-// nnf_refine. Launch: global (Wac rounded up to any local size, Hac), local any. Query
-// (y, x) updates its own list in place (cd_io/ci_io) from its neighbours' lists as they
-// were before the pass (ci_snap, a copy): for its neighbours (y - 1, x), (y + 1, x),
-// (y, x - 1), (y, x + 1) and each of their candidates (cy, cx), b's patch (cy - dy, cx - dx)
-// (the neighbour's match moved back by the neighbour's offset: PatchMatch's propagation)
-// is offered when it lies in b, its reduced point read at its tree position
-// (leaf_pts[pos_of[id] * DR]).
+// nnf_refine. Launch: global (ceil(Wac / 2) rounded up to any local size, Hac), local any.
+// One half of a refinement pass: work-item (g, y) is query (y, x), x = 2 g + ((y + colour)
+// & 1), the queries with x + y = colour (mod 2), whose four neighbours all have the other
+// colour and do not change during this launch (so the lists update in place, race-free and
+// deterministic). For each neighbour (y - 1, x), (y + 1, x), (y, x - 1), (y, x + 1) and each
+// of its candidates (cy, cx), b's patch (cy - dy, cx - dx) (the neighbour's match moved back
+// by the neighbour's offset: PatchMatch's propagation) is offered when it lies in b.
 __kernel void nnf_refine(__global const float *restrict ra, const int Hac, const int Wac,
-                         __global const float *restrict leaf_pts,
-                         __global const int *restrict pos_of, const int Hbc, const int Wbc,
-                         __global const int *restrict ci_snap, __global float *restrict cd_io,
+                         __global const float *restrict rb, const int Hbc, const int Wbc,
+                         const int colour, __global float *restrict cd_io,
                          __global int *restrict ci_io)
 {
-    const int x = get_global_id(0), y = get_global_id(1);
+    const int y = get_global_id(1);
+    const int x = 2 * (int)get_global_id(0) + ((y + colour) & 1);
     if (x >= Wac || y >= Hac)
         return;
     const int q = y * Wac + x;
@@ -290,7 +291,7 @@ __kernel void nnf_refine(__global const float *restrict ra, const int Hac, const
             continue;
         const long nq = (long)ny * Wac + nx;
         for (int e = 0; e < M; ++e) {
-            const int pid = ci_snap[nq * M + e];
+            const int pid = ci_io[nq * M + e];
             if (pid == NONE)
                 continue;
             const int cy = pid / Wbc;
@@ -298,7 +299,7 @@ __kernel void nnf_refine(__global const float *restrict ra, const int Hac, const
             if (ty < 0 || ty >= Hbc || tx < 0 || tx >= Wbc)
                 continue;
             const int t = ty * Wbc + tx;
-            offer(cd, ci, reduced_distance(v, leaf_pts + (long)pos_of[t] * DR), t);
+            offer(cd, ci, reduced_distance(v, rb + (long)t * DR), t);
         }
     }
     for (int e = 0; e < M; ++e) {

@@ -174,11 +174,10 @@ class NnfPlan:
         leaf_pts = self._buffer("leaf_pts", 4 * self.n_pad * dr)
         leaf_pid = self._buffer("leaf_pid", 4 * self.n_pad)
         leaf_of = self._buffer("leaf_of", 4 * self.nb)
-        pos_of = self._buffer("pos_of", 4 * self.nb)
         last = [self._k["nnf_leaves"](queue, (self.n_pad,), None, rb, i32(self.nb), order,
-                                      leaf_pts, leaf_pid, leaf_of, pos_of, wait_for=last)]
+                                      leaf_pts, leaf_pid, leaf_of, wait_for=last)]
         events.append(("tree", last[0]))
-        return (dims, med, leaf_pts, leaf_pid, leaf_of, pos_of), last
+        return (dims, med, leaf_pts, leaf_pid, leaf_of), last
 
     def _project(self, image: Any, shape: tuple[int, int], mean: Any, basis: Any, out: Any,
                  count: int, events: list, wait: list) -> list:
@@ -213,12 +212,10 @@ class NnfPlan:
         last = [cl.enqueue_copy(queue, mbuf, mean, is_blocking=False),
                 cl.enqueue_copy(queue, wbuf, basis, is_blocking=False), events[-1][1]]
         ra = self._buffer("ra", 4 * self.na * self.dims)
-        # b's reduced points are read through the leaves once the tree is built: their buffer
-        # then holds the refinement passes' snapshot of the candidate ids.
-        rb = self._buffer("rb_snapshot", 4 * max(self.nb * self.dims, self.na * self.m))
+        rb = self._buffer("rb", 4 * self.nb * self.dims)
         last = self._project(abuf, (self.ha, self.wa), mbuf, wbuf, ra, self.na, events, last)
         last = self._project(bbuf, (self.hb, self.wb), mbuf, wbuf, rb, self.nb, events, last)
-        (dims, med, leaf_pts, leaf_pid, leaf_of, pos_of), last = self._tree(rb, events, last)
+        (dims, med, leaf_pts, leaf_pid, leaf_of), last = self._tree(rb, events, last)
         m = self.m
         cd = self._buffer("keys_cand_d", max(8 * self.n_pad, 4 * self.na * m))
         ci = self._buffer("cand_i", 4 * self.na * m)
@@ -240,16 +237,13 @@ class NnfPlan:
                 leaf_pid, leaf_of, nb, i32(self.hbc), i32(self.wbc), cd, ci, searched,
                 wait_for=last)]
             events.append(("propagate", last[0]))
-        grid = (-(-self.wac // 64) * 64, self.hac)
-        snapshot = rb
+        grid = (-(-((self.wac + 1) // 2) // 64) * 64, self.hac)
         for _ in range(REFINE):
-            last = [cl.enqueue_copy(queue, snapshot, ci, byte_count=4 * self.na * m,
-                                    wait_for=last)]
-            events.append(("refine", last[0]))
-            last = [self._k["nnf_refine"](
-                queue, grid, (64, 1), ra, i32(self.hac), i32(self.wac), leaf_pts, pos_of,
-                i32(self.hbc), i32(self.wbc), snapshot, cd, ci, wait_for=last)]
-            events.append(("refine", last[0]))
+            for colour in (0, 1):       # a checkerboard: each half reads the other's lists
+                last = [self._k["nnf_refine"](
+                    queue, grid, (64, 1), ra, i32(self.hac), i32(self.wac), rb, i32(self.hbc),
+                    i32(self.wbc), i32(colour), cd, ci, wait_for=last)]
+                events.append(("refine", last[0]))
         positions, distances, last = self._rerank(abuf, bbuf, ci, events, last)
         self.last_events = events
         grid_y = np.arange(self.hac, dtype=np.int32)
@@ -262,15 +256,10 @@ class NnfPlan:
         (what the tests feed the NumPy oracle, so that its tree and search see the device's
         own coordinates)."""
         ra = np.empty((self.na, self.dims), np.float32)
-        queue = self.runtime.queue
-        cl.enqueue_copy(queue, ra, self.pool.get("ra", ra.nbytes))
-        # b's points, read back through the tree (their own buffer holds the refinement's
-        # snapshot by the end of a run).
-        leaf_pts = np.empty((self.n_pad, self.dims), np.float32)
-        pos_of = np.empty(self.nb, np.int32)
-        cl.enqueue_copy(queue, leaf_pts, self.pool.get("leaf_pts", leaf_pts.nbytes))
-        cl.enqueue_copy(queue, pos_of, self.pool.get("pos_of", pos_of.nbytes))
-        return ra, np.ascontiguousarray(leaf_pts[pos_of])
+        rb = np.empty((self.nb, self.dims), np.float32)
+        cl.enqueue_copy(self.runtime.queue, ra, self.pool.get("ra", ra.nbytes))
+        cl.enqueue_copy(self.runtime.queue, rb, self.pool.get("rb", rb.nbytes))
+        return ra, rb
 
     def _rerank(self, abuf: Any, bbuf: Any, ci: Any, events: list,
                 wait: list) -> tuple[Any, Any, list]:

@@ -28,8 +28,9 @@ Steps
        visits at most `visits` leaves (exact when it ends before);
    (c) the other rows, top to bottom within each band: the leaves of the patches one row
        below the candidates of the query above;
-   (d) `refine` passes, each from the previous pass's lists: the four neighbours'
-       candidates moved back by the neighbour's offset (points, PatchMatch-style).
+   (d) `refine` passes, each in two halves over a checkerboard (x + y even, then odd, each
+       half reading the other's current lists): the four neighbours' candidates moved back
+       by the neighbour's offset (points, PatchMatch-style).
 5. `nnf_oracle`: re-ranking of the candidates by the exact full-dimensional float32 L2
    distance (sequential float32 sum in (c, i, jj) order), ties by pid; the first k.
 
@@ -374,13 +375,14 @@ def candidate_lists(ra: np.ndarray, rb: np.ndarray, tree: Tree, *, query_shape: 
                 store(q, *smallest_keys(np.concatenate([old_pids, pids]),
                                         np.concatenate([old_dists,
                                                         reduced_distances(ra[q], rb[pids])]), m))
-    # (d) refinement passes, each from the lists of the previous one: every query is offered
-    #     its four neighbours' candidates moved back by the neighbour's offset (the points,
-    #     not their leaves: PatchMatch's propagation)
-    for _ in range(refine):
-        before = cand_pid.copy()
+    # (d) refinement passes, each in two halves over a checkerboard (the queries with
+    #     x + y even, then odd; each half reads the other half's current lists): every query
+    #     is offered its four neighbours' candidates moved back by the neighbour's offset
+    #     (the points, not their leaves: PatchMatch's propagation)
+    for colour in [c for _ in range(refine) for c in (0, 1)]:
+        before = cand_pid.copy()        # the other colour's lists do not change meanwhile
         for y in range(hac):
-            for x in range(wac):
+            for x in range((y + colour) % 2, wac, 2):
                 q = y * wac + x
                 offered = []
                 for dy, dx in ((-1, 0), (1, 0), (0, -1), (0, 1)):
