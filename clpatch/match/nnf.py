@@ -30,7 +30,7 @@ for bit (tests/reference/nnf.py):
    candidates (neighbours match neighbours) — the paper propagates from the first row
    down, one row per launch; restarting every 16 rows keeps the device busy (one launch
    covers every band) and bounds how far an error travels.
-7. Refinement, 8 passes (`REFINE`), each in two halves over a checkerboard (the patches
+7. Refinement, 4 passes (`REFINE`), each in two halves over a checkerboard (the patches
    with x + y even, then odd; a half reads the other half's lists, which do not change
    meanwhile): every query is offered its four neighbours' candidates moved back by the
    neighbour's offset (PatchMatch's propagation, in both directions of both axes).

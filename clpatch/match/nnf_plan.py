@@ -36,7 +36,7 @@ BAND = 16
 #: traversal is a single work-item's sequential walk, so this bounds the launch's latency.
 VISITS = 32
 #: Refinement passes after the propagation (every query, from its four neighbours).
-REFINE = 8
+REFINE = 4
 #: Pairs a work-group sorts in local memory (at most; a power of two).
 SORT_BLOCK = 2048
 

@@ -310,7 +310,7 @@ def traverse(tree: Tree, v: np.ndarray, rb: np.ndarray, leaf_points: list, pids:
 
 def candidate_lists(ra: np.ndarray, rb: np.ndarray, tree: Tree, *, query_shape: tuple[int, int],
                     ref_shape: tuple[int, int], candidates: int, band: int = 16,
-                    visits: int = 32, refine: int = 8, return_searched: bool = False):
+                    visits: int = 32, refine: int = 4, return_searched: bool = False):
     """Section 4: (cand_pid (Na, M) int64, −1 for empty; cand_dist (Na, M) float32, +inf for
     empty), each row ascending by (dist_r, pid). query_shape = (Hac, Wac), ref_shape =
     (Hbc, Wbc). With return_searched, also a list of every query's searched leaves (tuple)."""
@@ -425,7 +425,7 @@ def exact_distances_f32(pa: np.ndarray, pb: np.ndarray, q: np.ndarray, pid: np.n
 
 def nnf_oracle(a, b, *, patch_size: int, k: int, pca_dims: int, candidates: int,
                leaf_size: int = 32, seed: int = 0, band: int = 16, visits: int = 32,
-               refine: int = 8, projections=None):
+               refine: int = 4, projections=None):
     """(positions (Hac, Wac, k, 2) int32 as (y, x), distances (Hac, Wac, k) float32): the
     approximate k nearest b patches of every a patch (sections 1–5). `projections` = (ra, rb)
     float32 replaces sections 1–2 (e.g. the device's own projections)."""
