@@ -92,7 +92,14 @@ def check_nnf_params(patch_size: Any, k: Any, pca_dims: Any, candidates: Any, le
     m = check_int("candidates", candidates, 1, MAX_CANDIDATES)
     if m < kk:
         raise ValueError(f"candidates ({m}) must be at least k ({kk})")
-    dims = check_int("pca_dims", pca_dims, 1, min(MAX_PCA_DIMS, p * p * channels))
+    values = p * p * channels
+    try:
+        dims = check_int("pca_dims", pca_dims, 1, min(MAX_PCA_DIMS, values))
+    except ValueError as error:
+        if values < MAX_PCA_DIMS:   # the default 10 is too many for small grey patches
+            raise ValueError(f"{error} (a {p}x{p} patch of {channels} channel(s) has "
+                             f"{values} values: pass pca_dims <= {values})") from None
+        raise
     leaf = _leaf_size(leaf_size, m)
     s = check_int("seed", seed, 0, 2**63 - 1)
     return p, kk, dims, m, leaf, s
