@@ -203,9 +203,13 @@ class NnfPlan:
         c = self.channels
         abuf = self._buffer("a", 4 * c * self.ha * self.wa)
         bbuf = self._buffer("b", 4 * c * self.hb * self.wb)
+        limit = magnitude_limit(self.p, c)
         events += self.uploader.convert(va, 0, 1, 0, self.ha, abuf, staging="stage_a")
+        peak_a = self.uploader.peak([events[-1][1]])      # one check per image: the error
+        self.uploader.begin()                             # names the one that fails
         events += self.uploader.convert(vb, 0, 1, 0, self.hb, bbuf, staging="stage_b")
-        check_peak(self.uploader.peak([events[-1][1]]), magnitude_limit(self.p, c), "a or b")
+        check_peak(peak_a, limit, "a")
+        check_peak(self.uploader.peak([events[-1][1]]), limit, "b")
         mean, basis = fit_pca(_host_image(va), _host_image(vb), self.p, self.dims, self.seed)
         mbuf = self._buffer("mean", mean.nbytes)
         wbuf = self._buffer("basis", basis.nbytes)

@@ -188,7 +188,8 @@ def test_bad_images(capsys, tmp_path, runtime):
     device = ["-p", "3", "--pca-dims", "4", "--device", spec_of(runtime)]
     for argv, code, fragment in [
         ([gray, rgb], 2, "b has 3 channels, a has 1"),
-        ([tmp_path / "nan.npy", gray], 2, "a or b contains NaN or infinite values"),
+        ([tmp_path / "nan.npy", gray], 2, "a contains NaN or infinite values"),
+        ([gray, tmp_path / "nan.npy"], 2, "b contains NaN or infinite values"),
         ([tmp_path / "two.gif", gray], 1, "a multi-frame file"),
         ([gray, tmp_path / "missing.png"], 1, "missing.png"),
     ]:

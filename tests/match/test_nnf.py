@@ -319,7 +319,7 @@ def test_non_finite_images(runtime, bad, where):
     broken = GOOD.copy()
     broken[5, 7] = bad
     a, b = (broken, GOOD) if where == "a" else (GOOD, broken)
-    with pytest.raises(ValueError, match="a or b contains NaN or infinite values"):
+    with pytest.raises(ValueError, match=f"^{where} contains NaN or infinite values"):
         clpatch.nnf(a, b, runtime=runtime, **OK)
 
 
