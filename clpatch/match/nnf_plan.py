@@ -83,10 +83,13 @@ class NnfPlan:
         # One kernel object per bitonic step, so a rerun sets no argument again.
         self._steps: dict[tuple[int, int], Any] = {}
         self.pool = BufferPool(runtime.context)
+        # Two buffers serve two arrays each, one live while the other is not: the tree's
+        # sort keys, then the candidate distances; the tree's order, then every query's
+        # searched leaves. Each is sized once for both, so neither use reallocates it.
+        self._keys_cand_d_bytes = max(8 * self.n_pad, 4 * self.na * candidates)
+        self._order_searched_bytes = max(4 * self.n_pad, 8 * self.na)
         self.uploader = Uploader(runtime, self.pool)
         self.last_events: list[tuple[str, Any]] = []
-        self.stage_names = ("upload", "project", "tree", "contain", "exact", "propagate", "refine",
-                            "rerank")
 
     # ---- pieces ----------------------------------------------------------------------
 
@@ -104,9 +107,6 @@ class NnfPlan:
                 raw.set_args(keys, vals, np.int32(m_log2), np.int32(s_log2))
             found = self._steps[(m_log2, s_log2)] = (raw, keys, vals)
         return found[0]
-
-    def _buffer(self, name: str, nbytes: int) -> Any:
-        return self.pool.get(name, max(4, nbytes))
 
     def _sort(self, keys: Any, vals: Any, seg_log2: int, events: list, wait: list) -> list:
         """Sort (keys, vals) within aligned segments of 2^seg_log2 pairs."""
@@ -140,14 +140,12 @@ class NnfPlan:
         """The k-d tree over b's reduced points: (dims, med, leaf_pts, leaf_pid, leaf_of)."""
         queue, i32, dr = self.runtime.queue, np.int32, self.dims
         nodes = max(2, 1 << self.levels)
-        dims = self._buffer("dims", 4 * nodes)
-        med = self._buffer("med", 4 * nodes)
-        lo = self._buffer("lo", 4 * nodes * dr)
-        hi = self._buffer("hi", 4 * nodes * dr)
-        # The sort keys live only during the build: the candidate distances reuse them.
-        keys = self._buffer("keys_cand_d", max(8 * self.n_pad, 4 * self.na * self.m))
-        # The order lives only during the build: the searched leaves reuse it.
-        order = self._buffer("order_searched", max(4 * self.n_pad, 8 * self.na))
+        dims = self.pool.get("dims", 4 * nodes)
+        med = self.pool.get("med", 4 * nodes)
+        lo = self.pool.get("lo", 4 * nodes * dr)
+        hi = self.pool.get("hi", 4 * nodes * dr)
+        keys = self.pool.get("keys_cand_d", self._keys_cand_d_bytes)
+        order = self.pool.get("order_searched", self._order_searched_bytes)
         last = wait
         if not self.levels:     # one leaf: the identity order (nnf_keys writes it otherwise)
             last = [cl.enqueue_copy(queue, order, np.arange(self.n_pad, dtype=np.int32),
@@ -171,9 +169,9 @@ class NnfPlan:
                 i32(seg_log2), i32(level + 1 < self.levels), dims, med, lo, hi,
                 wait_for=last)]
             events.append(("tree", last[0]))
-        leaf_pts = self._buffer("leaf_pts", 4 * self.n_pad * dr)
-        leaf_pid = self._buffer("leaf_pid", 4 * self.n_pad)
-        leaf_of = self._buffer("leaf_of", 4 * self.nb)
+        leaf_pts = self.pool.get("leaf_pts", 4 * self.n_pad * dr)
+        leaf_pid = self.pool.get("leaf_pid", 4 * self.n_pad)
+        leaf_of = self.pool.get("leaf_of", 4 * self.nb)
         last = [self._k["nnf_leaves"](queue, (self.n_pad,), None, rb, i32(self.nb), order,
                                       leaf_pts, leaf_pid, leaf_of, wait_for=last)]
         events.append(("tree", last[0]))
@@ -201,8 +199,8 @@ class NnfPlan:
         events: list[tuple[str, Any]] = []
         self.uploader.begin()
         c = self.channels
-        abuf = self._buffer("a", 4 * c * self.ha * self.wa)
-        bbuf = self._buffer("b", 4 * c * self.hb * self.wb)
+        abuf = self.pool.get("a", 4 * c * self.ha * self.wa)
+        bbuf = self.pool.get("b", 4 * c * self.hb * self.wb)
         limit = magnitude_limit(self.p, c)
         events += self.uploader.convert(va, 0, 1, 0, self.ha, abuf, staging="stage_a")
         peak_a = self.uploader.peak([events[-1][1]])      # one check per image: the error
@@ -211,19 +209,19 @@ class NnfPlan:
         check_peak(peak_a, limit, "a")
         check_peak(self.uploader.peak([events[-1][1]]), limit, "b")
         mean, basis = fit_pca(_host_image(va), _host_image(vb), self.p, self.dims, self.seed)
-        mbuf = self._buffer("mean", mean.nbytes)
-        wbuf = self._buffer("basis", basis.nbytes)
+        mbuf = self.pool.get("mean", mean.nbytes)
+        wbuf = self.pool.get("basis", basis.nbytes)
         last = [cl.enqueue_copy(queue, mbuf, mean, is_blocking=False),
                 cl.enqueue_copy(queue, wbuf, basis, is_blocking=False), events[-1][1]]
-        ra = self._buffer("ra", 4 * self.na * self.dims)
-        rb = self._buffer("rb", 4 * self.nb * self.dims)
+        ra = self.pool.get("ra", 4 * self.na * self.dims)
+        rb = self.pool.get("rb", 4 * self.nb * self.dims)
         last = self._project(abuf, (self.ha, self.wa), mbuf, wbuf, ra, self.na, events, last)
         last = self._project(bbuf, (self.hb, self.wb), mbuf, wbuf, rb, self.nb, events, last)
         (dims, med, leaf_pts, leaf_pid, leaf_of), last = self._tree(rb, events, last)
         m = self.m
-        cd = self._buffer("keys_cand_d", max(8 * self.n_pad, 4 * self.na * m))
-        ci = self._buffer("cand_i", 4 * self.na * m)
-        searched = self._buffer("order_searched", max(4 * self.n_pad, 8 * self.na))
+        cd = self.pool.get("keys_cand_d", self._keys_cand_d_bytes)
+        ci = self.pool.get("cand_i", 4 * self.na * m)
+        searched = self.pool.get("order_searched", self._order_searched_bytes)
         levels, nb = i32(self.levels), i32(self.nb)
         last = [self._k["nnf_contain"](queue, (-(-self.na // 64) * 64,), (64,), ra,
                                        i32(self.na), dims, med, levels, leaf_pts, leaf_pid,
@@ -276,8 +274,8 @@ class NnfPlan:
         else:
             positions = np.empty((*shape, 2), np.int32)
             distances = np.empty(shape, np.float32)
-            out_pos = self._buffer("out_pos", positions.nbytes)
-            out_dist = self._buffer("out_dist", distances.nbytes)
+            out_pos = self.pool.get("out_pos", positions.nbytes)
+            out_dist = self.pool.get("out_dist", distances.nbytes)
         last = [self._k["nnf_rerank"](
             queue, (-(-self.wac // 64) * 64, self.hac), (64, 1), abuf, i32(self.ha),
             i32(self.wa), bbuf, i32(self.hb), i32(self.wb), i32(0), i32(self.hac),
