@@ -13,6 +13,19 @@ from tests.reference.search import as_video, brute_force_search
 DATA = Path(__file__).parent / "data"
 
 
+def read_npz(path: Path) -> dict:
+    """Every array of an .npz file, read fully (the file is closed afterwards)."""
+    with np.load(path, allow_pickle=False) as data:
+        return {key: data[key] for key in data.files}
+
+
+def write_png(path: Path, image: np.ndarray) -> Path:
+    """Save `image` as a PNG and check it reads back unchanged; returns the path."""
+    Image.fromarray(image).save(path)
+    assert np.array_equal(np.asarray(Image.open(path)), image)
+    return path
+
+
 def load_image(name: str, dtype=np.float32) -> np.ndarray:
     """A test image (copies of the project's shared photographs, see data/README.md)."""
     return np.asarray(Image.open(DATA / f"{name}.png")).astype(dtype)

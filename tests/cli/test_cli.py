@@ -16,7 +16,7 @@ from clpatch.cli import devices as cli_devices
 from clpatch.cli import main as cli
 from clpatch.core.devices import INSTALL_HELP, is_simulator, list_devices
 from tests.conftest import device_specs
-from tests.helpers import assert_close, check_search, load_image, random_image
+from tests.helpers import assert_close, check_search, load_image, random_image, read_npz
 
 REPO = Path(__file__).resolve().parents[2]  # tests/cli/ -> the repository root
 
@@ -117,11 +117,6 @@ def test_python_m_clpatch_devices_in_a_subprocess():
 
 # ---- search -------------------------------------------------------------------------------
 
-def _npz(path: Path) -> dict:
-    with np.load(path, allow_pickle=False) as data:
-        return {key: data[key] for key in data.files}
-
-
 def test_search_png_writes_the_result(capsys, tmp_path, runtime):
     image = load_image("camera", np.uint8)[100:164, 150:230]
     path = tmp_path / "crop.png"
@@ -132,7 +127,7 @@ def test_search_png_writes_the_result(capsys, tmp_path, runtime):
     assert code == 0, err
     assert "64x80 uint8" in out and "square" in out and "rule" in out
     assert runtime.device.name.strip() in out
-    saved = _npz(out_file)
+    saved = read_npz(out_file)
     expected = clpatch.search_patches(image, runtime=runtime)
     np.testing.assert_array_equal(saved["grid_y"], expected.grid_y)
     np.testing.assert_array_equal(saved["grid_x"], expected.grid_x)
@@ -159,7 +154,7 @@ def test_search_16bit_png_keeps_its_values(capsys, tmp_path, runtime):
                          "-o", out_file)
     assert code == 0, err
     assert "30x41 uint16" in out and "column" in out and "forced" in out
-    saved = _npz(out_file)
+    saved = read_npz(out_file)
     expected = clpatch.search_patches(image, 5, 2, 9, 8, metric="l1", variant="column",
                                       runtime=runtime)
     assert_close(saved["distances"], expected.distances, rtol=1e-6, atol=1e-3,
@@ -184,7 +179,7 @@ def test_search_colour_png_and_npy_video(capsys, tmp_path, runtime):
                          "--device", spec_of(runtime), "-o", out_file)
     assert code == 0, err
     assert "video" in out and "temporal window 1" in out
-    saved = _npz(out_file)
+    saved = read_npz(out_file)
     assert saved["positions"].shape[0] == 3 and saved["positions"].shape[-1] == 3
     expected = clpatch.search_patches(video, 8, 4, 7, 4, temporal_window=1, runtime=runtime)
     assert_close(saved["distances"], expected.distances, rtol=1e-6, atol=1e-3,

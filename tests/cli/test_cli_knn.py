@@ -6,28 +6,14 @@ saves is compared with calling `clpatch.knn` directly on the same arrays and dev
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
-from PIL import Image
 
 import clpatch
 from tests.cli.test_cli import assert_one_error_line, run, spec_of
-from tests.helpers import assert_close, load_image
+from tests.helpers import assert_close, load_image, read_npz, write_png
 
 KEYS = {"positions", "distances", "grid_y", "grid_x", "patch_size", "step", "k", "metric"}
-
-
-def _npz(path: Path) -> dict:
-    with np.load(path, allow_pickle=False) as data:
-        return {key: data[key] for key in data.files}
-
-
-def _png(path: Path, image: np.ndarray) -> Path:
-    Image.fromarray(image).save(path)
-    assert np.array_equal(np.asarray(Image.open(path)), image)
-    return path
 
 
 def _labels(shape, seed: int) -> np.ndarray:
@@ -52,7 +38,7 @@ def assert_saved(saved: dict, expected, *, patch_size: int, step: int, k: int,
 
 def test_knn_self_search(capsys, tmp_path, runtime):
     image = load_image("brick", np.uint8)[200:224, 300:324]
-    path = _png(tmp_path / "brick.png", image)
+    path = write_png(tmp_path / "brick.png", image)
     out_file = tmp_path / "knn.npz"
     code, out, err = run(capsys, "knn", path, "--patch-size", 5, "-k", 4, "--step", 3,
                          "--device", spec_of(runtime), "--output", out_file)
@@ -63,7 +49,7 @@ def test_knn_self_search(capsys, tmp_path, runtime):
     assert "64 queries x 400 candidates" in lines[0] and "k 4" in lines[0], out
     assert str(out_file) in lines[0]
     expected = clpatch.knn(image, patch_size=5, k=4, step=3, runtime=runtime)
-    saved = _npz(out_file)
+    saved = read_npz(out_file)
     assert_saved(saved, expected, patch_size=5, step=3, k=4, metric="l2")
     # Self-search: every query patch finds itself first, at distance 0 (this crop has no two
     # identical patches, which the tie rule would order by index instead).
@@ -76,8 +62,8 @@ def test_knn_self_search(capsys, tmp_path, runtime):
 def test_knn_two_colour_images(capsys, tmp_path, runtime):
     photo = load_image("motorcycle_left", np.uint8)
     query, reference = photo[20:36, 40:58], photo[60:82, 90:110]
-    q_path = _png(tmp_path / "query.png", query)
-    r_path = _png(tmp_path / "reference.png", reference)
+    q_path = write_png(tmp_path / "query.png", query)
+    r_path = write_png(tmp_path / "reference.png", reference)
     out_file = tmp_path / "pair.npz"
     code, out, err = run(capsys, "knn", q_path, r_path, "-p", 4, "-k", 3, "-s", 2,
                          "--metric", "l1", "--device", spec_of(runtime), "-o", out_file)
@@ -85,7 +71,7 @@ def test_knn_two_colour_images(capsys, tmp_path, runtime):
     assert f"x {19 * 17} candidates" in out, out
     expected = clpatch.knn(query, reference, patch_size=4, k=3, metric="l1", step=2,
                            runtime=runtime)
-    saved = _npz(out_file)
+    saved = read_npz(out_file)
     assert_saved(saved, expected, patch_size=4, step=2, k=3, metric="l1")
     positions = saved["positions"]
     assert positions[..., 0].max() <= 22 - 4 and positions[..., 1].max() <= 20 - 4
@@ -94,8 +80,8 @@ def test_knn_two_colour_images(capsys, tmp_path, runtime):
 @pytest.mark.parametrize("metric", ["chamfer", "chamfer_sym"])
 def test_knn_chamfer(capsys, tmp_path, runtime, metric):
     query, reference = _labels((12, 14), seed=1), _labels((14, 12), seed=2)
-    q_path = _png(tmp_path / "q.png", query)
-    r_path = _png(tmp_path / "r.png", reference)
+    q_path = write_png(tmp_path / "q.png", query)
+    r_path = write_png(tmp_path / "r.png", reference)
     out_file = tmp_path / f"{metric}.npz"
     code, out, err = run(capsys, "knn", q_path, r_path, "-p", 4, "-k", 3, "-s", 2,
                          "--metric", metric, "--device", spec_of(runtime), "-o", out_file)
@@ -103,7 +89,7 @@ def test_knn_chamfer(capsys, tmp_path, runtime, metric):
     assert metric in out
     expected = clpatch.knn(query, reference, patch_size=4, k=3, metric=metric, step=2,
                            runtime=runtime)
-    saved = _npz(out_file)
+    saved = read_npz(out_file)
     assert_saved(saved, expected, patch_size=4, step=2, k=3, metric=metric)
     # Per pixel the one-way distance is at most 2 (p - 1): the symmetric sum twice that.
     bound = 16 * 2 * 3 * (2 if metric == "chamfer_sym" else 1)
@@ -111,7 +97,7 @@ def test_knn_chamfer(capsys, tmp_path, runtime, metric):
 
 
 def test_knn_refuses_an_existing_output(capsys, tmp_path, runtime):
-    path = _png(tmp_path / "small.png", _labels((10, 10), seed=3))
+    path = write_png(tmp_path / "small.png", _labels((10, 10), seed=3))
     out_file = tmp_path / "exists.npz"
     out_file.write_bytes(b"keep me")
     argv = ["knn", path, "-p", 3, "-k", 2, "--device", spec_of(runtime), "-o", out_file]
@@ -122,13 +108,13 @@ def test_knn_refuses_an_existing_output(capsys, tmp_path, runtime):
 
     code, out, err = run(capsys, *argv, "--overwrite")
     assert code == 0, err
-    assert int(_npz(out_file)["k"]) == 2
+    assert int(read_npz(out_file)["k"]) == 2
     assert out_file.stat().st_mode & 0o777 == (tmp_path / "small.png").stat().st_mode & 0o777
     assert sorted(p.name for p in tmp_path.iterdir()) == ["exists.npz", "small.png"]
 
 
 def test_knn_output_folder_must_exist(capsys, tmp_path, runtime):
-    path = _png(tmp_path / "small.png", _labels((10, 10), seed=3))
+    path = write_png(tmp_path / "small.png", _labels((10, 10), seed=3))
     code, _, err = run(capsys, "knn", path, "-p", 3, "-k", 2, "--device", spec_of(runtime),
                        "-o", tmp_path / "no-such-folder" / "out.npz")
     assert code != 0
@@ -147,7 +133,7 @@ def test_knn_output_folder_must_exist(capsys, tmp_path, runtime):
 ])
 def test_knn_bad_arguments(capsys, tmp_path, runtime, argv, fragments):
     # 10 x 10 with the default 8 x 8 patches: 3 x 3 = 9 candidates, so k is 1 to 9.
-    path = _png(tmp_path / "small.png", _labels((10, 10), seed=3))
+    path = write_png(tmp_path / "small.png", _labels((10, 10), seed=3))
     out_file = tmp_path / "bad.npz"
     code, out, err = run(capsys, "knn", path, "--device", spec_of(runtime), "-o", out_file,
                          *argv)
@@ -157,7 +143,7 @@ def test_knn_bad_arguments(capsys, tmp_path, runtime, argv, fragments):
 
 
 def test_knn_needs_an_output_and_has_help(capsys, tmp_path):
-    path = _png(tmp_path / "small.png", _labels((10, 10), seed=3))
+    path = write_png(tmp_path / "small.png", _labels((10, 10), seed=3))
     code, _, err = run(capsys, "knn", path)
     assert code == 2
     assert_one_error_line(err, "--output")

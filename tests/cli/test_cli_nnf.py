@@ -7,29 +7,16 @@ directly on the same arrays and device.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 from PIL import Image
 
 import clpatch
 from tests.cli.test_cli import assert_one_error_line, run, spec_of
-from tests.helpers import load_image
+from tests.helpers import load_image, read_npz, write_png
 
 KEYS = {"positions", "distances", "grid_y", "grid_x", "patch_size", "k", "pca_dims",
         "candidates", "leaf_size", "seed", "device"}
-
-
-def _npz(path: Path) -> dict:
-    with np.load(path, allow_pickle=False) as data:
-        return {key: data[key] for key in data.files}
-
-
-def _png(path: Path, image: np.ndarray) -> Path:
-    Image.fromarray(image).save(path)
-    assert np.array_equal(np.asarray(Image.open(path)), image)
-    return path
 
 
 def _noise(shape, seed: int, high: int = 256, dtype=np.uint8) -> np.ndarray:
@@ -54,7 +41,7 @@ def assert_saved(saved: dict, expected, **params) -> None:
 def test_colour_pair_with_reconstruction(capsys, tmp_path, runtime):
     a = np.ascontiguousarray(load_image("motorcycle_left", np.uint8)[60:80, 90:114])
     b = np.ascontiguousarray(load_image("motorcycle_right", np.uint8)[58:80, 84:104])
-    a_path, b_path = _png(tmp_path / "a.png", a), _png(tmp_path / "b.png", b)
+    a_path, b_path = write_png(tmp_path / "a.png", a), write_png(tmp_path / "b.png", b)
     out, rec = tmp_path / "field.npz", tmp_path / "rebuilt.png"
     code, text, err = run(capsys, "nnf", a_path, b_path, "-p", 4, "-k", 2, "--pca-dims", 6,
                           "--candidates", 8, "--leaf-size", 16, "--seed", 3, "-o", out,
@@ -62,8 +49,8 @@ def test_colour_pair_with_reconstruction(capsys, tmp_path, runtime):
     assert code == 0, err
     params = dict(patch_size=4, k=2, pca_dims=6, candidates=8, leaf_size=16, seed=3)
     expected = clpatch.nnf(a, b, runtime=runtime, **params)
-    assert_saved(_npz(out), expected, **params)
-    assert str(runtime.device.name.strip()) == str(_npz(out)["device"])
+    assert_saved(read_npz(out), expected, **params)
+    assert str(runtime.device.name.strip()) == str(read_npz(out)["device"])
     for fragment in (f"a:          {a_path}: 20x24x3 uint8 (17 x 21 = 357 patches)",
                      f"b:          {b_path}: 22x20x3 uint8 (19 x 17 = 323 patches)",
                      "patch 4, k 2, pca_dims 6, candidates 8, leaf size 16, seed 3",
@@ -79,14 +66,14 @@ def test_colour_pair_with_reconstruction(capsys, tmp_path, runtime):
 
 def test_gray_defaults(capsys, tmp_path, runtime):
     a, b = _noise((21, 18), seed=1), _noise((17, 19), seed=2)
-    a_path, b_path = _png(tmp_path / "a.png", a), _png(tmp_path / "b.png", b)
+    a_path, b_path = write_png(tmp_path / "a.png", a), write_png(tmp_path / "b.png", b)
     out = tmp_path / "field.npz"
     code, text, err = run(capsys, "nnf", a_path, b_path, "-o", out, "--device",
                           spec_of(runtime))
     assert code == 0, err
     expected = clpatch.nnf(a, b, runtime=runtime)
     # leaf_size 0: the default rule picked it
-    assert_saved(_npz(out), expected, patch_size=8, k=1, pca_dims=10, candidates=8,
+    assert_saved(read_npz(out), expected, patch_size=8, k=1, pca_dims=10, candidates=8,
                  leaf_size=0, seed=0)
     assert "patch 8, k 1, pca_dims 10, candidates 8, leaf size default, seed 0" in text
     assert "rebuilt:" not in text
@@ -109,7 +96,7 @@ def test_reconstruction_keeps_depth_and_alpha(capsys, tmp_path, runtime):
             np.save(tmp_path / f"{name}_b.npy", b)
             paths = [tmp_path / f"{name}_a.npy", tmp_path / f"{name}_b.npy"]
         else:
-            paths = [_png(tmp_path / f"{name}_a.png", a), _png(tmp_path / f"{name}_b.png", b)]
+            paths = [write_png(tmp_path / f"{name}_a.png", a), write_png(tmp_path / f"{name}_b.png", b)]
         rec = tmp_path / f"{name}_rebuilt{suffix}"
         code, _, err = run(capsys, "nnf", *paths, "-o", tmp_path / f"{name}.npz",
                            "--reconstruct", rec, *device)
@@ -130,7 +117,7 @@ def test_reconstruction_keeps_depth_and_alpha(capsys, tmp_path, runtime):
 
 
 def test_existing_outputs_are_refused(capsys, tmp_path, runtime):
-    a_path = _png(tmp_path / "a.png", _noise((12, 12), seed=9))
+    a_path = write_png(tmp_path / "a.png", _noise((12, 12), seed=9))
     out, rec = tmp_path / "exists.npz", tmp_path / "exists.png"
     out.write_bytes(b"keep me")
     argv = ["nnf", a_path, a_path, "-p", 3, "--pca-dims", 4, "--device", spec_of(runtime)]
@@ -145,7 +132,7 @@ def test_existing_outputs_are_refused(capsys, tmp_path, runtime):
     assert rec.read_bytes() == b"keep me too" and not (tmp_path / "new.npz").exists()
     code, _, err = run(capsys, *argv, "-o", out, "--reconstruct", rec, "--overwrite")
     assert code == 0, err
-    assert int(_npz(out)["patch_size"]) == 3
+    assert int(read_npz(out)["patch_size"]) == 3
     assert np.asarray(Image.open(rec)).shape == (12, 12)
     code, _, err = run(capsys, *argv, "-o", a_path, "--overwrite")  # never over an input
     assert code != 0
@@ -166,7 +153,7 @@ def test_existing_outputs_are_refused(capsys, tmp_path, runtime):
     (["--seed", "-1"], "must be >= 0, got -1"),
 ])
 def test_bad_arguments_exit_2(capsys, tmp_path, runtime, argv, fragment):
-    a_path = _png(tmp_path / "a.png", _noise((12, 12), seed=10))
+    a_path = write_png(tmp_path / "a.png", _noise((12, 12), seed=10))
     out = tmp_path / "bad.npz"
     base = ["nnf", a_path, a_path, "-o", out, "--device", spec_of(runtime), "-p", "3"]
     if "--pca-dims" not in argv:
@@ -178,8 +165,8 @@ def test_bad_arguments_exit_2(capsys, tmp_path, runtime, argv, fragment):
 
 
 def test_bad_images(capsys, tmp_path, runtime):
-    gray = _png(tmp_path / "gray.png", _noise((12, 12), seed=11))
-    rgb = _png(tmp_path / "rgb.png", _noise((12, 12, 3), seed=12))
+    gray = write_png(tmp_path / "gray.png", _noise((12, 12), seed=11))
+    rgb = write_png(tmp_path / "rgb.png", _noise((12, 12, 3), seed=12))
     broken = np.zeros((12, 12), np.float32)
     broken[3, 4] = np.nan
     np.save(tmp_path / "nan.npy", broken)
@@ -200,7 +187,7 @@ def test_bad_images(capsys, tmp_path, runtime):
         assert not out.exists()
     for rec, fragment in [(tmp_path / "r.xyz", "cannot write '.xyz' files"),
                           (tmp_path / "r.jpg", "JPEG cannot store an alpha channel")]:
-        rgba = _png(tmp_path / "rgba.png", _noise((12, 12, 4), seed=15))
+        rgba = write_png(tmp_path / "rgba.png", _noise((12, 12, 4), seed=15))
         got, _, err = run(capsys, "nnf", rgba, rgba, "-o", tmp_path / "x.npz",
                           "--reconstruct", rec, *device)
         assert got == 1
@@ -209,7 +196,7 @@ def test_bad_images(capsys, tmp_path, runtime):
 
 
 def test_needs_an_output_and_has_help(capsys, tmp_path):
-    path = _png(tmp_path / "small.png", _noise((10, 10), seed=16))
+    path = write_png(tmp_path / "small.png", _noise((10, 10), seed=16))
     code, _, err = run(capsys, "nnf", path, path)
     assert code == 2
     assert_one_error_line(err, "--output")
