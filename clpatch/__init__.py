@@ -21,11 +21,13 @@ from .core.profiles import DeviceProfile, family_profile
 from .core.runtime import Runtime, default_runtime
 from .denoise import explain as _denoise_explain  # noqa: F401  (registers nlmeans, bm3d, vbm3d)
 from .denoise.bm3d import BM3DPlan, bm3d
+from .denoise.burst import burst_denoise
 from .denoise.nlmeans import NLMeansPlan, nlmeans, nlmeans_video
 from .denoise.vbm3d import VBM3DPlan, vbm3d
 from .match import explain as _match_explain  # noqa: F401  (registers search)
 from .match import knn_explain as _knn_explain  # noqa: F401  (registers knn)
 from .match import nnf_explain as _nnf_explain  # noqa: F401  (registers nnf)
+from .match.ann import ann_search
 from .match.knn import knn, knn_vectors
 from .match.matches import Matches, SearchResult, grid_positions
 from .match.nnf import nnf, reconstruct
@@ -51,7 +53,9 @@ __all__ = [
     "SearchResult",
     "VBM3DPlan",
     "__version__",
+    "ann_search",
     "bm3d",
+    "burst_denoise",
     "default_runtime",
     "explain",
     "family_profile",

@@ -44,8 +44,8 @@ from typing import Any
 
 from ..core.runtime import Runtime, resolve_runtime
 from ..core.volumes import as_volume, channels_last
-from ..match.matcher import check_search
-from ..match.matches import min_candidates, usable_n
+from ..match.matcher import available_candidates, check_search
+from ..match.matches import usable_n
 from ..match.window_config import SearchConfig
 from .bm3d_params import stage_params
 from .bm3d_plan import BM3DPlan
@@ -119,7 +119,8 @@ def plan_for(runtime: Runtime, rows: int, cols: int, channels: int, *,
     if p > rows or p > cols:
         raise ValueError(f"patch_size {p} is larger than the image ({rows}x{cols})")
     # Tiny images: n is capped at the candidates of a corner reference (a power of 2).
-    capped = tuple(replace(sp, n=usable_n(sp.n, min_candidates(rows, cols, 1, p, sp.window, 0),
+    capped = tuple(replace(sp, n=usable_n(sp.n, available_candidates(search, rows, cols, 1, p,
+                                                                     sp.window, 0),
                                           power_of_two=True)) for sp in (p1, p2))
     key = ("bm3d", rows, cols, channels, device_output, capped, count, aggregation, variant,
            search)

@@ -70,7 +70,7 @@ class _Stage:
 
     def rows_for(self, a: int, b: int) -> tuple[int, int]:
         """Grid rows [g0, g1) whose groups can reach output rows [a, b)."""
-        p, h = self.params.patch_size, self.params.window // 2
+        p, h = self.params.patch_size, self.search.reach
         gy = self.search.grid_y
         g0 = int(np.searchsorted(gy, a - h - p + 1, side="left"))
         g1 = int(np.searchsorted(gy, b - 1 + h, side="right"))
@@ -164,7 +164,7 @@ class BM3DPlan:
         out = []
         for stage in self.stages:
             p = stage.params
-            per_axis = -(-(p.patch_size + 2 * (p.window // 2)) // p.step) + 1
+            per_axis = -(-(p.patch_size + 2 * stage.search.reach) // p.step) + 1
             if stage.staggered:     # column 0 is a reference of every row besides the lattice
                 per_axis += 1
             # Stage 2 divides by mu2·σ²: its weights scale like those of a noise mu2^½·σ.

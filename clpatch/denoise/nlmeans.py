@@ -40,7 +40,7 @@ from typing import Any
 from ..core.runtime import Runtime, resolve_runtime
 from ..core.validate import check_int
 from ..core.volumes import as_volume, channels_last
-from ..match.matcher import check_search
+from ..match.matcher import available_candidates, check_search
 from ..match.matches import usable_n
 from ..match.window_config import SearchConfig
 from ..match.window_params import MAX_TEMPORAL_WINDOW, check_fits, check_search_request
@@ -67,8 +67,9 @@ def _denoise(image: Any, sigma: float, *, video: bool, patch_size: int, step: in
                                    channels=volume.channels, video=video, max_step=None)
     p = request.patch_size
     tw = check_int("temporal_window", temporal_window, 0, MAX_TEMPORAL_WINDOW)
-    available = check_fits(request, volume.frames, volume.rows, volume.cols, tw)
-    k = usable_n(request.n, available)
+    check_fits(request, volume.frames, volume.rows, volume.cols, tw)
+    k = usable_n(request.n, available_candidates(search, volume.rows, volume.cols,
+                                                 volume.frames, p, request.window, tw))
     rt = resolve_runtime(runtime, image)
     key = ("nlmeans", volume.frames, volume.rows, volume.cols, volume.channels, video,
            volume.on_device, p, request.step, request.window, k, tw, aggregation,

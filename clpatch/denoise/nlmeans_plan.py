@@ -69,7 +69,11 @@ class NLMeansPlan:
                  search_channels: str = "luminance", aggregation: str | None = None,
                  averaging: str | None = None, variant: str | SearchConfig | None = None,
                  device_output: bool = False, tile_bytes: int | None = None,
-                 search: str = "window") -> None:
+                 search: str = "window", reference: int | None = None,
+                 search_options: dict[str, Any] | None = None) -> None:
+        """`reference` (video only): denoise that frame alone, searching every frame the
+        matcher offers (a burst); the output is one frame. `search_options` go to the
+        matcher's factory (`clpatch.match.matcher.make_matcher`)."""
         check_choice("search_channels", search_channels, SEARCH_CHANNELS)
         check_choice("averaging", averaging, AVERAGINGS, allow_none=True)
         if not 1 <= channels <= MAX_CHANNELS:
@@ -87,8 +91,13 @@ class NLMeansPlan:
         self.patch_size, self.step, self.temporal_window = patch_size, step, temporal_window
         request = SearchRequest(patch_size, step, n, window, search_c, "l2", video)
         config = choose_search(request, runtime.profile, variant, runtime.tuning)
+        if reference is not None and not (video and 0 <= reference < frames):
+            raise ValueError(f"reference must be a frame index in [0, {frames}) of a video, "
+                             f"got {reference}")
+        self.reference = reference
         self.search = make_matcher(search, runtime, frames, rows, cols, search_c, request,
-                                   config, temporal_window=temporal_window, video=video)
+                                   config, temporal_window=temporal_window, video=video,
+                                   **(search_options or {}))
         self.n = n
         self.aggregation, self.aggregation_reason = choose_aggregation(
             patch_size, step, runtime.profile, aggregation)
@@ -174,14 +183,16 @@ class NLMeansPlan:
 
     def _plan_tiles(self, tile_bytes: int | None) -> list[_Tile]:
         largest, total = memory_limits(self.runtime, tile_bytes)
-        frames_per_tile = self.frames
-        if self.video:
+        frames_per_tile = self.frames if self.reference is None else 1
+        if self.video and self.reference is None:
             frames_per_tile = min(self.frames, max(VIDEO_FRAMES_PER_TILE, 2 * self.temporal_window + 1))
         rows_per_tile = -(-self.rows // PIPELINE_BANDS) if self.pipelined else self.rows
 
+        lo, hi = self._reference_frames()
+
         def tiles(fc: int, rc: int) -> list[_Tile]:
-            return [self._tile_for(r0, min(self.frames, r0 + fc), a, min(self.rows, a + rc))
-                    for r0 in range(0, self.frames, fc) for a in range(0, self.rows, rc)]
+            return [self._tile_for(r0, min(hi, r0 + fc), a, min(self.rows, a + rc))
+                    for r0 in range(lo, hi, fc) for a in range(0, self.rows, rc)]
 
         def fits(fc: int, rc: int) -> bool:
             return all(big <= largest and whole <= total
@@ -191,6 +202,12 @@ class NLMeansPlan:
             fits, frames_per_tile, rows_per_tile,
             f"one image row of this input does not fit the device's memory "
             f"({largest} bytes per buffer); reduce the image width, window or n"))
+
+    def _reference_frames(self) -> tuple[int, int]:
+        """The frames denoised: [lo, hi)."""
+        if self.reference is None:
+            return 0, self.frames
+        return self.reference, self.reference + 1
 
     def _buffer(self, name: str, nbytes: int) -> Any:
         return self._pool.get(name, nbytes)
@@ -248,6 +265,8 @@ class NLMeansPlan:
                    np.float32(1.0 / (self.patch_size ** 2 * self.searched_channels)),
                    np.float32(scale))
         shape = tuple(image.shape)
+        if self.reference is not None:
+            shape = shape[1:]
         if self.device_output:
             output = self.runtime.empty(shape, np.float32)
         else:
@@ -335,8 +354,9 @@ class NLMeansPlan:
         else:
             self._average_classes(average, chunk.g0, chunk.g1)
 
+        first_frame = self._reference_frames()[0]
         if self.device_output:
-            out, out_rows, out_y0, out_f0 = output.data, self.rows, tile.a, tile.r0
+            out, out_rows, out_y0, out_f0 = output.data, self.rows, tile.a, tile.r0 - first_frame
         else:
             out = self._buffer(f"out{slot}" if self.pipelined else "out",
                                nr * (tile.b - tile.a) * w * ch * 4)
@@ -353,8 +373,8 @@ class NLMeansPlan:
         events.append(("finalize", finalized))
         if self.device_output:
             return None
-        view = output if self.video else output[None]
-        destination = view[tile.r0:tile.r1, tile.a:tile.b]
+        view = output if self.video and self.reference is None else output[None]
+        destination = view[tile.r0 - first_frame:tile.r1 - first_frame, tile.a:tile.b]
         if not self.pipelined:
             download(queue, destination, out, shape=(nr, rows, w, ch))
             return None

@@ -52,3 +52,41 @@ def psnr(a: np.ndarray, b: np.ndarray, peak: float | None = None) -> float:
         raise ValueError(f"psnr: shapes differ, {a.shape} and {b.shape}")
     mse = float(np.mean((a - b) ** 2))
     return float("inf") if mse == 0 else 10.0 * float(np.log10(peak * peak / mse))
+
+
+def synthetic_burst(image: np.ndarray, frames: int, sigma: float, *, seed: int | None = 0,
+                    max_shift: float = 2.0, max_angle: float = 1.0) -> tuple[np.ndarray,
+                                                                              np.ndarray]:
+    """A burst of `frames` noisy views of one scene with camera shake: frame 0 is `image`
+    itself, every other frame `image` rotated by up to `max_angle` degrees and shifted by
+    up to `max_shift` pixels (uniform, sub-pixel; bilinear resampling about the centre, the
+    border clamped), then every frame gets white Gaussian noise of `sigma`.
+
+    Returns (noisy frames (T, H, W[, C]) float32, clean frames likewise)."""
+    frames = int(frames)
+    if frames < 1:
+        raise ValueError(f"frames must be at least 1, got {frames}")
+    rng = np.random.default_rng(seed)
+    image = np.asarray(image, dtype=np.float32)
+    rows, cols = image.shape[:2]
+    yy, xx = np.mgrid[0:rows, 0:cols].astype(np.float64)
+    cy, cx = (rows - 1) / 2.0, (cols - 1) / 2.0
+    clean = [image]
+    for _ in range(frames - 1):
+        angle = np.deg2rad(rng.uniform(-max_angle, max_angle))
+        dy, dx = rng.uniform(-max_shift, max_shift, 2)
+        cos, sin = np.cos(angle), np.sin(angle)
+        # Where each output pixel comes from in `image`.
+        sy = cy + cos * (yy - cy) - sin * (xx - cx) + dy
+        sx = cx + sin * (yy - cy) + cos * (xx - cx) + dx
+        sy, sx = np.clip(sy, 0, rows - 1), np.clip(sx, 0, cols - 1)
+        y0, x0 = np.minimum(sy.astype(int), rows - 2), np.minimum(sx.astype(int), cols - 2)
+        fy, fx = sy - y0, sx - x0
+        if image.ndim == 3:
+            fy, fx = fy[..., None], fx[..., None]
+        top = image[y0, x0] * (1 - fx) + image[y0, x0 + 1] * fx
+        bottom = image[y0 + 1, x0] * (1 - fx) + image[y0 + 1, x0 + 1] * fx
+        clean.append((top * (1 - fy) + bottom * fy).astype(np.float32))
+    clean_frames = np.stack(clean)
+    noisy = clean_frames + rng.normal(0.0, sigma, clean_frames.shape)
+    return noisy.astype(np.float32), clean_frames

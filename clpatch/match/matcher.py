@@ -21,6 +21,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from ..core.validate import check_choice
+from .matches import min_candidates
 from .window import SearchPlan
 from .window_layout import Chunk
 
@@ -33,6 +34,8 @@ class Matcher(Protocol):
                                 # stagger= also expose `stagger` and `ref_x`, one row of
                                 # columns per grid row)
     dim: int                    # 2: positions (y, x); 3: (t, y, x)
+    reach: int                  # rows between a reference and its farthest candidate, at
+                                # most (a filter tiling its output needs it)
     config: Any                 # the engine's configuration (for explain and benchmarks)
     uploader: Any               # the checking conversion (`clpatch.core.upload.Uploader`)
 
@@ -53,12 +56,26 @@ class Matcher(Protocol):
 #: `SearchPlan(runtime, frames, rows, cols, channels, request, config, **options)`.
 ENGINES: dict[str, Callable[..., Matcher]] = {"window": SearchPlan}
 DESCRIPTIONS = {"window": "the exact windowed search (Davy-Ehret 4.1)"}
+#: The fewest candidates any reference of an engine has, called like
+#: `min_candidates(rows, cols, frames, patch_size, window, temporal_window)`: the filters
+#: lower n to it on tiny images.
+CAPACITIES: dict[str, Callable[..., int]] = {"window": min_candidates}
 
 
-def register_engine(name: str, factory: Callable[..., Matcher], description: str) -> None:
-    """Make `factory` available to the filters as `search=name`."""
+def register_engine(name: str, factory: Callable[..., Matcher], description: str,
+                    capacity: Callable[..., int] = min_candidates) -> None:
+    """Make `factory` available to the filters as `search=name`; `capacity` gives the
+    fewest candidates a reference has (as `min_candidates`)."""
     ENGINES[name] = factory
     DESCRIPTIONS[name] = description
+    CAPACITIES[name] = capacity
+
+
+def available_candidates(search: str, rows: int, cols: int, frames: int, patch_size: int,
+                         window: int, temporal_window: int) -> int:
+    """The fewest candidates a reference of engine `search` has on this input."""
+    return CAPACITIES[check_search(search)](rows, cols, frames, patch_size, window,
+                                            temporal_window)
 
 
 def searches() -> tuple[str, ...]:

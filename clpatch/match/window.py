@@ -49,6 +49,7 @@ class SearchPlan:
         self.device_output = device_output
         self.video = video
         self.half = request.window // 2
+        self.reach = self.half       # rows between a reference and its farthest candidate
         p, s = request.patch_size, request.step
         self.grid_y = grid_positions(rows, p, s)
         self.grid_x = grid_positions(cols, p, s)

@@ -1,0 +1,153 @@
+"""The clustering ANN (Tsai, Steinberger, Pająk and Pulli, §3–§4): its algorithm, fixed so
+that a NumPy implementation reproduces it exactly (tests/reference/ann.py), its parameters
+and its tile geometry.
+
+Positions. The top-left corners of the p × p patches of an H × W image form the plane
+0 … Py − 1 × 0 … Px − 1 (Py = H − p + 1, Px = W − p + 1). Each axis is cut into
+non-overlapping runs of `tile` positions, the last run absorbing the remainder: run i
+starts at i · tile, there are max(1, Py // tile) runs, and the last one ends at Py (so a
+run holds `tile` to 2 · tile − 1 positions, or all Py when Py < tile). A tile is a run of
+rows × a run of columns; for a burst of T frames a tile holds the positions of every frame
+at that location. A tile's patches start in the order (frame, row, column): that order
+numbers its slots 0 … M − 1.
+
+Patch vectors have D = C · p · p values, ordered (channel, row, column). Every distance is
+the sum of squared differences over d = 0 … D − 1 in that order, in float32, each
+difference, product and sum rounded on its own (FP_CONTRACT off), so it is the same number
+on every device and in NumPy.
+
+Clustering (§3.1, hierarchical 2-means). A node is a run of slots [lo, hi); the root is the
+whole tile. A node of at most `LEAF` (32) patches is a leaf. A larger node of m patches
+is split:
+1. Sub-sample: the `SAMPLES` (8) patches at slots lo + (j · m) // 8, j = 0 … 7.
+2. First centre: sample 0. n_j = distance(sample j, sample 0); total = n_0 + … + n_7
+   summed in j order. If total = 0, the node is split in halves (step 6).
+3. Second centre: the first sample j whose running sum n_0 + … + n_j exceeds total / 2
+   (tested as 2 · running > total; Tsai's threshold τ = 0.5 on the normalised cumulative
+   distances).
+4. `ITERATIONS` (5) rounds of 2-means on the samples: each sample joins centre 1 when its
+   distance to centre 1 is below its distance to centre 0 (centre 0 on ties); each centre
+   becomes the mean of its samples (per value: the samples' values summed in j order, then
+   divided by their count, correctly rounded); a centre with no sample stays.
+5. Assignment: every patch of the node joins centre 1 when its distance to centre 1 is
+   below its distance to centre 0. The node's slots are reordered stably: centre 0's
+   patches first, in their order, then centre 1's.
+6. If a side is empty (or step 2 said so), the node is split in halves instead: its first
+   m // 2 slots and the rest, order kept.
+The children [lo, lo + m0) and [lo + m0, hi) are split the same way until every node is a
+leaf. The result does not depend on the order in which nodes are split; the leaves, in
+slot order, are the tile's clusters (depth first, left child first).
+
+Query (§3.2). The candidates of a patch are the patches of its cluster and of its
+`neighbour_clusters` nearest clusters in that order (the next, the previous, the one after
+the next, …; at a tile's first or last cluster the sequence goes on on the other side),
+with clusters added in the same order while they hold fewer than k patches in all. Being
+adjacent clusters, they are one run of slots. The result of a reference patch is its k
+candidates of smallest distance, the patch itself first, then by (distance, slot after the
+clustering): the voting of Tsai's Fig. 4 ranks each candidate by counting the candidates
+before it.
+
+References are the patches on the project's grid (0, step, 2·step, … plus the last
+position of each axis), of the reference frame for a burst; their candidates come from
+every frame.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..core.validate import check_int
+
+__all__ = ["ITERATIONS", "LEAF", "MAX_K", "MAX_NEIGHBOUR_CLUSTERS", "MAX_PATCH", "MAX_TILE",
+           "MAX_VALUES", "SAMPLES", "AnnConfig", "AnnRequest", "check_ann_request",
+           "largest_k", "tile_edges", "tile_of"]
+
+LEAF = 32                    # patches per cluster at most (Tsai: twice the 16 candidates)
+SAMPLES = 8                  # sub-sample of a node for its 2-means (Tsai: "e.g., 8")
+ITERATIONS = 5               # 2-means rounds on the sub-sample (Tsai: "at most five")
+MAX_K = LEAF
+MAX_TILE = 64                # a tile's rows and columns are packed in 7 bits each
+MAX_PATCH = 32
+MAX_VALUES = 1024            # C · p · p: the two centres live in local memory
+MAX_STEP = 64
+MAX_NEIGHBOUR_CLUSTERS = 2   # Tsai searched "two neighboring clusters" at most
+MAX_FRAMES = 4096            # a slot's frame is packed in 17 bits
+#: Candidates of one query at most: the cluster and its neighbours, or fewer than k
+#: patches plus one more cluster.
+MAX_CANDIDATES = max(LEAF * (1 + MAX_NEIGHBOUR_CLUSTERS), MAX_K - 1 + LEAF)
+
+
+@dataclass(frozen=True)
+class AnnRequest:
+    """A checked request: patch side, grid step, k, tile side, neighbour clusters."""
+
+    patch_size: int
+    step: int
+    k: int
+    tile: int
+    neighbour_clusters: int
+    channels: int = 1
+
+
+@dataclass(frozen=True)
+class AnnConfig:
+    """How the engine runs on a device: work-items per tile and whether the partition scan
+    uses warp ballots (inline PTX) or local memory; the same matches either way."""
+
+    group: int
+    ballot: bool
+    tile: int
+    neighbour_clusters: int
+    reason: str = ""
+    source: str = "rule"
+
+    def describe(self) -> str:
+        scan = "warp ballots" if self.ballot else "local-memory scans"
+        return (f"clustering ANN: tiles of {self.tile}, {LEAF}-patch clusters, "
+                f"{self.neighbour_clusters} neighbour cluster(s); {self.group} work-items "
+                f"per tile, {scan}")
+
+
+def tile_edges(positions: int, tile: int) -> np.ndarray:
+    """Start of every run of one axis, then its end: [0, tile, 2·tile, …, positions]."""
+    runs = max(1, positions // tile)
+    return np.append(np.arange(runs) * tile, positions).astype(np.int64)
+
+
+def tile_of(coordinate: Any, positions: int, tile: int) -> Any:
+    """Index of the run holding `coordinate` (array or int) along an axis of `positions`."""
+    runs = max(1, positions // tile)
+    return np.minimum(np.asarray(coordinate) // tile, runs - 1)
+
+
+def largest_k(rows: int, cols: int, patch_size: int, tile: int, frames: int = 1) -> int:
+    """The patch count of the smallest tile (k may not exceed it), capped at MAX_K."""
+    py, px = rows - patch_size + 1, cols - patch_size + 1
+    return min(MAX_K, min(py, tile) * min(px, tile) * frames)
+
+
+def check_ann_request(*, patch_size: Any, step: Any, k: Any, tile: Any,
+                      neighbour_clusters: Any, channels: int, rows: int, cols: int,
+                      frames: int = 1) -> AnnRequest:
+    """The checked request (ValueError/TypeError naming the argument otherwise)."""
+    p = check_int("patch_size", patch_size, 1, MAX_PATCH)
+    s = check_int("step", step, 1, MAX_STEP)
+    kk = check_int("k", k, 1, MAX_K)
+    t = check_int("tile", tile, 1, MAX_TILE)
+    nc = check_int("neighbour_clusters", neighbour_clusters, 0, MAX_NEIGHBOUR_CLUSTERS)
+    if channels * p * p > MAX_VALUES:
+        raise ValueError(f"patch_size {p} with {channels} channel(s) gives {channels * p * p} "
+                         f"values per patch; the ANN takes at most {MAX_VALUES}")
+    if frames > MAX_FRAMES:
+        raise ValueError(f"the ANN clusters at most {MAX_FRAMES} frames together, got {frames}")
+    if p > rows or p > cols:
+        raise ValueError(f"patch_size {p} is larger than the image ({rows}x{cols})")
+    top = largest_k(rows, cols, p, t, frames)
+    if kk > top:
+        raise ValueError(f"k={kk} is larger than the smallest tile's patch count: the "
+                         f"largest valid k is {top} (tile={t}, patch_size={p}, image "
+                         f"{rows}x{cols}" + (f", {frames} frames" if frames > 1 else "") + ")")
+    return AnnRequest(p, s, kk, t, nc, channels)

@@ -1,0 +1,274 @@
+"""`AnnPlan`: the clustering ANN (clpatch/match/ann_params.py) compiled for one input shape,
+as a matcher (clpatch/match/matcher.py).
+
+One work-group per tile clusters the tile and answers its references
+(`cl_src/match/ann.cl.mako`). A chunk of work is a band of whole tile rows: a reference's
+candidates all lie in its tile, so a band needs only its own image rows, and a filter that
+tiles its output asks `reach` how far (in rows) a candidate can lie from its reference.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyopencl as cl
+
+from ..core.buffers import BufferPool, int_buffer, memory_limits
+from ..core.errors import DeviceResourceError
+from ..core.kernels import kernel, render
+from ..core.runtime import Runtime
+from ..core.staging import download
+from ..core.upload import Uploader, check_peak
+from ..core.volumes import Volume, as_volume, check_planned, magnitude_limit
+from .ann_params import (
+    ITERATIONS,
+    LEAF,
+    SAMPLES,
+    AnnConfig,
+    AnnRequest,
+    tile_edges,
+    tile_of,
+)
+from .matches import Matches, grid_positions
+from .window_layout import Chunk
+
+__all__ = ["AnnPlan", "ann_config"]
+
+#: Work-items per tile (one warp on NVIDIA; any size gives the same matches).
+GROUP = 32
+#: Tile rows per launch at most (a launch's work-groups stay well below driver limits).
+TILE_ROWS_PER_LAUNCH = 256
+DIVIDE = "-cl-fp32-correctly-rounded-divide-sqrt"
+
+
+def ann_config(request: AnnRequest, profile: Any, group: int | None = None) -> AnnConfig:
+    """The configuration for `profile`: warp ballots where the profile has inline PTX."""
+    group = GROUP if group is None else group
+    ballot = profile.subgroup_ops == "ptx" and group % 32 == 0
+    reason = ("NVIDIA: inline-PTX warp ballots for the partition scans" if ballot else
+              "portable local-memory scans (no warp ballots on this profile)")
+    return AnnConfig(group, ballot, request.tile, request.neighbour_clusters, reason)
+
+
+class AnnPlan:
+    """A compiled clustering ANN for inputs of (frames, rows, cols, channels).
+
+    video: a burst of `frames` frames: every frame's patches at a tile location are
+    clustered together and the references are those of frame `reference` (positions
+    (t, y, x)). `stagger`
+    gives BM3D's staggered grid (see `SearchPlan`). `last_events` holds the (stage, event)
+    pairs of the last `run`: upload, convert, ann.
+    """
+
+    def __init__(self, runtime: Runtime, frames: int, rows: int, cols: int, channels: int,
+                 request: AnnRequest, config: AnnConfig | None = None, *, video: bool = False,
+                 reference: int = 0, stagger: tuple[int, ...] = (),
+                 device_output: bool = False) -> None:
+        if not (video or frames == 1):
+            raise ValueError(f"an image has one frame, got {frames} (pass video=True for a burst)")
+        if not 0 <= reference < frames:
+            raise ValueError(f"reference must be a frame index in [0, {frames}), got {reference}")
+        self.runtime = runtime
+        self.frames, self.rows, self.cols, self.channels = frames, rows, cols, channels
+        self.request = request
+        self.reference = reference
+        self.device_output = device_output
+        self.config = config or ann_config(request, runtime.profile)
+        p, s, t = request.patch_size, request.step, request.tile
+        self.py, self.px = rows - p + 1, cols - p + 1
+        self.edges_y, self.edges_x = tile_edges(self.py, t), tile_edges(self.px, t)
+        self.grid_y = grid_positions(rows, p, s)
+        self.grid_x = grid_positions(cols, p, s)
+        self.video = video
+        self.dim = 3 if video else 2
+        # How far a candidate can lie from its reference along an axis: the largest tile side - 1.
+        self.reach = int(max(np.diff(self.edges_y).max(), np.diff(self.edges_x).max())) - 1
+        self.stagger = tuple(int(v) for v in stagger) if any(stagger) else ()
+        self.ref_x = None
+        ref_row = np.full(self.py, -1, np.int32)
+        ref_row[self.grid_y] = np.arange(len(self.grid_y))
+        if self.stagger:
+            if video:
+                raise ValueError("a staggered grid is for images, not bursts")
+            if any(not 0 <= v < s for v in self.stagger):
+                raise ValueError(f"stagger shifts must lie in [0, step={s}), got {stagger}")
+            lattice = self.grid_x[:-(-(cols - p) // s)]
+            shifts = np.array(self.stagger)[np.arange(len(self.grid_y)) % len(self.stagger)]
+            self.ref_x = np.concatenate(
+                [np.maximum(lattice[None, :] - shifts[:, None], 0),
+                 np.broadcast_to(self.grid_x[len(lattice):], (len(shifts), 1))],
+                axis=1).astype(np.int32)
+            ref_col = np.full((len(self.grid_y), self.px), -1, np.int32)
+            rows_idx = np.repeat(np.arange(len(self.grid_y)), self.ref_x.shape[1])
+            ref_col[rows_idx, self.ref_x.ravel()] = np.tile(np.arange(self.ref_x.shape[1]),
+                                                            len(self.grid_y))
+        else:
+            ref_col = np.full(self.px, -1, np.int32)
+            ref_col[self.grid_x] = np.arange(len(self.grid_x))
+        ctx = runtime.context
+        self._ref_row, self._ref_col = int_buffer(ctx, ref_row), int_buffer(ctx, ref_col)
+        self.pool = BufferPool(ctx)
+        self.uploader = Uploader(runtime, self.pool)
+        self._kernel = self._build()
+        self.last_events: list[tuple[str, Any]] = []
+        self.chunks = self._plan_chunks()
+
+    # ---- kernels ---------------------------------------------------------------------------
+
+    def _build(self) -> Any:
+        r, c = self.request, self.config
+        params = dict(patch=r.patch_size, channels=self.channels, k=r.k, group=c.group,
+                      ballot=c.ballot, neighbours=r.neighbour_clusters,
+                      stagger=bool(self.stagger), dim=self.dim, leaf=LEAF, samples=SAMPLES,
+                      iterations=ITERATIONS,
+                      candidates=max(LEAF * (1 + r.neighbour_clusters), r.k - 1 + LEAF))
+        rt = self.runtime
+        source = render("match/ann.cl.mako", rt.profile, **params)
+        # Centres are means: exact division makes them the same numbers as NumPy's.
+        exact = rt.device.single_fp_config & cl.device_fp_config.CORRECTLY_ROUNDED_DIVIDE_SQRT
+        options = (DIVIDE,) if exact else ()
+        program = rt.programs.build(source, template="match/ann.cl.mako", params=params,
+                                    options=options)
+        return kernel(program, "ann_tiles")
+
+    # ---- the matcher's face ----------------------------------------------------------------
+
+    def _tile_rows(self, g0: int, g1: int) -> tuple[int, int]:
+        """Tile rows [a, b) holding grid rows [g0, g1)."""
+        t = self.request.tile
+        return (int(tile_of(self.grid_y[g0], self.py, t)),
+                int(tile_of(self.grid_y[g1 - 1], self.py, t)) + 1)
+
+    def chunk(self, r0: int, r1: int, g0: int, g1: int) -> Chunk:
+        """Grid rows [g0, g1) of the reference frame: the whole tile rows holding them."""
+        a, b = self._tile_rows(g0, g1)
+        p = self.request.patch_size
+        return Chunk(r0, r1, 0, self.frames, g0, g1, int(self.edges_y[a]),
+                     int(self.edges_y[b]) - 1 + p)
+
+    def upload(self, volume: Volume, chunk: Chunk, name: str = "planar", *,
+               staging: str = "staging", transfers: Any = None,
+               wait_for: list[Any] | None = None) -> tuple[Any, list[tuple[str, Any]]]:
+        """The chunk's rows of every frame and channel as planar float32 (see
+        `SearchPlan.upload`)."""
+        frames, rows = chunk.f_hi - chunk.f_lo, chunk.y_hi - chunk.y_lo
+        planar = self.pool.get(name, frames * volume.channels * rows * self.cols * 4)
+        events = self.uploader.convert(volume, chunk.f_lo, chunk.f_hi, chunk.y_lo, chunk.y_hi,
+                                       planar, staging=staging, transfers=transfers,
+                                       wait_for=wait_for)
+        return planar, events
+
+    def enqueue(self, planar: Any, chunk: Chunk, out_pos: Any, out_dist: Any, *, out_rows: int,
+                out_row0: int = 0, out_f0: int = 0,
+                wait_for: list[Any] | None = None) -> list[Any]:
+        """Cluster the chunk's tiles and write its grid rows' matches (see
+        `SearchPlan.enqueue` for the output arguments)."""
+        i32 = np.int32
+        a, b = self._tile_rows(chunk.g0, chunk.g1)
+        nty, ntx = len(self.edges_y) - 1, len(self.edges_x) - 1
+        group = self.config.group
+        events = []
+        for t0 in range(a, b, TILE_ROWS_PER_LAUNCH):
+            t1 = min(b, t0 + TILE_ROWS_PER_LAUNCH)
+            sy0 = int(self.edges_y[t0])
+            slots = self.frames * (int(self.edges_y[t1]) - sy0) * self.px
+            perm = self.pool.get("perm", slots * 4)
+            perm2 = self.pool.get("perm2", slots * 4)
+            events.append(self._kernel(
+                self.runtime.queue, (group * ntx, t1 - t0), (group, 1), planar,
+                i32(chunk.y_hi - chunk.y_lo), i32(self.cols), i32(chunk.y_lo), i32(self.frames),
+                i32(self.py), i32(self.px), i32(self.request.tile), i32(nty), i32(ntx), i32(t0),
+                perm, perm2, i32(sy0), self._ref_row, self._ref_col, i32(self.reference),
+                i32(chunk.g0), i32(chunk.g1), i32(len(self.grid_x) if self.ref_x is None
+                                                   else self.ref_x.shape[1]),
+                out_pos, out_dist, i32(out_rows), i32(out_row0), i32(out_f0),
+                wait_for=(events[-1:] or wait_for)))
+        return events
+
+    def check_limit(self) -> float:
+        """The largest |value| the float32 distances can take."""
+        return magnitude_limit(self.request.patch_size, self.channels)
+
+    # ---- running ---------------------------------------------------------------------------
+
+    def _plan_chunks(self) -> list[Chunk]:
+        """Bands of tile rows whose buffers fit the device's memory."""
+        largest, total = memory_limits(self.runtime)
+        gx = len(self.grid_x)
+        k, dim, ch, tf = self.request.k, self.dim, self.channels, self.frames
+        t = self.request.tile
+        nty = len(self.edges_y) - 1
+        tile_rows_of = tile_of(self.grid_y, self.py, t)
+
+        def sizes(a: int, b: int) -> tuple[int, int]:
+            rows = int(self.edges_y[b] - self.edges_y[a]) + self.request.patch_size - 1
+            refs = int(np.count_nonzero((tile_rows_of >= a) & (tile_rows_of < b))) * gx
+            parts = [tf * ch * rows * self.cols * 4, tf * ch * rows * self.cols * 8,
+                     2 * tf * int(self.edges_y[b] - self.edges_y[a]) * self.px * 4,
+                     refs * k * 4 * dim, refs * k * 4]
+            return max(parts), sum(parts)
+
+        per = nty
+        while per > 1 and any(big > largest or whole > total
+                              for big, whole in (sizes(a, min(nty, a + per))
+                                                 for a in range(0, nty, per))):
+            per = (per + 1) // 2
+        big, whole = sizes(0, 1)
+        if per == 1 and (big > largest or whole > total):
+            raise DeviceResourceError(
+                f"one row of tiles of this input does not fit the device's memory ({largest} "
+                "bytes per buffer); reduce the image width, the tile or k")
+        chunks = []
+        for a in range(0, nty, per):
+            b = min(nty, a + per)
+            g = np.flatnonzero((tile_rows_of >= a) & (tile_rows_of < b))
+            if len(g):
+                chunks.append(self.chunk(self.reference, self.reference + 1, int(g[0]),
+                                         int(g[-1]) + 1))
+        return chunks
+
+    def run(self, image: Any, *, wait_for: list[Any] | None = None) -> Matches:
+        """Search `image` (the planned shape; a burst as (T, H, W[, C])): NumPy in → NumPy
+        out, device in → device out."""
+        volume = as_volume(image, video=self.video)
+        check_planned(volume, (self.frames, self.rows, self.cols, self.channels),
+                      self.device_output, self.runtime.context)
+        gy, gx = len(self.grid_y), (len(self.grid_x) if self.ref_x is None
+                                    else self.ref_x.shape[1])
+        k, dim = self.request.k, self.dim
+        if self.device_output:
+            positions = self.runtime.empty((gy, gx, k, dim), np.int32)
+            distances = self.runtime.empty((gy, gx, k), np.float32)
+        else:
+            positions = np.empty((gy, gx, k, dim), np.int32)
+            distances = np.empty((gy, gx, k), np.float32)
+        events: list[tuple[str, Any]] = []
+        self.uploader.begin()
+        last = wait_for
+        for chunk in self.chunks:
+            planar, uploads = self.upload(volume, chunk, wait_for=last)
+            events.extend(uploads)
+            if self.device_output:
+                out_pos, out_dist, out_rows, out_row0 = positions.data, distances.data, gy, chunk.g0
+            else:
+                count = (chunk.g1 - chunk.g0) * gx * k
+                out_pos = self.pool.get("out_pos", count * dim * 4)
+                out_dist = self.pool.get("out_dist", count * 4)
+                out_rows, out_row0 = chunk.g1 - chunk.g0, 0
+            done = self.enqueue(planar, chunk, out_pos, out_dist, out_rows=out_rows,
+                                out_row0=out_row0, wait_for=[uploads[-1][1]])
+            events.extend(("ann", e) for e in done)
+            last = done
+            if not self.device_output:
+                shape = (chunk.g1 - chunk.g0, gx, k)
+                download(self.runtime.queue, positions[chunk.g0:chunk.g1], out_pos,
+                         shape=(*shape, dim), wait_for=done)
+                download(self.runtime.queue, distances[chunk.g0:chunk.g1], out_dist,
+                         shape=shape, wait_for=done)
+        self.last_events = events
+        check_peak(self.uploader.peak(last), self.check_limit())
+        r = self.request
+        grid_x = self.ref_x.copy() if self.ref_x is not None else self.grid_x.copy()
+        return Matches(positions, distances, self.grid_y.copy(), grid_x, r.patch_size, r.step,
+                       r.tile, r.k, "l2", 0, self.config)

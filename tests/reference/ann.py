@@ -1,0 +1,372 @@
+"""NumPy reference ("oracle") of the clustering approximate-nearest-neighbour search of
+Tsai, Steinberger, Pająk and Pulli (per-tile hierarchical 2-means, then each cluster's
+k nearest patches among its own and its neighbouring clusters), written from the
+algorithm's specification (the docstring of clpatch/match/ann_params.py, restated below)
+and nothing of clpatch: tile geometry, grid and arithmetic are all re-implemented here.
+
+Every rounding and ordering rule is followed literally, so that the OpenCL implementation
+returns bit-identical positions and distances on integer-valued images.
+
+Specification
+-------------
+- Frames: (T, H, W, C) float32; a single image is one frame (`as_frames`). Patches are
+  p × p, their top-left positions form the plane Py × Px (Py = H − p + 1, Px = W − p + 1).
+- Tiles: each axis of the plane is cut into max(1, P // tile) runs; run i starts at
+  i · tile, the last ends at P (`tile_runs`). A tile is a run of rows × a run of columns
+  and holds the positions of every frame; its slots 0 … M − 1 number them in the order
+  (frame, row, column).
+- Patch vector: D = C · p · p values ordered (channel, row, column). Every distance
+  (patch–patch and patch–centre) is acc = float32(acc + float32(diff · diff)),
+  diff = float32(a − b), over d = 0 … D − 1 in order, acc starting at 0 (`distances`).
+- Clustering (`cluster`): a node is a run of slots [lo, hi), the root the whole tile; a node
+  of at most LEAF (32) patches is a leaf, a larger one (m patches) is split:
+  1. samples j = 0 … 7 at slots lo + (j · m) // 8;
+  2. n_j = distance(sample j, sample 0), running sums r_j in float32 in j order,
+     total = r_7; total == 0 → halves;
+  3. centre 0 = sample 0, centre 1 = the first sample j with 2 · r_j > total;
+  4. ITERATIONS (5) rounds: a sample joins centre 1 when its distance to centre 1 is below
+     its distance to centre 0 (ties: centre 0); each centre becomes the mean of its samples
+     (float32 sum in j order, then one correctly rounded float32 division by the count);
+     a centre without samples stays;
+  5. every patch of the node joins centre 1 when strictly closer to it; the node's slots
+     are stably partitioned (centre 0's patches first);
+  6. one side empty (or step 2's total == 0): halves, the first m // 2 slots and the rest.
+  The leaves, in slot order, are the clusters.
+- Query: a reference patch in cluster L takes cluster L, then L + 1, L − 1, L + 2, L − 2, …
+  (indices outside [0, nclusters) skipped), adding clusters while fewer than
+  1 + neighbour_clusters clusters or fewer than k patches are taken (and clusters remain).
+  The candidates are the contiguous run of (clustered) slots they cover; they are ranked
+  the patch itself first, then by (distance, slot), the slot being the position after
+  clustering; the first k are the result.
+- References: the patches of frame `reference` whose top-left corner lies on the grid
+  (`grid`: 0, step, 2 · step, … plus the last position of each axis); candidates come from
+  every frame of the reference's tile.
+
+`exact_in_tile` is the exact counterpart (all patches of the tile are candidates, ties by
+the unclustered (frame, row, column) slot) and `quality` compares the two (recall and
+Tsai's D_ann / D_knn).
+
+Conventions: positions int32 as (t, y, x) (`ann`, `exact_in_tile`) or (y, x) (`ann_image`),
+distances float32, both indexed by (grid row, grid column, rank).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+F32 = np.float32
+
+LEAF = 32          # a node of at most LEAF patches is a cluster
+SAMPLES = 8        # sub-sample of a node for its 2-means
+ITERATIONS = 5     # 2-means rounds on the sub-sample
+_CHUNK = 1 << 21   # elements of one broadcast difference block in `distances`
+
+
+# ----------------------------------------------------------------------------- geometry
+
+
+def grid(size: int, patch_size: int, step: int) -> np.ndarray:
+    """Top-left coordinates of the reference patches along one axis (int32):
+    0, step, 2 · step, … plus size − patch_size when it is not already the last."""
+    last = size - patch_size
+    assert last >= 0, f"patch_size {patch_size} does not fit size {size}"
+    assert step >= 1, f"step must be >= 1, got {step}"
+    values = list(range(0, last + 1, step))
+    if values[-1] != last:
+        values.append(last)
+    return np.array(values, dtype=np.int32)
+
+
+def tile_runs(positions: int, tile: int) -> list[tuple[int, int]]:
+    """The (start, end) runs of one axis of `positions` top-left positions: max(1,
+    positions // tile) runs, run i starting at i · tile, the last one ending at positions."""
+    assert positions >= 1 and tile >= 1
+    runs = max(1, positions // tile)
+    return [(i * tile, (i + 1) * tile if i + 1 < runs else positions) for i in range(runs)]
+
+
+# ----------------------------------------------------------------------------- patches
+
+
+def as_frames(image) -> np.ndarray:
+    """(1, H, W, C) float32 copy of one image given as (H, W) or (H, W, C)."""
+    data = np.asarray(image).astype(np.float32)
+    if data.ndim == 2:
+        data = data[..., None]
+    assert data.ndim == 3, f"image must be (H, W) or (H, W, C), got shape {data.shape}"
+    return np.ascontiguousarray(data[None])
+
+
+def _check_frames(frames) -> np.ndarray:
+    data = np.asarray(frames).astype(np.float32)
+    assert data.ndim == 4, f"frames must be (T, H, W, C), got shape {data.shape}"
+    return data
+
+
+def patch_windows(frames: np.ndarray, patch_size: int) -> np.ndarray:
+    """(T, Py, Px, C, p, p) view of every patch of (T, H, W, C) frames."""
+    return sliding_window_view(frames, (patch_size, patch_size), axis=(1, 2))
+
+
+def tile_vectors(windows: np.ndarray, rows: tuple[int, int], cols: tuple[int, int]
+                 ) -> np.ndarray:
+    """(M, D) float32 patch matrix of one tile: row = slot in (frame, row, column) order,
+    column d = (c · p + i) · p + j."""
+    block = windows[:, rows[0]:rows[1], cols[0]:cols[1]]
+    return np.ascontiguousarray(block.reshape(-1, int(np.prod(block.shape[3:]))),
+                                dtype=np.float32)
+
+
+# ----------------------------------------------------------------------------- distances
+
+
+def distances(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """(n, m) float32: the distance of every row of x (n, D) to every row of y (m, D), each
+    the sequential float32 sum over d = 0 … D − 1 of float32(diff · diff),
+    diff = float32(x − y), every operation rounded on its own. (np.cumsum along d is
+    that sequential sum: out[d] = float32(out[d − 1] + in[d]).)"""
+    x = np.asarray(x, dtype=np.float32)
+    y = np.asarray(y, dtype=np.float32)
+    assert x.ndim == 2 and y.ndim == 2 and x.shape[1] == y.shape[1]
+    n, m, d = x.shape[0], y.shape[0], x.shape[1]
+    out = np.empty((n, m), dtype=np.float32)
+    if n == 0 or m == 0:
+        return out
+    if d == 0:
+        out[:] = 0
+        return out
+    rows = max(1, _CHUNK // max(1, m * d))
+    yt = np.ascontiguousarray(y.T)                      # (D, m)
+    xt = np.ascontiguousarray(x.T)                      # (D, n)
+    for a in range(0, n, rows):
+        b = min(n, a + rows)
+        diff = xt[:, a:b, None] - yt[:, None, :]        # (D, rows, m) float32
+        np.multiply(diff, diff, out=diff)
+        np.cumsum(diff, axis=0, dtype=np.float32, out=diff)
+        out[a:b] = diff[-1]
+    return out
+
+
+def _mean(samples: np.ndarray) -> np.ndarray:
+    """Per value: float32 sum of the samples in order, then divided by their count."""
+    total = np.cumsum(samples, axis=0, dtype=np.float32)[-1]
+    return (total / np.float32(samples.shape[0])).astype(np.float32)
+
+
+# ----------------------------------------------------------------------------- clustering
+
+
+def split_node(x: np.ndarray) -> tuple[np.ndarray, int]:
+    """(permutation of the node's m > LEAF slots, m0): steps 1–6 of the split of a node
+    whose patches (in slot order) are the rows of x (m, D)."""
+    m = x.shape[0]
+    halves = (np.arange(m), m // 2)
+    samples = x[(np.arange(SAMPLES) * m) // SAMPLES]
+    n = distances(samples, samples[:1])[:, 0]
+    running = np.cumsum(n, dtype=np.float32)
+    total = running[-1]
+    if total == 0:
+        return halves
+    second = int(np.argmax(np.float32(2) * running > total))
+    centres = np.stack([samples[0], samples[second]]).astype(np.float32)
+    previous = None
+    for _ in range(ITERATIONS):
+        d = distances(samples, centres)
+        side = d[:, 1] < d[:, 0]
+        if previous is not None and np.array_equal(side, previous):
+            break       # the same samples give the same means: the centres are final
+        previous = side
+        new = centres.copy()
+        for c, mask in ((0, ~side), (1, side)):
+            if mask.any():
+                new[c] = _mean(samples[mask])
+        centres = new
+    d = distances(x, centres)
+    side = d[:, 1] < d[:, 0]
+    ones = int(side.sum())
+    if ones == 0 or ones == m:
+        return halves
+    return np.concatenate([np.flatnonzero(~side), np.flatnonzero(side)]), m - ones
+
+
+def cluster(vectors: np.ndarray) -> tuple[np.ndarray, list[tuple[int, int]]]:
+    """(order, leaves) of one tile's patch matrix (M, D): order[s] is the unclustered slot
+    of the patch at clustered slot s; leaves are the clusters' (lo, hi) in slot order."""
+    vectors = np.asarray(vectors, dtype=np.float32)
+    order = np.arange(vectors.shape[0])
+    leaves: list[tuple[int, int]] = []
+    stack = [(0, vectors.shape[0])]
+    while stack:
+        lo, hi = stack.pop()
+        if hi - lo <= LEAF:
+            leaves.append((lo, hi))
+            continue
+        node = order[lo:hi]
+        perm, m0 = split_node(vectors[node])
+        order[lo:hi] = node[perm]
+        stack.append((lo + m0, hi))         # right child, split after the left one
+        stack.append((lo, lo + m0))
+    assert all(a[1] == b[0] for a, b in zip(leaves, leaves[1:], strict=False))
+    return order, leaves
+
+
+def candidate_run(leaves: list[tuple[int, int]], cluster_index: int, k: int,
+                  neighbour_clusters: int) -> tuple[int, int]:
+    """(lo, hi) clustered slots of the candidates of a patch in cluster `cluster_index`."""
+    n = len(leaves)
+    a = b = cluster_index
+    taken = 1
+    sequence = (c for j in range(1, n) for c in (cluster_index + j, cluster_index - j)
+                if 0 <= c < n)
+    for c in sequence:
+        if taken >= 1 + neighbour_clusters and leaves[b][1] - leaves[a][0] >= k:
+            break
+        a, b = min(a, c), max(b, c)
+        taken += 1
+    return leaves[a][0], leaves[b][1]
+
+
+def _rank(dist: np.ndarray, keys: np.ndarray, me: np.ndarray, k: int) -> np.ndarray:
+    """(R, k) column indices of the first k candidates of each row: the column `me[r]`
+    first, then by (dist, keys)."""
+    rows = dist.shape[0]
+    not_self = np.ones(dist.shape, dtype=bool)
+    not_self[np.arange(rows), me] = False
+    key = np.broadcast_to(keys, dist.shape)
+    return np.lexsort((key, dist, not_self), axis=-1)[:, :k]
+
+
+# ----------------------------------------------------------------------------- search
+
+
+def _setup(frames, patch_size, k, tile, step, reference):
+    data = _check_frames(frames)
+    t, h, w, _ = data.shape
+    p = patch_size
+    assert 1 <= p <= min(h, w), f"patch_size {p} does not fit {h}x{w}"
+    assert 0 <= reference < t, f"reference frame {reference} outside [0, {t})"
+    assert k >= 1 and tile >= 1
+    py, px = h - p + 1, w - p + 1
+    gy, gx = grid(h, p, step), grid(w, p, step)
+    runs_y, runs_x = tile_runs(py, tile), tile_runs(px, tile)
+    smallest = t * min(b - a for a, b in runs_y) * min(b - a for a, b in runs_x)
+    assert k <= smallest, f"k={k} exceeds the smallest tile's {smallest} patches"
+    return data, gy, gx, runs_y, runs_x
+
+
+def _tiles(gy, gx, runs_y, runs_x):
+    """Per tile: its runs and the grid indices/coordinates of its references."""
+    for ya, yb in runs_y:
+        iy = np.flatnonzero((gy >= ya) & (gy < yb))
+        for xa, xb in runs_x:
+            ix = np.flatnonzero((gx >= xa) & (gx < xb))
+            if iy.size and ix.size:
+                yield (ya, yb), (xa, xb), iy, ix
+
+
+def _search(frames, *, patch_size, k, tile, step, reference, neighbour_clusters, exact):
+    data, gy, gx, runs_y, runs_x = _setup(frames, patch_size, k, tile, step, reference)
+    windows = patch_windows(data, patch_size)
+    positions = np.empty((gy.size, gx.size, k, 3), dtype=np.int32)
+    dists = np.empty((gy.size, gx.size, k), dtype=np.float32)
+    for (ya, yb), (xa, xb), iy, ix in _tiles(gy, gx, runs_y, runs_x):
+        rows, cols = yb - ya, xb - xa
+        vec = tile_vectors(windows, (ya, yb), (xa, xb))
+        m = vec.shape[0]
+        slot_t, rest = np.divmod(np.arange(m), rows * cols)
+        slot_y, slot_x = ya + rest // cols, xa + rest % cols
+        # references of the tile (grid row index, grid column index, unclustered slot)
+        ref_i = np.repeat(iy, ix.size)
+        ref_j = np.tile(ix, iy.size)
+        ref_slot = (reference * rows * cols + (gy[ref_i] - ya) * cols + (gx[ref_j] - xa))
+        if exact:
+            # candidates: every slot; the reference is its own column; ties by slot
+            groups = [(ref_slot, np.arange(m), ref_slot, np.arange(m))]
+            sel = [np.arange(ref_slot.size)]
+        else:
+            order, leaves = cluster(vec)
+            where = np.empty(m, dtype=np.int64)
+            where[order] = np.arange(m)
+            leaf_id = np.empty(m, dtype=np.int64)
+            for index, (lo, hi) in enumerate(leaves):
+                leaf_id[lo:hi] = index
+            ref_leaf = leaf_id[where[ref_slot]]
+            groups, sel = [], []
+            for index in np.unique(ref_leaf):
+                mine = np.flatnonzero(ref_leaf == index)
+                lo, hi = candidate_run(leaves, int(index), k, neighbour_clusters)
+                assert hi - lo >= k, f"a tile of {m} patches cannot give k={k}"
+                # candidates: unclustered slots order[lo:hi]; ties by clustered slot
+                groups.append((ref_slot[mine], order[lo:hi], where[ref_slot[mine]] - lo,
+                               np.arange(lo, hi)))
+                sel.append(mine)
+        for (refs, cand, me, keys), mine in zip(groups, sel, strict=True):
+            d = distances(vec[refs], vec[cand])
+            best = _rank(d, keys, me, k)
+            chosen = cand[best]
+            a, b = ref_i[mine], ref_j[mine]
+            positions[a, b, :, 0] = slot_t[chosen]
+            positions[a, b, :, 1] = slot_y[chosen]
+            positions[a, b, :, 2] = slot_x[chosen]
+            dists[a, b] = np.take_along_axis(d, best, axis=1)
+    return positions, dists
+
+
+def ann(frames, *, patch_size: int = 8, k: int = 16, tile: int = 15, step: int = 1,
+        neighbour_clusters: int = 0, reference: int = 0):
+    """(positions int32 (gy, gx, k, 3) as (t, y, x), distances float32 (gy, gx, k)): the
+    clustering ANN of the grid patches of frame `reference` of (T, H, W, C) frames."""
+    assert neighbour_clusters >= 0
+    return _search(frames, patch_size=patch_size, k=k, tile=tile, step=step,
+                   reference=reference, neighbour_clusters=neighbour_clusters, exact=False)
+
+
+def ann_image(image, *, patch_size: int = 8, k: int = 16, tile: int = 15, step: int = 1,
+              neighbour_clusters: int = 0):
+    """(positions int32 (gy, gx, k, 2) as (y, x), distances float32 (gy, gx, k)): `ann` of a
+    single (H, W) or (H, W, C) image."""
+    pos, dist = ann(as_frames(image), patch_size=patch_size, k=k, tile=tile, step=step,
+                    neighbour_clusters=neighbour_clusters)
+    return np.ascontiguousarray(pos[..., 1:]), dist
+
+
+def exact_in_tile(frames, *, patch_size: int, k: int, tile: int, step: int = 1,
+                  reference: int = 0):
+    """The exact k nearest patches of every grid reference among all patches of its tile
+    (all frames): the reference itself first, then by (distance, slot), slot in the tile's
+    (frame, row, column) order. Same layout as `ann`; same float32 distances."""
+    return _search(frames, patch_size=patch_size, k=k, tile=tile, step=step,
+                   reference=reference, neighbour_clusters=0, exact=True)
+
+
+def exact_in_tile_image(image, *, patch_size: int, k: int, tile: int, step: int = 1):
+    """`exact_in_tile` of a single image: positions (gy, gx, k, 2) as (y, x)."""
+    pos, dist = exact_in_tile(as_frames(image), patch_size=patch_size, k=k, tile=tile,
+                              step=step)
+    return np.ascontiguousarray(pos[..., 1:]), dist
+
+
+# ----------------------------------------------------------------------------- quality
+
+
+def quality(ann_dist, exact_dist, ann_pos, exact_pos) -> tuple[float, float]:
+    """(recall, ratio): recall = the fraction of the exact neighbours (as a set per
+    reference) that the ANN returned; ratio = Σ ANN distances / Σ exact distances (Tsai's
+    D_ann / D_knn; 1.0 when both are 0)."""
+    ann_pos = np.asarray(ann_pos)
+    exact_pos = np.asarray(exact_pos)
+    assert ann_pos.shape[:-2] == exact_pos.shape[:-2]
+    assert ann_pos.shape[-1] == exact_pos.shape[-1]
+    c = ann_pos.shape[-1]
+    a = ann_pos.reshape(-1, ann_pos.shape[-2], c)
+    e = exact_pos.reshape(-1, exact_pos.shape[-2], c)
+    hit = (e[:, :, None, :] == a[:, None, :, :]).all(-1).any(-1)    # (R, k_exact)
+    recall = float(hit.mean()) if hit.size else 1.0
+    d_ann = float(np.asarray(ann_dist, dtype=np.float64).sum())
+    d_exact = float(np.asarray(exact_dist, dtype=np.float64).sum())
+    if d_exact == 0:
+        ratio = 1.0 if d_ann == 0 else float("inf")
+    else:
+        ratio = d_ann / d_exact
+    return recall, ratio
