@@ -3,9 +3,12 @@
 ## device and in NumPy, are written out in clpatch/match/ann_params.py; the NumPy oracle is
 ## tests/reference/ann.py.
 ##
-## Launch: ann_tiles, global (GROUP * ntx, tile rows of the launch), local (GROUP, 1): one
-## work-group per tile, which clusters its tile and then answers the queries of its
-## references cluster by cluster (Tsai fuse the two the same way: no tree is stored).
+## Launches, one work-group per tile: ann_cluster, global (GROUP * ntx, tile rows of the
+## launch), local (GROUP, 1), clusters its tile (the slots of perm in cluster order, the
+## first slot of each cluster marked; perm2[L] = first slot of cluster L, counts[tile] =
+## the number of clusters); then ann_query, global (QGROUP * ntx, same rows), local
+## (QGROUP, 1), answers the tile's references cluster by cluster. No tree is stored (Tsai
+## fuse the two steps; two kernels let each keep its own registers and work-group size).
 ##
 ## Arguments: img (planar float32 block: frame f, channel c, block row r, column x at
 ##   ((f * C + c) * rows + r) * cols + x; block row 0 is image row y_lo), rows, cols,
@@ -15,24 +18,33 @@
 ##   T · ((y0 − sy0) · px + rows_of_tile · x0)), sy0 (first position row of the scratch),
 ##   ref_row[py] (grid row of a position row, −1 when none), ref_col (grid column of a
 ##   position column, −1 when none: [px], or [grid rows][px] for a staggered grid),
+##   counts (one int per tile of the launch: (tile row - ty0) * ntx + tile column),
 ##   ref_frame, g0, g1 (grid rows answered: [g0, g1)), gx (grid columns), out_pos,
 ##   out_dist (Matches layout, lib/matches.mako: reference (row g, column j) of output
 ##   frame out_f0 at ref = (out_f0 · out_rows + out_row0 + g − g0) · gx + j).
 ##
-## Rendered with: patch (P), channels (C), k (K), group (GROUP work-items per tile),
-## ballot (partition scans by warp ballot, inline PTX, GROUP a multiple of 32; else
+## Rendered with: patch (P), channels (C), k (K), group and qgroup (GROUP, QGROUP: the
+## two kernels' work-items per tile, multiples of 32; in the query, work-item l takes
+## cluster member l mod 32 and every (QGROUP / 32)-th candidate), ballot (partition scans by warp ballot, inline PTX; else
 ## through local memory — the same integers either way), neighbours (neighbour clusters
 ## searched), stagger (ref_col per grid row), dim (2: positions (y, x); 3: (t, y, x)),
-## leaf, samples, iterations, candidates (bound of one query's candidates).
-<%page args="patch, channels, k, group, ballot, neighbours, stagger, dim, leaf, samples, iterations, candidates"/>
+## leaf, samples, iterations, candidates (bound of one query's candidates), block (0: the
+## patches are read from global memory; else the floats of local memory that hold a
+## tile's pixels, all frames and channels: every tile's block is copied there first).
+<%page args="patch, channels, k, group, qgroup, ballot, neighbours, stagger, dim, leaf, samples, iterations, candidates, block"/>
 <%namespace name="mt" file="/lib/matches.mako"/>\
 <%
-    P, C, K, GROUP = patch, channels, k, group
+    P, C, K, GROUP, QGROUP = patch, channels, k, group, qgroup
     D = C * P * P
     LEAF, SAMPLES, ITERS, NEIGH, CAND = leaf, samples, iterations, neighbours, candidates
     STACK = 32
-    assert not ballot or GROUP % 32 == 0
-    WARPS = GROUP // 32 if ballot else 0
+    assert GROUP % 32 == 0 and QGROUP % 32 == 0 and LEAF == 32
+    WARPS = GROUP // 32
+    LANES = QGROUP // 32        # work-items per cluster member in the query
+    PITCH = CAND + 1            # table row stride: an odd stride, no bank conflicts
+    REG = D <= 64               # a member's own patch held in registers
+    SRC = "__local const float" if block else "__global const float"
+    IDX = "int" if block else "size_t"
 %>
 #pragma OPENCL FP_CONTRACT OFF
 
@@ -42,50 +54,54 @@
 #define SIDE_BIT 0x20000000
 #define LEAF_BIT 0x40000000
 
-// Element offset of the top-left value of the patch with this code.
-inline size_t patch_at(const int code, const int y0, const int x0, const int y_lo,
-                       const int cols, const size_t plane)
+// Pixels are read from `src` (${"a tile's block in local memory" if block else "the planar input"}):
+// channel c, row r, column x of a frame at f * fstride + c * plane + r * pitch + x.
+typedef struct {
+    ${SRC} *src;
+    ${IDX} fstride, plane, origin;
+    int pitch;
+} Pixels;
+
+// Offset in `px.src` of the top-left value of the patch with this code.
+inline ${IDX} patch_at(const Pixels px, const int code)
 {
-    const int f = code >> 14, y = y0 + ((code >> 7) & 127), x = x0 + (code & 127);
-    return (size_t)f * ${C} * plane + (size_t)(y - y_lo) * cols + x;
+    return px.origin + (code >> 14) * px.fstride + ((code >> 7) & 127) * (${IDX})px.pitch
+           + (code & 127);
 }
 
 // Sum of squared differences of two patches, over (channel, row, column) in order.
-inline float dist_pp(__global const float *img, const size_t a, const size_t b,
-                     const int cols, const size_t plane)
+inline float dist_pp(const Pixels px, const ${IDX} a, const ${IDX} b)
 {
     float acc = 0.0f;
     for (int c = 0; c < ${C}; ++c)
         for (int dy = 0; dy < ${P}; ++dy)
             for (int dx = 0; dx < ${P}; ++dx) {
-                const size_t o = c * plane + (size_t)dy * cols + dx;
-                const float diff = img[a + o] - img[b + o];
+                const ${IDX} o = c * px.plane + dy * (${IDX})px.pitch + dx;
+                const float diff = px.src[a + o] - px.src[b + o];
                 acc = acc + diff * diff;
             }
     return acc;
 }
 
 // Sum of squared differences of a patch and a centre (D values in local memory).
-inline float dist_pc(__global const float *img, const size_t a, __local const float *cen,
-                     const int cols, const size_t plane)
+inline float dist_pc(const Pixels px, const ${IDX} a, __local const float *cen)
 {
     float acc = 0.0f;
     int d = 0;
     for (int c = 0; c < ${C}; ++c)
         for (int dy = 0; dy < ${P}; ++dy)
             for (int dx = 0; dx < ${P}; ++dx, ++d) {
-                const float diff = img[a + c * plane + (size_t)dy * cols + dx] - cen[d];
+                const float diff = px.src[a + c * px.plane + dy * (${IDX})px.pitch + dx] - cen[d];
                 acc = acc + diff * diff;
             }
     return acc;
 }
 
 // Value d = (c · P + dy) · P + dx of the patch at a.
-inline float value_at(__global const float *img, const size_t a, const int d, const int cols,
-                      const size_t plane)
+inline float value_at(const Pixels px, const ${IDX} a, const int d)
 {
     const int c = d / ${P * P}, r = d - c * ${P * P};
-    return img[a + c * plane + (size_t)(r / ${P}) * cols + r % ${P}];
+    return px.src[a + c * px.plane + (r / ${P}) * (${IDX})px.pitch + r % ${P}];
 }
 
 % if ballot:
@@ -131,26 +147,15 @@ inline int scan_flags(const int flag, __local int *l_scan, int *total)
 }
 % endif
 
-__kernel __attribute__((reqd_work_group_size(${GROUP}, 1, 1)))
-void ann_tiles(__global const float *img, const int rows, const int cols, const int y_lo,
+<%def name="args()">__global const float *img, const int rows, const int cols, const int y_lo,
                const int nframes, const int py, const int px, const int tile, const int nty,
                const int ntx, const int ty0, __global int *perm, __global int *perm2,
-               const int sy0, __global const int *ref_row, __global const int *ref_col,
-               const int ref_frame, const int g0, const int g1, const int gx,
-               __global int *out_pos, __global float *out_dist, const int out_rows,
-               const int out_row0, const int out_f0)
-{
-    __local float l_cen[2][${D}];
-    __local float l_table[${LEAF}][${CAND}];
-    __local float l_sd[${SAMPLES}][2];
-    __local float l_n[${SAMPLES}];
-    __local int l_sample[${SAMPLES}], l_side[${SAMPLES}], l_prev[${SAMPLES}];
-    __local int l_stack[${STACK}][2];
-    __local int l_scan[${max(GROUP, 1)}];
-    __local int l_cand[${CAND}], l_out[${LEAF}];
-    __local int l_lo, l_hi, l_sp, l_done, l_mode, l_second, l_ones, l_a, l_b;
+               __global int *counts, const int sy0</%def>
 
-    const int lid = get_local_id(0);
+## The tile of this work-group, its scratch and its pixels (copied to local memory when
+## `block`); `group` work-items.
+<%def name="tile_prologue(group)">
+const int lid = get_local_id(0);
     const int tx = get_group_id(0), ty = ty0 + get_group_id(1);
     const int y0 = ty * tile, y1 = ty == nty - 1 ? py : y0 + tile;
     const int x0 = tx * tile, x1 = tx == ntx - 1 ? px : x0 + tile;
@@ -158,8 +163,38 @@ void ann_tiles(__global const float *img, const int rows, const int cols, const 
     const size_t base = (size_t)nframes * ((size_t)(y0 - sy0) * px + (size_t)th * x0);
     __global int *pm = perm + base;
     __global int *pm2 = perm2 + base;
-    const size_t plane = (size_t)rows * cols;
 
+% if block:
+    // The tile's pixels, every frame and channel: rows y0 ... y1 + P - 2, columns x0 ...
+    // x1 + P - 2.
+    const int bw = tw + ${patch - 1}, bplane = (th + ${patch - 1}) * bw;
+    for (int i = lid; i < nframes * ${channels} * bplane; i += ${group}) {
+        const int fc = i / bplane, r = i - fc * bplane, yy = r / bw;
+        l_img[i] = img[((size_t)fc * rows + (y0 + yy - y_lo)) * cols + x0 + (r - yy * bw)];
+    }
+    const Pixels pix = {l_img, ${channels} * bplane, bplane, 0, bw};
+% else:
+    const size_t plane = (size_t)rows * cols;
+    const Pixels pix = {img, ${channels} * plane, plane, (size_t)(y0 - y_lo) * cols + x0, cols};
+% endif
+
+</%def>
+
+__kernel __attribute__((reqd_work_group_size(${GROUP}, 1, 1)))
+void ann_cluster(${args()})
+{
+% if block:
+    __local float l_img[${block}];
+% endif
+    __local float l_cen[2][${D}];
+    __local float l_sd[${SAMPLES}][2];
+    __local float l_n[${SAMPLES}];
+    __local int l_sample[${SAMPLES}], l_side[${SAMPLES}], l_prev[${SAMPLES}];
+    __local int l_stack[${STACK}][2];
+    __local int l_scan[${GROUP}];
+    __local int l_lo, l_hi, l_sp, l_done, l_mode, l_second, l_ones;
+
+    ${tile_prologue(GROUP)}
     for (int s = lid; s < M; s += ${GROUP}) {
         const int f = s / area, r = s - f * area, dy = r / tw;
         pm[s] = f << 14 | dy << 7 | (r - dy * tw);
@@ -199,8 +234,7 @@ void ann_tiles(__global const float *img, const int rows, const int cols, const 
             l_sample[lid] = pm[lo + (lid * m) / ${SAMPLES}];
         barrier(CLK_LOCAL_MEM_FENCE);
         if (lid < ${SAMPLES})
-            l_n[lid] = dist_pp(img, patch_at(l_sample[lid], y0, x0, y_lo, cols, plane),
-                               patch_at(l_sample[0], y0, x0, y_lo, cols, plane), cols, plane);
+            l_n[lid] = dist_pp(pix, patch_at(pix, l_sample[lid]), patch_at(pix, l_sample[0]));
         barrier(CLK_LOCAL_MEM_FENCE);
         if (lid == 0) {
             float total = 0.0f;
@@ -220,19 +254,17 @@ void ann_tiles(__global const float *img, const int rows, const int cols, const 
         barrier(CLK_LOCAL_MEM_FENCE);
         const bool halves_first = l_mode;
         if (!halves_first) {
-            const size_t a0 = patch_at(l_sample[0], y0, x0, y_lo, cols, plane);
-            const size_t a1 = patch_at(l_sample[l_second], y0, x0, y_lo, cols, plane);
+            const ${IDX} a0 = patch_at(pix, l_sample[0]), a1 = patch_at(pix, l_sample[l_second]);
             for (int d = lid; d < ${D}; d += ${GROUP}) {
-                l_cen[0][d] = value_at(img, a0, d, cols, plane);
-                l_cen[1][d] = value_at(img, a1, d, cols, plane);
+                l_cen[0][d] = value_at(pix, a0, d);
+                l_cen[1][d] = value_at(pix, a1, d);
             }
             barrier(CLK_LOCAL_MEM_FENCE);
             // 4: 2-means on the sub-sample (a repeated assignment changes nothing more).
             for (int it = 0; it < ${ITERS}; ++it) {
                 if (lid < 2 * ${SAMPLES}) {
                     const int j = lid >> 1, c = lid & 1;
-                    l_sd[j][c] = dist_pc(img, patch_at(l_sample[j], y0, x0, y_lo, cols, plane),
-                                         l_cen[c], cols, plane);
+                    l_sd[j][c] = dist_pc(pix, patch_at(pix, l_sample[j]), l_cen[c]);
                 }
                 barrier(CLK_LOCAL_MEM_FENCE);
                 if (lid < ${SAMPLES})
@@ -253,8 +285,7 @@ void ann_tiles(__global const float *img, const int rows, const int cols, const 
                 for (int d = lid; d < ${D}; d += ${GROUP}) {
                     float s0 = 0.0f, s1 = 0.0f;
                     for (int j = 0; j < ${SAMPLES}; ++j) {
-                        const float v = value_at(img, patch_at(l_sample[j], y0, x0, y_lo, cols,
-                                                               plane), d, cols, plane);
+                        const float v = value_at(pix, patch_at(pix, l_sample[j]), d);
                         if (l_side[j])
                             s1 = s1 + v;
                         else
@@ -271,8 +302,8 @@ void ann_tiles(__global const float *img, const int rows, const int cols, const 
             int mine = 0;
             for (int s = lo + lid; s < hi; s += ${GROUP}) {
                 const int code = pm[s];
-                const size_t a = patch_at(code, y0, x0, y_lo, cols, plane);
-                if (dist_pc(img, a, l_cen[1], cols, plane) < dist_pc(img, a, l_cen[0], cols, plane)) {
+                const ${IDX} a = patch_at(pix, code);
+                if (dist_pc(pix, a, l_cen[1]) < dist_pc(pix, a, l_cen[0])) {
                     pm[s] = code | SIDE_BIT;
                     ++mine;
                 }
@@ -334,9 +365,30 @@ void ann_tiles(__global const float *img, const int rows, const int cols, const 
         nl += total;
     }
     barrier(CLK_GLOBAL_MEM_FENCE);
+    if (lid == 0)
+        counts[(size_t)get_group_id(1) * ntx + tx] = nl;
+}
 
-    // ---- queries, cluster by cluster.
+__kernel __attribute__((reqd_work_group_size(${QGROUP}, 1, 1)))
+void ann_query(${args()}, __global const int *ref_row, __global const int *ref_col,
+               const int ref_frame, const int g0, const int g1, const int gx,
+               __global int *out_pos, __global float *out_dist, const int out_rows,
+               const int out_row0, const int out_f0)
+{
+% if block:
+    __local float l_img[${block}];
+% endif
+    __local float l_table[${LEAF * PITCH}];
+    __local int l_cand[${CAND}], l_out[${LEAF}];
+    __local int l_a, l_b;
+
+    ${tile_prologue(QGROUP)}
+    const int nl = counts[(size_t)get_group_id(1) * ntx + tx];
+
+    // ---- queries, cluster by cluster. Work-item l: member i = l mod 32, candidates
+    // j, j + ${LANES}, ... (j = l / 32).
     const bool staggered = ${"true" if stagger else "false"};
+    const int i = lid & 31, lane = lid >> 5;
     for (int L = 0; L < nl; ++L) {
         if (lid == 0) {
             int a = L, b = L, taken = 1, j = 1;
@@ -362,10 +414,10 @@ void ann_tiles(__global const float *img, const int rows, const int cols, const 
         barrier(CLK_LOCAL_MEM_FENCE);
         const int s0 = pm2[L], s1 = L + 1 < nl ? pm2[L + 1] : M;
         const int c0 = l_a, nc = l_b - l_a, nm = s1 - s0;
-        for (int c = lid; c < nc; c += ${GROUP})
+        for (int c = lid; c < nc; c += ${QGROUP})
             l_cand[c] = pm[c0 + c] & CODE_MASK;
-        for (int i = lid; i < nm; i += ${GROUP}) {
-            const int code = pm[s0 + i] & CODE_MASK;
+        if (lid < nm) {
+            const int code = pm[s0 + lid] & CODE_MASK;
             const int f = code >> 14, y = y0 + ((code >> 7) & 127), x = x0 + (code & 127);
             int out = -1;
             const int g = ref_row[y];
@@ -374,49 +426,80 @@ void ann_tiles(__global const float *img, const int rows, const int cols, const 
                 if (j >= 0)
                     out = ${mt.ref("out_row0 + g - g0", "j", "gx", "out_f0", "out_rows")};
             }
-            l_out[i] = out;
+            l_out[lid] = out;
         }
         barrier(CLK_LOCAL_MEM_FENCE);
         bool any = false;
-        for (int i = 0; i < nm; ++i)
-            any = any || l_out[i] >= 0;
+        for (int m = 0; m < nm; ++m)
+            any = any || l_out[m] >= 0;
         if (!any) {
             barrier(CLK_LOCAL_MEM_FENCE);
             continue;
         }
-        for (int idx = lid; idx < nm * nc; idx += ${GROUP}) {
-            const int i = idx / nc, c = idx - i * nc;
-            if (l_out[i] >= 0)
-                l_table[i][c] = dist_pp(img, patch_at(pm[s0 + i] & CODE_MASK, y0, x0, y_lo, cols, plane),
-                                        patch_at(l_cand[c], y0, x0, y_lo, cols, plane), cols, plane);
+        const int ref = i < nm ? l_out[i] : -1;
+        __local float *row = l_table + i * ${PITCH};
+        if (ref >= 0) {
+            const ${IDX} me = patch_at(pix, l_cand[s0 + i - c0]);
+% if REG:
+            float own[${D}];
+            {
+                int d = 0;
+                for (int c = 0; c < ${C}; ++c)
+                    for (int dy = 0; dy < ${P}; ++dy)
+                        for (int dx = 0; dx < ${P}; ++dx, ++d)
+                            own[d] = pix.src[me + c * pix.plane + dy * (${IDX})pix.pitch + dx];
+            }
+            // Two candidates at a time: two independent sums (each in the order of d).
+            for (int c = lane; c < nc; c += ${2 * LANES}) {
+                const int c2 = min(c + ${LANES}, nc - 1);
+                const ${IDX} b1 = patch_at(pix, l_cand[c]), b2 = patch_at(pix, l_cand[c2]);
+                float acc1 = 0.0f, acc2 = 0.0f;
+                int d = 0;
+                for (int ch = 0; ch < ${C}; ++ch)
+                    for (int dy = 0; dy < ${P}; ++dy)
+                        for (int dx = 0; dx < ${P}; ++dx, ++d) {
+                            const ${IDX} o = ch * pix.plane + dy * (${IDX})pix.pitch + dx;
+                            const float e1 = own[d] - pix.src[b1 + o];
+                            const float e2 = own[d] - pix.src[b2 + o];
+                            acc1 = acc1 + e1 * e1;
+                            acc2 = acc2 + e2 * e2;
+                        }
+                row[c] = acc1;
+                if (c + ${LANES} < nc)
+                    row[c2] = acc2;
+            }
+% else:
+            for (int c = lane; c < nc; c += ${LANES})
+                row[c] = dist_pp(pix, me, patch_at(pix, l_cand[c]));
+% endif
         }
         barrier(CLK_LOCAL_MEM_FENCE);
         // Voting: candidate c's rank is the number of candidates before it (the patch itself
         // first, then by (distance, slot)).
-        for (int idx = lid; idx < nm * nc; idx += ${GROUP}) {
-            const int i = idx / nc, c = idx - i * nc;
-            const int ref = l_out[i];
-            if (ref < 0)
-                continue;
+        if (ref >= 0) {
             const int me = s0 + i - c0;
-            int rank = 0;
-            const float dc = l_table[i][c];
-            if (c != me) {
-                rank = 1;
-                for (int o = 0; o < nc; ++o) {
-                    const float v = l_table[i][o];
-                    rank += o != me && o != c && (v < dc || (v == dc && o < c));
+            for (int c = lane; c < nc; c += ${LANES}) {
+                int rank = 0;
+                const float dc = row[c];
+                if (c != me) {
+                    // Every candidate before c, the patch itself counted first whatever
+                    // its distance (the count includes it by value: take that out).
+                    for (int o = 0; o < nc; ++o) {
+                        const float v = row[o];
+                        rank += (v < dc) | ((v == dc) & (o < c));
+                    }
+                    rank += 1 - ((row[me] < dc) | ((row[me] == dc) & (me < c)));
                 }
-            }
-            if (rank < ${K}) {
-                const int code = l_cand[c];
-                const int e = ${mt.entry("ref", K, "rank")};
-                ${mt.dist("out_dist", "e")} = dc;
+                if (rank < ${K}) {
+                    const int code = l_cand[c];
+                    const int e = ${mt.entry("ref", K, "rank")};
+                    ${mt.dist("out_dist", "e")} = dc;
 % if dim == 3:
-                ${mt.pos_t("out_pos", "e", 3)} = code >> 14;
+                    ${mt.pos_t("out_pos", "e", 3)} = code >> 14;
 % endif
-                ${mt.pos_y("out_pos", "e", dim)} = y0 + ((code >> 7) & 127);
-                ${mt.pos_x("out_pos", "e", dim)} = x0 + (code & 127);
+                    ${mt.pos_y("out_pos", "e", dim)} = y0 + ((code >> 7) & 127);
+                    ${mt.pos_x("out_pos", "e", dim)} = x0 + (code & 127);
+                }
             }
         }
         barrier(CLK_LOCAL_MEM_FENCE);

@@ -94,8 +94,9 @@ class AnnRequest:
 
 @dataclass(frozen=True)
 class AnnConfig:
-    """How the engine runs on a device: work-items per tile and whether the partition scan
-    uses warp ballots (inline PTX) or local memory; the same matches either way."""
+    """How the engine runs on a device: work-items per tile, whether the partition scans
+    use warp ballots (inline PTX) or local memory, whether a tile's pixels are copied to
+    local memory; the same matches every way."""
 
     group: int
     ballot: bool
@@ -103,12 +104,16 @@ class AnnConfig:
     neighbour_clusters: int
     reason: str = ""
     source: str = "rule"
+    local_pixels: bool = True     # a tile's pixels copied to local memory where they fit
+    query_group: int = 128        # work-items per tile of the query kernel
 
     def describe(self) -> str:
         scan = "warp ballots" if self.ballot else "local-memory scans"
+        pixels = "pixels in local memory" if self.local_pixels else "pixels from global memory"
         return (f"clustering ANN: tiles of {self.tile}, {LEAF}-patch clusters, "
-                f"{self.neighbour_clusters} neighbour cluster(s); {self.group} work-items "
-                f"per tile, {scan}")
+                f"{self.neighbour_clusters} neighbour cluster(s); {self.group} + "
+                f"{self.query_group} work-items per tile, {scan}, {pixels} (where a tile "
+                "fits)")
 
 
 def tile_edges(positions: int, tile: int) -> np.ndarray:

@@ -35,8 +35,10 @@ from .window_layout import Chunk
 
 __all__ = ["AnnPlan", "ann_config"]
 
-#: Work-items per tile (one warp on NVIDIA; any size gives the same matches).
-GROUP = 32
+#: Work-items per tile of the clustering and of the query kernel, multiples of 32 (any
+#: such sizes give the same matches).
+GROUP = 128
+QUERY_GROUP = 128
 #: Tile rows per launch at most (a launch's work-groups stay well below driver limits).
 TILE_ROWS_PER_LAUNCH = 256
 DIVIDE = "-cl-fp32-correctly-rounded-divide-sqrt"
@@ -48,7 +50,8 @@ def ann_config(request: AnnRequest, profile: Any, group: int | None = None) -> A
     ballot = profile.subgroup_ops == "ptx" and group % 32 == 0
     reason = ("NVIDIA: inline-PTX warp ballots for the partition scans" if ballot else
               "portable local-memory scans (no warp ballots on this profile)")
-    return AnnConfig(group, ballot, request.tile, request.neighbour_clusters, reason)
+    return AnnConfig(group, ballot, request.tile, request.neighbour_clusters, reason,
+                     query_group=QUERY_GROUP)
 
 
 class AnnPlan:
@@ -110,19 +113,35 @@ class AnnPlan:
         self._ref_row, self._ref_col = int_buffer(ctx, ref_row), int_buffer(ctx, ref_col)
         self.pool = BufferPool(ctx)
         self.uploader = Uploader(runtime, self.pool)
-        self._kernel = self._build()
+        self._cluster, self._query = self._build()
         self.last_events: list[tuple[str, Any]] = []
         self.chunks = self._plan_chunks()
 
     # ---- kernels ---------------------------------------------------------------------------
 
+    def _block(self, candidates: int) -> int:
+        """Floats of local memory for a tile's pixels (the largest tile, every frame and
+        channel), or 0 when they do not fit beside the kernel's other local arrays (the
+        patches are then read from global memory)."""
+        p, d = self.request.patch_size, self.channels * self.request.patch_size ** 2
+        block = (self.frames * self.channels * (int(np.diff(self.edges_y).max()) + p - 1)
+                 * (int(np.diff(self.edges_x).max()) + p - 1))
+        others = 4 * (2 * d + LEAF * (candidates + 1) + candidates + self.config.group + 256)
+        fits = 4 * block + others <= self.runtime.profile.local_mem_size
+        return block if fits and self.config.local_pixels else 0
+
     def _build(self) -> Any:
         r, c = self.request, self.config
+        if c.group % 32 or c.query_group % 32:
+            raise ValueError(f"the ANN's work-group sizes must be multiples of 32, got "
+                             f"{c.group} and {c.query_group}")
+        candidates = max(LEAF * (1 + r.neighbour_clusters), r.k - 1 + LEAF)
         params = dict(patch=r.patch_size, channels=self.channels, k=r.k, group=c.group,
-                      ballot=c.ballot, neighbours=r.neighbour_clusters,
+                      qgroup=c.query_group, ballot=c.ballot, neighbours=r.neighbour_clusters,
                       stagger=bool(self.stagger), dim=self.dim, leaf=LEAF, samples=SAMPLES,
-                      iterations=ITERATIONS,
-                      candidates=max(LEAF * (1 + r.neighbour_clusters), r.k - 1 + LEAF))
+                      iterations=ITERATIONS, candidates=candidates,
+                      block=self._block(candidates))
+        self.block = params["block"]
         rt = self.runtime
         source = render("match/ann.cl.mako", rt.profile, **params)
         # Centres are means: exact division makes them the same numbers as NumPy's.
@@ -130,7 +149,7 @@ class AnnPlan:
         options = (DIVIDE,) if exact else ()
         program = rt.programs.build(source, template="match/ann.cl.mako", params=params,
                                     options=options)
-        return kernel(program, "ann_tiles")
+        return kernel(program, "ann_cluster"), kernel(program, "ann_query")
 
     # ---- the matcher's face ----------------------------------------------------------------
 
@@ -167,23 +186,27 @@ class AnnPlan:
         i32 = np.int32
         a, b = self._tile_rows(chunk.g0, chunk.g1)
         nty, ntx = len(self.edges_y) - 1, len(self.edges_x) - 1
-        group = self.config.group
-        events = []
+        group, qgroup = self.config.group, self.config.query_group
+        queue = self.runtime.queue
+        events: list[Any] = []
         for t0 in range(a, b, TILE_ROWS_PER_LAUNCH):
             t1 = min(b, t0 + TILE_ROWS_PER_LAUNCH)
             sy0 = int(self.edges_y[t0])
             slots = self.frames * (int(self.edges_y[t1]) - sy0) * self.px
             perm = self.pool.get("perm", slots * 4)
             perm2 = self.pool.get("perm2", slots * 4)
-            events.append(self._kernel(
-                self.runtime.queue, (group * ntx, t1 - t0), (group, 1), planar,
-                i32(chunk.y_hi - chunk.y_lo), i32(self.cols), i32(chunk.y_lo), i32(self.frames),
-                i32(self.py), i32(self.px), i32(self.request.tile), i32(nty), i32(ntx), i32(t0),
-                perm, perm2, i32(sy0), self._ref_row, self._ref_col, i32(self.reference),
-                i32(chunk.g0), i32(chunk.g1), i32(len(self.grid_x) if self.ref_x is None
-                                                   else self.ref_x.shape[1]),
+            counts = self.pool.get("counts", (t1 - t0) * ntx * 4)
+            common = (planar, i32(chunk.y_hi - chunk.y_lo), i32(self.cols), i32(chunk.y_lo),
+                      i32(self.frames), i32(self.py), i32(self.px), i32(self.request.tile),
+                      i32(nty), i32(ntx), i32(t0), perm, perm2, counts, i32(sy0))
+            clustered = self._cluster(queue, (group * ntx, t1 - t0), (group, 1), *common,
+                                      wait_for=(events[-1:] or wait_for))
+            gx = len(self.grid_x) if self.ref_x is None else self.ref_x.shape[1]
+            events += [clustered, self._query(
+                queue, (qgroup * ntx, t1 - t0), (qgroup, 1), *common, self._ref_row,
+                self._ref_col, i32(self.reference), i32(chunk.g0), i32(chunk.g1), i32(gx),
                 out_pos, out_dist, i32(out_rows), i32(out_row0), i32(out_f0),
-                wait_for=(events[-1:] or wait_for)))
+                wait_for=[clustered])]
         return events
 
     def check_limit(self) -> float:

@@ -1,0 +1,212 @@
+"""The clustering ANN (clpatch.ann_search) against clpatch's exact windowed search, and burst
+denoising end to end.
+
+    python benchmarks/bench_ann.py [--device SPEC] [--json FILE] [--markdown FILE]
+                                   [--repeats 9] [--quick] [--groups 32 64 ...]
+                                   [--skip CASE ...]
+
+Cases:
+- 512: camera.png (512x512, σ = 20 noise, no clipping), every 8x8 patch (step 1), k 16,
+  tile 15; the exact windowed search on the same noisy array (step 1, n 16, window 15,
+  the scheduler's variant); each work-group size of --groups is timed too (the same
+  matches: the engine's results do not depend on it);
+- 4608x3456: a mosaic of the shared photographs with σ = 20 noise, same parameters;
+- burst: 16 frames of 1024x1368 (1.4 MP; a mosaic, shaken by up to 2 pixels and 1 degree,
+  σ = 12, `clpatch.io.noise.synthetic_burst`): `clpatch.burst_denoise` end to end, and
+  PSNR of its output, of NL-means on the reference frame alone (windowed search, the
+  same patch and step) and of the noisy frame.
+
+Timing: inputs are uploaded once as float32 device arrays; kernel time = the profiling
+events of the call summed per stage (ANN: the one "ann" launch that clusters and queries;
+the conversion of the input is listed apart), median of the repeats after a warm-up; wall
+clock = `time.perf_counter` around the call with the queue finished, median after a warm-up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyopencl.array as cla
+from bench_overhead import wall_ms
+from PIL import Image
+
+import clpatch
+from clpatch.io.noise import psnr, synthetic_burst
+from clpatch.match.ann_params import AnnConfig, check_ann_request
+from clpatch.match.ann_plan import AnnPlan
+from clpatch.tune.timing import event_ms, photo_mosaic
+
+IMAGES = Path(__file__).resolve().parents[1] / "tests" / "data"
+
+
+def gray(name: str) -> np.ndarray:
+    return np.asarray(Image.open(IMAGES / f"{name}.png").convert("L"), np.float32)
+
+
+def stage_ms(events: list[tuple[str, Any]]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for stage, event in events:
+        out[stage] = out.get(stage, 0.0) + event_ms(event)
+    return out
+
+
+def timed(call: Any, plan_of: Any, prof: Any, repeats: int) -> dict[str, float]:
+    """Median per-stage kernel times of `call()` on the profiling runtime."""
+    call()
+    prof.queue.finish()
+    samples = []
+    for _ in range(repeats):
+        call()
+        prof.queue.finish()
+        samples.append(stage_ms(plan_of().last_events))
+    return {s: statistics.median(x.get(s, 0.0) for x in samples) for s in samples[0]}
+
+
+def ann_case(rt: Any, prof: Any, img: np.ndarray, repeats: int, groups: list[int],
+             **kw: Any) -> dict[str, Any]:
+    d, dp = cla.to_device(rt.queue, img), cla.to_device(prof.queue, img)
+    wall = wall_ms(lambda: clpatch.ann_search(d, runtime=rt, **kw), rt.queue.finish, repeats)
+    plans: list[Any] = []
+
+    def call() -> None:
+        clpatch.ann_search(dp, runtime=prof, **kw)
+
+    def plan() -> Any:
+        if not plans:
+            plans.append(next(p for p in reversed(prof.plan_cache().values())
+                              if isinstance(p, AnnPlan)))
+        return plans[0]
+
+    stages = timed(call, plan, prof, repeats)
+    out: dict[str, Any] = {"wall_ms": wall, "stages_ms": stages, "ann_ms": stages["ann"],
+                           "config": plan().config.describe()}
+    req = check_ann_request(patch_size=kw["patch_size"], step=kw["step"], k=kw["k"],
+                            tile=kw["tile"], neighbour_clusters=0, channels=1,
+                            rows=img.shape[0], cols=img.shape[1])
+    by_group = {}
+    for g in groups:
+        ballot = prof.profile.subgroup_ops == "ptx" and g % 32 == 0
+        for use_ballot in sorted({ballot, False}):
+            config = AnnConfig(g, use_ballot, req.tile, 0)
+            p = AnnPlan(prof, 1, img.shape[0], img.shape[1], 1, req, config, device_output=True)
+            t = timed(lambda p=p: p.run(dp), lambda p=p: p, prof, repeats)
+            by_group[f"{g}{' ballot' if use_ballot else ''}"] = t["ann"]
+    out["ann_ms_by_group"] = by_group
+    return out
+
+
+def search_case(rt: Any, prof: Any, img: np.ndarray, repeats: int) -> dict[str, Any]:
+    kw = dict(patch_size=8, step=1, window=15, n=16)
+    d, dp = cla.to_device(rt.queue, img), cla.to_device(prof.queue, img)
+    wall = wall_ms(lambda: clpatch.search_patches(d, runtime=rt, **kw), rt.queue.finish,
+                   repeats)
+    plans: list[Any] = []
+
+    def plan() -> Any:
+        if not plans:
+            plans.append(next(p for p in reversed(prof.plan_cache().values())
+                              if isinstance(p, clpatch.SearchPlan)))
+        return plans[0]
+
+    stages = timed(lambda: clpatch.search_patches(dp, runtime=prof, **kw), plan, prof, repeats)
+    return {"wall_ms": wall, "stages_ms": stages, "search_ms": stages["search"],
+            "config": plan().config.describe()}
+
+
+def burst_case(rt: Any, prof: Any, repeats: int, rows: int, cols: int,
+               frames: int) -> dict[str, Any]:
+    scene = photo_mosaic(rows, cols, sigma=0)
+    noisy, _ = synthetic_burst(scene, frames, 12.0, seed=5)
+    d = cla.to_device(rt.queue, noisy)
+    kw = dict(patch_size=8, step=2, k=16)
+    wall = wall_ms(lambda: clpatch.burst_denoise(d, 12.0, runtime=rt, **kw), rt.queue.finish,
+                   repeats)
+    dp = cla.to_device(prof.queue, noisy)
+    plans: list[Any] = []
+
+    def plan() -> Any:
+        if not plans:
+            plans.append(next(p for p in reversed(prof.plan_cache().values())
+                              if isinstance(p, clpatch.NLMeansPlan)))
+        return plans[0]
+
+    stages = timed(lambda: clpatch.burst_denoise(dp, 12.0, runtime=prof, **kw), plan, prof,
+                   max(3, repeats // 3))
+    out = clpatch.burst_denoise(noisy, 12.0, runtime=rt, **kw)
+    alone = clpatch.nlmeans(noisy[0], 12.0, patch_size=8, step=2, runtime=rt)
+    return {"wall_ms": wall, "stages_ms": stages, "kernel_ms": sum(stages.values()),
+            "psnr_burst": psnr(out, scene, 255.0), "psnr_alone": psnr(alone, scene, 255.0),
+            "psnr_noisy": psnr(noisy[0], scene, 255.0)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device")
+    ap.add_argument("--json")
+    ap.add_argument("--markdown")
+    ap.add_argument("--repeats", type=int, default=9)
+    ap.add_argument("--quick", action="store_true", help="small sizes (a smoke test)")
+    ap.add_argument("--groups", type=int, nargs="*", default=[32, 64, 128, 256])
+    ap.add_argument("--skip", nargs="*", default=[])
+    args = ap.parse_args()
+    rt = clpatch.Runtime(args.device)
+    prof = clpatch.Runtime(args.device, profiling=True)
+    scale = 8 if args.quick else 1
+    results: dict[str, Any] = {"device": rt.device.name, "driver": rt.device.driver_version,
+                               "host": platform.node(), "cases": []}
+
+    def record(case: str, numbers: dict[str, Any], **params: Any) -> None:
+        results["cases"].append({"case": case, **params, **numbers})
+        print(json.dumps(results["cases"][-1]), flush=True)
+
+    kw = dict(patch_size=8, k=16, tile=15, step=1)
+    rng = np.random.default_rng(0)
+    if "512" not in args.skip:
+        img = gray("camera")[:512 // scale, :512 // scale]
+        img = img + rng.normal(0, 20, img.shape).astype(np.float32)
+        ann = ann_case(rt, prof, img, args.repeats, args.groups, **kw)
+        exact = search_case(rt, prof, img, args.repeats)
+        ann["exact_search"] = exact
+        ann["speedup_wall"] = exact["wall_ms"] / ann["wall_ms"]
+        ann["speedup_kernel"] = exact["search_ms"] / ann["ann_ms"]
+        record("512", ann, size=list(img.shape), **kw)
+    if "large" not in args.skip:
+        img = photo_mosaic(3456 // scale, 4608 // scale, sigma=20.0, seed=1)
+        record("4608x3456", ann_case(rt, prof, img, max(3, args.repeats // 3), [], **kw),
+               size=list(img.shape), **kw)
+    if "burst" not in args.skip:
+        rows, cols = 1024 // scale, 1368 // scale
+        record("burst", burst_case(rt, prof, max(3, args.repeats // 3), rows, cols, 16),
+               size=[16, rows, cols], sigma=12, patch_size=8, step=2, k=16, tile=15)
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1) + "\n")
+    if args.markdown:
+        lines = [f"# clpatch.ann_search on {results['device']} (driver {results['driver']})",
+                 "", "| case | size | wall | kernels | notes |", "|---|---|---|---|---|"]
+        for row in results["cases"]:
+            split = ", ".join(f"{k} {v:.3f}" for k, v in row["stages_ms"].items())
+            note = ""
+            if "exact_search" in row:
+                e = row["exact_search"]
+                note = (f"exact windowed search (window 15): {e['wall_ms']:.3f} ms wall, "
+                        f"{e['search_ms']:.3f} ms kernel ({e['config']}); ANN "
+                        f"{row['speedup_wall']:.1f}x (wall), {row['speedup_kernel']:.1f}x "
+                        f"(kernel); by work-group: " + ", ".join(
+                            f"{g} {t:.3f} ms" for g, t in row["ann_ms_by_group"].items()))
+            if "psnr_burst" in row:
+                note = (f"PSNR burst {row['psnr_burst']:.2f} dB, frame alone (NL-means) "
+                        f"{row['psnr_alone']:.2f} dB, noisy {row['psnr_noisy']:.2f} dB")
+            kernels = row.get("ann_ms", row.get("kernel_ms", 0.0))
+            lines.append(f"| {row['case']} | {'x'.join(map(str, row['size']))} | "
+                         f"{row['wall_ms']:.3f} ms | {kernels:.3f} ms ({split}) | {note} |")
+        Path(args.markdown).write_text("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()
