@@ -24,14 +24,16 @@
 ##   frame out_f0 at ref = (out_f0 · out_rows + out_row0 + g − g0) · gx + j).
 ##
 ## Rendered with: patch (P), channels (C), k (K), group and qgroup (GROUP, QGROUP: the
-## two kernels' work-items per tile, multiples of 32; in the query, work-item l takes
-## cluster member l mod 32 and every (QGROUP / 32)-th candidate), ballot (partition scans by warp ballot, inline PTX; else
+## two kernels' work-items per tile, multiples of 32; the query answers one cluster per
+## warp of 32 work-items at a time), ballot (partition scans by warp ballot, inline PTX; else
 ## through local memory — the same integers either way), neighbours (neighbour clusters
 ## searched), stagger (ref_col per grid row), dim (2: positions (y, x); 3: (t, y, x)),
 ## leaf, samples, iterations, candidates (bound of one query's candidates), block (0: the
 ## patches are read from global memory; else the floats of local memory that hold a
-## tile's pixels, all frames and channels: every tile's block is copied there first).
-<%page args="patch, channels, k, group, qgroup, ballot, neighbours, stagger, dim, leaf, samples, iterations, candidates, block"/>
+## tile's pixels, all frames and channels: every tile's block is copied there first, and
+## its slots and cluster starts too), slots (most slots of a tile), area (most positions
+## of a tile in one frame).
+<%page args="patch, channels, k, group, qgroup, ballot, neighbours, stagger, dim, leaf, samples, iterations, candidates, block, slots, area"/>
 <%namespace name="mt" file="/lib/matches.mako"/>\
 <%
     P, C, K, GROUP, QGROUP = patch, channels, k, group, qgroup
@@ -40,7 +42,7 @@
     STACK = 32
     assert GROUP % 32 == 0 and QGROUP % 32 == 0 and LEAF == 32
     WARPS = GROUP // 32
-    LANES = QGROUP // 32        # work-items per cluster member in the query
+    QWARPS = QGROUP // 32       # clusters answered at once in the query
     PITCH = CAND + 1            # table row stride: an odd stride, no bank conflicts
     REG = D <= 64               # a member's own patch held in registers
     SRC = "__local const float" if block else "__global const float"
@@ -377,23 +379,55 @@ void ann_query(${args()}, __global const int *ref_row, __global const int *ref_c
 {
 % if block:
     __local float l_img[${block}];
+    __local int l_code[${slots}], l_start[${slots}];
 % endif
-    __local float l_table[${LEAF * PITCH}];
-    __local int l_cand[${CAND}], l_out[${LEAF}];
-    __local int l_a, l_b;
+    __local float l_table[${QWARPS}][${LEAF * PITCH}];
+    __local int l_ref[${area}];
 
     ${tile_prologue(QGROUP)}
     const int nl = counts[(size_t)get_group_id(1) * ntx + tx];
-
-    // ---- queries, cluster by cluster. Work-item l: member i = l mod 32, candidates
-    // j, j + ${LANES}, ... (j = l / 32).
+% if block:
+    for (int s = lid; s < M; s += ${QGROUP}) {
+        l_code[s] = pm[s] & CODE_MASK;
+        l_start[s] = pm2[s];
+    }
+#define CODE(s) l_code[s]
+#define START(L) ((L) < nl ? l_start[L] : M)
+% else:
+#define CODE(s) (pm[s] & CODE_MASK)
+#define START(L) ((L) < nl ? pm2[L] : M)
+% endif
+    // Output index of each position of the tile in the reference frame (-1: no reference).
     const bool staggered = ${"true" if stagger else "false"};
-    const int i = lid & 31, lane = lid >> 5;
-    for (int L = 0; L < nl; ++L) {
-        if (lid == 0) {
+    for (int r = lid; r < area; r += ${QGROUP}) {
+        const int dy = r / tw, y = y0 + dy, x = x0 + (r - dy * tw);
+        const int g = ref_row[y];
+        int out = -1;
+        if (g >= g0 && g < g1) {
+            const int j = ref_col[(staggered ? (size_t)g * px : 0) + x];
+            if (j >= 0)
+                out = ${mt.ref("out_row0 + g - g0", "j", "gx", "out_f0", "out_rows")};
+        }
+        l_ref[r] = out;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+
+    // ---- queries: each warp answers one cluster per round. A cluster of nm members gets
+    // S = 32 / nm work-items per member: item (i, s) computes and ranks the candidates
+    // s, s + S, ... of member i.
+    const int warp = lid >> 5, lane = lid & 31;
+    __local float *table = l_table[warp];
+    for (int L0 = 0; L0 < nl; L0 += ${QWARPS}) {
+        const int L = L0 + warp;
+        int s0 = 0, nm = 0, c0 = 0, nc = 0;
+        if (L < nl) {
+            // The candidates: the cluster, then its neighbours L+1, L-1, L+2, ... (those
+            // inside the tile) while fewer than ${1 + NEIGH} clusters or ${K} patches are taken.
             int a = L, b = L, taken = 1, j = 1;
             bool up = true;
-            int count = (L + 1 < nl ? pm2[L + 1] : M) - pm2[L];
+            s0 = START(L);
+            nm = START(L + 1) - s0;
+            int count = nm;
             while ((taken < ${1 + NEIGH} || count < ${K}) && taken < nl) {
                 const int c = up ? L + j : L - j;
                 if (!up)
@@ -406,40 +440,21 @@ void ann_query(${args()}, __global const int *ref_row, __global const int *ref_c
                 else
                     a = c;
                 ++taken;
-                count = (b + 1 < nl ? pm2[b + 1] : M) - pm2[a];
+                count = START(b + 1) - START(a);
             }
-            l_a = pm2[a];
-            l_b = b + 1 < nl ? pm2[b + 1] : M;
+            c0 = START(a);
+            nc = count;
         }
-        barrier(CLK_LOCAL_MEM_FENCE);
-        const int s0 = pm2[L], s1 = L + 1 < nl ? pm2[L + 1] : M;
-        const int c0 = l_a, nc = l_b - l_a, nm = s1 - s0;
-        for (int c = lid; c < nc; c += ${QGROUP})
-            l_cand[c] = pm[c0 + c] & CODE_MASK;
-        if (lid < nm) {
-            const int code = pm[s0 + lid] & CODE_MASK;
-            const int f = code >> 14, y = y0 + ((code >> 7) & 127), x = x0 + (code & 127);
-            int out = -1;
-            const int g = ref_row[y];
-            if (f == ref_frame && g >= g0 && g < g1) {
-                const int j = ref_col[(staggered ? (size_t)g * px : 0) + x];
-                if (j >= 0)
-                    out = ${mt.ref("out_row0 + g - g0", "j", "gx", "out_f0", "out_rows")};
-            }
-            l_out[lid] = out;
+        const int S = 32 / max(nm, 1), i = lane / S, sub = lane - i * S;
+        int ref = -1, mcode = 0;
+        if (i < nm) {
+            mcode = CODE(s0 + i);
+            const int dy = (mcode >> 7) & 127, dx = mcode & 127;
+            ref = (mcode >> 14) == ref_frame ? l_ref[dy * tw + dx] : -1;
         }
-        barrier(CLK_LOCAL_MEM_FENCE);
-        bool any = false;
-        for (int m = 0; m < nm; ++m)
-            any = any || l_out[m] >= 0;
-        if (!any) {
-            barrier(CLK_LOCAL_MEM_FENCE);
-            continue;
-        }
-        const int ref = i < nm ? l_out[i] : -1;
-        __local float *row = l_table + i * ${PITCH};
+        __local float *row = table + i * ${PITCH};
         if (ref >= 0) {
-            const ${IDX} me = patch_at(pix, l_cand[s0 + i - c0]);
+            const ${IDX} me = patch_at(pix, mcode);
 % if REG:
             float own[${D}];
             {
@@ -449,49 +464,52 @@ void ann_query(${args()}, __global const int *ref_row, __global const int *ref_c
                         for (int dx = 0; dx < ${P}; ++dx, ++d)
                             own[d] = pix.src[me + c * pix.plane + dy * (${IDX})pix.pitch + dx];
             }
-            // Two candidates at a time: two independent sums (each in the order of d).
-            for (int c = lane; c < nc; c += ${2 * LANES}) {
-                const int c2 = min(c + ${LANES}, nc - 1);
-                const ${IDX} b1 = patch_at(pix, l_cand[c]), b2 = patch_at(pix, l_cand[c2]);
+#define OWN(d, o) own[d]
+% else:
+#define OWN(d, o) pix.src[me + (o)]
+% endif
+            // Two candidates at a time: two independent sums, each in the order of d (a
+            // fused multiply-add per value: exact on integer-valued images).
+            for (int c = sub; c < nc; c += 2 * S) {
+                const int c2 = min(c + S, nc - 1);
+                const ${IDX} b1 = patch_at(pix, CODE(c0 + c)), b2 = patch_at(pix, CODE(c0 + c2));
                 float acc1 = 0.0f, acc2 = 0.0f;
                 int d = 0;
                 for (int ch = 0; ch < ${C}; ++ch)
                     for (int dy = 0; dy < ${P}; ++dy)
                         for (int dx = 0; dx < ${P}; ++dx, ++d) {
                             const ${IDX} o = ch * pix.plane + dy * (${IDX})pix.pitch + dx;
-                            const float e1 = own[d] - pix.src[b1 + o];
-                            const float e2 = own[d] - pix.src[b2 + o];
-                            acc1 = acc1 + e1 * e1;
-                            acc2 = acc2 + e2 * e2;
+                            const float e1 = OWN(d, o) - pix.src[b1 + o];
+                            const float e2 = OWN(d, o) - pix.src[b2 + o];
+                            acc1 = fma(e1, e1, acc1);
+                            acc2 = fma(e2, e2, acc2);
                         }
                 row[c] = acc1;
-                if (c + ${LANES} < nc)
+                if (c + S < nc)
                     row[c2] = acc2;
             }
-% else:
-            for (int c = lane; c < nc; c += ${LANES})
-                row[c] = dist_pp(pix, me, patch_at(pix, l_cand[c]));
-% endif
+#undef OWN
         }
         barrier(CLK_LOCAL_MEM_FENCE);
         // Voting: candidate c's rank is the number of candidates before it (the patch itself
         // first, then by (distance, slot)).
         if (ref >= 0) {
             const int me = s0 + i - c0;
-            for (int c = lane; c < nc; c += ${LANES}) {
+            const float dme = row[me];
+            for (int c = sub; c < nc; c += S) {
                 int rank = 0;
                 const float dc = row[c];
                 if (c != me) {
-                    // Every candidate before c, the patch itself counted first whatever
-                    // its distance (the count includes it by value: take that out).
+                    // The count includes the patch itself by value: take that out, count
+                    // it first.
                     for (int o = 0; o < nc; ++o) {
                         const float v = row[o];
                         rank += (v < dc) | ((v == dc) & (o < c));
                     }
-                    rank += 1 - ((row[me] < dc) | ((row[me] == dc) & (me < c)));
+                    rank += 1 - ((dme < dc) | ((dme == dc) & (me < c)));
                 }
                 if (rank < ${K}) {
-                    const int code = l_cand[c];
+                    const int code = CODE(c0 + c);
                     const int e = ${mt.entry("ref", K, "rank")};
                     ${mt.dist("out_dist", "e")} = dc;
 % if dim == 3:
@@ -504,4 +522,6 @@ void ann_query(${args()}, __global const int *ref_row, __global const int *ref_c
         }
         barrier(CLK_LOCAL_MEM_FENCE);
     }
+#undef CODE
+#undef START
 }

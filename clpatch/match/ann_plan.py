@@ -119,16 +119,21 @@ class AnnPlan:
 
     # ---- kernels ---------------------------------------------------------------------------
 
-    def _block(self, candidates: int) -> int:
-        """Floats of local memory for a tile's pixels (the largest tile, every frame and
-        channel), or 0 when they do not fit beside the kernel's other local arrays (the
-        patches are then read from global memory)."""
+    def _local_sizes(self, candidates: int) -> tuple[int, int, int]:
+        """(block, slots, area): floats of local memory for a tile's pixels (the largest
+        tile, every frame and channel; 0 when they and the tile's slots do not fit beside
+        the kernels' other local arrays: the patches are then read from global memory),
+        the most slots of a tile and its most positions in one frame."""
         p, d = self.request.patch_size, self.channels * self.request.patch_size ** 2
-        block = (self.frames * self.channels * (int(np.diff(self.edges_y).max()) + p - 1)
-                 * (int(np.diff(self.edges_x).max()) + p - 1))
-        others = 4 * (2 * d + LEAF * (candidates + 1) + candidates + self.config.group + 256)
-        fits = 4 * block + others <= self.runtime.profile.local_mem_size
-        return block if fits and self.config.local_pixels else 0
+        th, tw = int(np.diff(self.edges_y).max()), int(np.diff(self.edges_x).max())
+        area = th * tw
+        slots = self.frames * area
+        block = self.frames * self.channels * (th + p - 1) * (tw + p - 1)
+        c = self.config
+        cluster = 4 * (2 * d + c.group + 128)
+        query = 4 * (c.query_group // 32 * LEAF * (candidates + 1) + area + 64)
+        fits = 4 * (block + 2 * slots) + max(cluster, query) <= self.runtime.profile.local_mem_size
+        return (block if fits and c.local_pixels else 0), slots, area
 
     def _build(self) -> Any:
         r, c = self.request, self.config
@@ -139,8 +144,8 @@ class AnnPlan:
         params = dict(patch=r.patch_size, channels=self.channels, k=r.k, group=c.group,
                       qgroup=c.query_group, ballot=c.ballot, neighbours=r.neighbour_clusters,
                       stagger=bool(self.stagger), dim=self.dim, leaf=LEAF, samples=SAMPLES,
-                      iterations=ITERATIONS, candidates=candidates,
-                      block=self._block(candidates))
+                      iterations=ITERATIONS, candidates=candidates)
+        params["block"], params["slots"], params["area"] = self._local_sizes(candidates)
         self.block = params["block"]
         rt = self.runtime
         source = render("match/ann.cl.mako", rt.profile, **params)
