@@ -76,7 +76,6 @@ inline float dist_pp(const Pixels px, const ${IDX} a, const ${IDX} b)
 {
     float acc = 0.0f;
     for (int c = 0; c < ${C}; ++c)
-        #pragma unroll
         for (int dy = 0; dy < ${P}; ++dy)
             for (int dx = 0; dx < ${P}; ++dx) {
                 const ${IDX} o = c * px.plane + dy * (${IDX})px.pitch + dx;
@@ -92,7 +91,6 @@ inline float dist_pc(const Pixels px, const ${IDX} a, __local const float *cen)
     float acc = 0.0f;
     int d = 0;
     for (int c = 0; c < ${C}; ++c)
-        #pragma unroll
         for (int dy = 0; dy < ${P}; ++dy)
             for (int dx = 0; dx < ${P}; ++dx, ++d) {
                 const float diff = px.src[a + c * px.plane + dy * (${IDX})px.pitch + dx] - cen[d];
@@ -384,8 +382,6 @@ void ann_query(${args()}, __global const int *ref_row, __global const int *ref_c
     __local int l_code[${slots}], l_start[${slots}];
 % endif
     __local float l_table[${QWARPS}][${LEAF * PITCH}];
-    __local float l_res_d[${QWARPS}][${LEAF * K}];
-    __local int l_res_c[${QWARPS}][${LEAF * K}], l_mref[${QWARPS}][${LEAF}];
     __local int l_ref[${area}];
 
     ${tile_prologue(QGROUP)}
@@ -457,8 +453,6 @@ void ann_query(${args()}, __global const int *ref_row, __global const int *ref_c
             ref = (mcode >> 14) == ref_frame ? l_ref[dy * tw + dx] : -1;
         }
         __local float *row = table + i * ${PITCH};
-        if (i < nm && sub == 0)
-            l_mref[warp][i] = ref;
         if (ref >= 0) {
             const ${IDX} me = patch_at(pix, mcode);
 % if REG:
@@ -466,7 +460,6 @@ void ann_query(${args()}, __global const int *ref_row, __global const int *ref_c
             {
                 int d = 0;
                 for (int c = 0; c < ${C}; ++c)
-                    #pragma unroll
                     for (int dy = 0; dy < ${P}; ++dy)
                         for (int dx = 0; dx < ${P}; ++dx, ++d)
                             own[d] = pix.src[me + c * pix.plane + dy * (${IDX})pix.pitch + dx];
@@ -483,7 +476,6 @@ void ann_query(${args()}, __global const int *ref_row, __global const int *ref_c
                 float acc1 = 0.0f, acc2 = 0.0f;
                 int d = 0;
                 for (int ch = 0; ch < ${C}; ++ch)
-                    #pragma unroll
                     for (int dy = 0; dy < ${P}; ++dy)
                         for (int dx = 0; dx < ${P}; ++dx, ++d) {
                             const ${IDX} o = ch * pix.plane + dy * (${IDX})pix.pitch + dx;
@@ -510,7 +502,6 @@ void ann_query(${args()}, __global const int *ref_row, __global const int *ref_c
                 if (c != me) {
                     // The count includes the patch itself by value: take that out, count
                     // it first.
-                    #pragma unroll 4
                     for (int o = 0; o < nc; ++o) {
                         const float v = row[o];
                         rank += (v < dc) | ((v == dc) & (o < c));
@@ -518,25 +509,15 @@ void ann_query(${args()}, __global const int *ref_row, __global const int *ref_c
                     rank += 1 - ((dme < dc) | ((dme == dc) & (me < c)));
                 }
                 if (rank < ${K}) {
-                    l_res_d[warp][i * ${K} + rank] = dc;
-                    l_res_c[warp][i * ${K} + rank] = CODE(c0 + c);
-                }
-            }
-        }
-        barrier(CLK_LOCAL_MEM_FENCE);
-        // Each reference's ${K} results leave together (whole memory segments per write).
-        for (int e = lane; e < nm * ${K}; e += 32) {
-            const int m = e / ${K}, r = e - m * ${K};
-            const int out = l_mref[warp][m];
-            if (out >= 0) {
-                const int code = l_res_c[warp][e];
-                const int f = ${mt.entry("out", K, "r")};
-                ${mt.dist("out_dist", "f")} = l_res_d[warp][e];
+                    const int code = CODE(c0 + c);
+                    const int e = ${mt.entry("ref", K, "rank")};
+                    ${mt.dist("out_dist", "e")} = dc;
 % if dim == 3:
-                ${mt.pos_t("out_pos", "f", 3)} = code >> 14;
+                    ${mt.pos_t("out_pos", "e", 3)} = code >> 14;
 % endif
-                ${mt.pos_y("out_pos", "f", dim)} = y0 + ((code >> 7) & 127);
-                ${mt.pos_x("out_pos", "f", dim)} = x0 + (code & 127);
+                    ${mt.pos_y("out_pos", "e", dim)} = y0 + ((code >> 7) & 127);
+                    ${mt.pos_x("out_pos", "e", dim)} = x0 + (code & 127);
+                }
             }
         }
         barrier(CLK_LOCAL_MEM_FENCE);

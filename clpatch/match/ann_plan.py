@@ -131,8 +131,7 @@ class AnnPlan:
         block = self.frames * self.channels * (th + p - 1) * (tw + p - 1)
         c = self.config
         cluster = 4 * (2 * d + c.group + 128)
-        query = 4 * (c.query_group // 32 * LEAF * (candidates + 2 + 2 * self.request.k)
-                     + area + 64)
+        query = 4 * (c.query_group // 32 * LEAF * (candidates + 1) + area + 64)
         fits = 4 * (block + 2 * slots) + max(cluster, query) <= self.runtime.profile.local_mem_size
         return (block if fits and c.local_pixels else 0), slots, area
 
