@@ -6,6 +6,7 @@
     python tests/oclgrind_job.py vbm3d SEARCH_VARIANT AGGREGATION [--channels C]
     python tests/oclgrind_job.py knn METHOD METRIC [--channels C]
     python tests/oclgrind_job.py nnf [--channels C]
+    python tests/oclgrind_job.py ann local|global [--burst]
     python tests/oclgrind_job.py planted race|uninit_local|uninit_private|uninit_global
 
 Runs on the device CLPATCH_DEVICE names (the tests set `oclgrind`) and refuses any other.
@@ -247,6 +248,36 @@ def run_nnf(channels: int) -> None:
     print(f"ok: nnf on {a.shape} and {b.shape} (exact)")
 
 
+def run_ann(pixels: str, burst: bool) -> None:
+    from clpatch.match.ann_params import AnnConfig, check_ann_request
+    from clpatch.match.ann_plan import AnnPlan
+    from tests.reference.ann import ann
+
+    runtime = simulator_runtime()
+    frames = 2 if burst else 1
+    rng = np.random.default_rng(6)
+    # 13 x 15 positions of 3 x 3 patches in tiles of 6: edge tiles of 7 x 9 = 63 patches
+    # (126 in a burst of 2), so nodes split on two levels and the partition scans run
+    # over several chunks of a 32-item group; one neighbour cluster.
+    image = rng.integers(0, 256, (frames, 15, 17, 1)).astype(np.float32)
+    request = check_ann_request(patch_size=3, step=2, k=6, tile=6, neighbour_clusters=1,
+                                channels=1, rows=15, cols=17, frames=frames)
+    config = AnnConfig(32, False, 6, 1, local_pixels=pixels == "local", query_group=32)
+    plan = AnnPlan(runtime, frames, 15, 17, 1, request, config, video=burst,
+                   reference=frames - 1)
+    if bool(plan.block) != (pixels == "local"):
+        sys.exit(f"the plan did not take its pixels from {pixels} memory")
+    got = plan.run(image if burst else image[0])
+    positions, distances = ann(image, patch_size=3, k=6, tile=6, step=2, neighbour_clusters=1,
+                               reference=frames - 1)
+    if not burst:
+        positions = positions[..., 1:]
+    if not (np.array_equal(got.positions, positions)
+            and np.array_equal(got.distances, distances)):
+        sys.exit("ann differs from the oracle")
+    print(f"ok: ann ({pixels} pixels{', burst' if burst else ''}) equals the oracle")
+
+
 def run_planted(kernel_name: str) -> None:
     runtime = simulator_runtime()
     program = runtime.programs.build(PLANTED, template="<planted bugs>")
@@ -291,6 +322,9 @@ def main() -> None:
     knn.add_argument("--channels", type=int, default=1)
     nnf = jobs.add_parser("nnf")
     nnf.add_argument("--channels", type=int, default=1)
+    ann_job = jobs.add_parser("ann")
+    ann_job.add_argument("pixels", choices=("local", "global"))
+    ann_job.add_argument("--burst", action="store_true")
     planted = jobs.add_parser("planted")
     planted.add_argument("kernel", choices=("race", "uninit_local", "uninit_private",
                                             "uninit_global"))
@@ -307,6 +341,8 @@ def main() -> None:
         run_knn(args.method, args.metric, args.channels)
     elif args.job == "nnf":
         run_nnf(args.channels)
+    elif args.job == "ann":
+        run_ann(args.pixels, args.burst)
     else:
         run_planted(args.kernel)
 

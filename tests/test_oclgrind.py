@@ -155,6 +155,15 @@ def test_nnf_runs_clean(channels):
     assert_clean("nnf", "--channels", str(channels))
 
 
+# ANN: clustering (sub-sample, 2-means, partition scans in local memory, cluster list) and
+# the query (candidate runs, distance table, voting), with the tile's pixels in local or in
+# global memory, for an image and a burst. (The warp-ballot scans are inline PTX, which
+# Oclgrind cannot run: they are checked against the oracle on NVIDIA.)
+@pytest.mark.parametrize("pixels,burst", [("local", False), ("global", False), ("local", True)])
+def test_ann_runs_clean(pixels, burst):
+    assert_clean("ann", pixels, *(["--burst"] if burst else []))
+
+
 # ---- negative controls: the harness must see planted bugs -------------------------------
 
 def test_planted_local_memory_race_is_reported():

@@ -56,6 +56,11 @@
 #define SIDE_BIT 0x20000000
 #define LEAF_BIT 0x40000000
 
+// SPLIT[n] = 32 / n work-items per member of a cluster of n; INVERSE[s] = ceil(2^16 / s), so
+// that (l * INVERSE[s]) >> 16 = l / s for every lane l < 32.
+__constant int SPLIT[33] = {${", ".join(str(32 // max(n, 1)) for n in range(33))}};
+__constant int INVERSE[33] = {${", ".join(str(-(-65536 // max(n, 1))) for n in range(33))}};
+
 // Pixels are read from `src` (${"a tile's block in local memory" if block else "the planar input"}):
 // channel c, row r, column x of a frame at f * fstride + c * plane + r * pitch + x.
 typedef struct {
@@ -99,12 +104,8 @@ inline float dist_pc(const Pixels px, const ${IDX} a, __local const float *cen)
     return acc;
 }
 
-// Value d = (c · P + dy) · P + dx of the patch at a.
-inline float value_at(const Pixels px, const ${IDX} a, const int d)
-{
-    const int c = d / ${P * P}, r = d - c * ${P * P};
-    return px.src[a + c * px.plane + (r / ${P}) * (${IDX})px.pitch + r % ${P}];
-}
+// (The kernels divide no integer by a non-power of two: Oclgrind cannot check the code such
+// divisions compile to. Offsets of a patch's values come from a table, indices from loops.)
 
 % if ballot:
 // Exclusive prefix count of `flag` over the work-group and the group's total, by warp
@@ -169,10 +170,14 @@ const int lid = get_local_id(0);
 % if block:
     // The tile's pixels, every frame and channel: rows y0 ... y1 + P - 2, columns x0 ...
     // x1 + P - 2.
-    const int bw = tw + ${patch - 1}, bplane = (th + ${patch - 1}) * bw;
-    for (int i = lid; i < nframes * ${channels} * bplane; i += ${group}) {
-        const int fc = i / bplane, r = i - fc * bplane, yy = r / bw;
-        l_img[i] = img[((size_t)fc * rows + (y0 + yy - y_lo)) * cols + x0 + (r - yy * bw)];
+    const int bw = tw + ${patch - 1}, bh = th + ${patch - 1}, bplane = bh * bw;
+    for (int q = 0, fc = 0, yy = 0; q < nframes * ${channels} * bh; ++q) {
+        for (int xx = lid; xx < bw; xx += ${group})
+            l_img[q * bw + xx] = img[((size_t)fc * rows + (y0 + yy - y_lo)) * cols + x0 + xx];
+        if (++yy == bh) {
+            yy = 0;
+            ++fc;
+        }
     }
     const Pixels pix = {l_img, ${channels} * bplane, bplane, 0, bw};
 % else:
@@ -189,6 +194,7 @@ void ann_cluster(${args()})
     __local float l_img[${block}];
 % endif
     __local float l_cen[2][${D}];
+    __local ${IDX} l_off[${D}];
     __local float l_sd[${SAMPLES}][2];
     __local float l_n[${SAMPLES}];
     __local int l_sample[${SAMPLES}], l_side[${SAMPLES}], l_prev[${SAMPLES}];
@@ -197,10 +203,19 @@ void ann_cluster(${args()})
     __local int l_lo, l_hi, l_sp, l_done, l_mode, l_second, l_ones;
 
     ${tile_prologue(GROUP)}
-    for (int s = lid; s < M; s += ${GROUP}) {
-        const int f = s / area, r = s - f * area, dy = r / tw;
-        pm[s] = f << 14 | dy << 7 | (r - dy * tw);
+    for (int q = 0, f = 0, dy = 0; q < nframes * th; ++q) {
+        for (int dx = lid; dx < tw; dx += ${GROUP})
+            pm[q * tw + dx] = f << 14 | dy << 7 | dx;
+        if (++dy == th) {
+            dy = 0;
+            ++f;
+        }
     }
+    // Offset of value d = (c · P + dy) · P + dx of a patch from its first value.
+    for (int c = 0; c < ${C}; ++c)
+        for (int dy = 0; dy < ${P}; ++dy)
+            for (int dx = lid; dx < ${P}; dx += ${GROUP})
+                l_off[(c * ${P} + dy) * ${P} + dx] = c * pix.plane + dy * (${IDX})pix.pitch + dx;
     if (lid == 0) {
         l_lo = 0;
         l_hi = M;
@@ -233,8 +248,8 @@ void ann_cluster(${args()})
         }
         // 1-3: sub-sample and the two starting centres.
         if (lid < ${SAMPLES})
-            l_sample[lid] = pm[lo + (lid * m) / ${SAMPLES}];
-        barrier(CLK_LOCAL_MEM_FENCE);
+            l_sample[lid] = pm[lo + (int)((uint)(lid * m) / ${SAMPLES}u)];
+        barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);   // read before step 5 writes
         if (lid < ${SAMPLES})
             l_n[lid] = dist_pp(pix, patch_at(pix, l_sample[lid]), patch_at(pix, l_sample[0]));
         barrier(CLK_LOCAL_MEM_FENCE);
@@ -258,8 +273,8 @@ void ann_cluster(${args()})
         if (!halves_first) {
             const ${IDX} a0 = patch_at(pix, l_sample[0]), a1 = patch_at(pix, l_sample[l_second]);
             for (int d = lid; d < ${D}; d += ${GROUP}) {
-                l_cen[0][d] = value_at(pix, a0, d);
-                l_cen[1][d] = value_at(pix, a1, d);
+                l_cen[0][d] = pix.src[a0 + l_off[d]];
+                l_cen[1][d] = pix.src[a1 + l_off[d]];
             }
             barrier(CLK_LOCAL_MEM_FENCE);
             // 4: 2-means on the sub-sample (a repeated assignment changes nothing more).
@@ -287,7 +302,7 @@ void ann_cluster(${args()})
                 for (int d = lid; d < ${D}; d += ${GROUP}) {
                     float s0 = 0.0f, s1 = 0.0f;
                     for (int j = 0; j < ${SAMPLES}; ++j) {
-                        const float v = value_at(pix, patch_at(pix, l_sample[j]), d);
+                        const float v = pix.src[patch_at(pix, l_sample[j]) + l_off[d]];
                         if (l_side[j])
                             s1 = s1 + v;
                         else
@@ -316,7 +331,7 @@ void ann_cluster(${args()})
         const int ones = l_ones;
         const bool halves = halves_first || ones == 0 || ones == m;
         if (halves) {
-            m0 = m / 2;
+            m0 = m >> 1;
             if (!halves_first && ones == m) {
                 for (int s = lo + lid; s < hi; s += ${GROUP})
                     pm[s] &= ~SIDE_BIT;
@@ -389,7 +404,8 @@ void ann_query(${args()}, __global const int *ref_row, __global const int *ref_c
 % if block:
     for (int s = lid; s < M; s += ${QGROUP}) {
         l_code[s] = pm[s] & CODE_MASK;
-        l_start[s] = pm2[s];
+        if (s < nl)
+            l_start[s] = pm2[s];
     }
 #define CODE(s) l_code[s]
 #define START(L) ((L) < nl ? l_start[L] : M)
@@ -399,8 +415,9 @@ void ann_query(${args()}, __global const int *ref_row, __global const int *ref_c
 % endif
     // Output index of each position of the tile in the reference frame (-1: no reference).
     const bool staggered = ${"true" if stagger else "false"};
-    for (int r = lid; r < area; r += ${QGROUP}) {
-        const int dy = r / tw, y = y0 + dy, x = x0 + (r - dy * tw);
+    for (int dy = 0; dy < th; ++dy)
+    for (int dx = lid; dx < tw; dx += ${QGROUP}) {
+        const int r = dy * tw + dx, y = y0 + dy, x = x0 + dx;
         const int g = ref_row[y];
         int out = -1;
         if (g >= g0 && g < g1) {
@@ -445,7 +462,7 @@ void ann_query(${args()}, __global const int *ref_row, __global const int *ref_c
             c0 = START(a);
             nc = count;
         }
-        const int S = 32 / max(nm, 1), i = lane / S, sub = lane - i * S;
+        const int S = SPLIT[nm], i = (lane * INVERSE[S]) >> 16, sub = lane - i * S;
         int ref = -1, mcode = 0;
         if (i < nm) {
             mcode = CODE(s0 + i);
