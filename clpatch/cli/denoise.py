@@ -1,5 +1,7 @@
 """`clpatch denoise IN OUT` on images: read, optionally add noise, denoise with NL-means or
-BM3D, write with the input's bit depth and mode, report the PSNR. Videos go to `video`."""
+BM3D (neighbours from the windowed search or, with `--search ann`, the clustering ANN), write
+with the input's bit depth and mode, report the PSNR. Videos go to `video`, bursts
+(`--method burst`: several frames of one scene into one image) to `burst`."""
 
 from __future__ import annotations
 
@@ -20,6 +22,15 @@ from ..denoise.vbm3d import vbm3d
 from ..io.images import ImageInfo, add_noise, output_format, psnr, read_image, write_image
 from ..io.noise import psnr_peak
 from ..io.video import is_video_path
+from ..match.ann import DEFAULT_TILE
+from ..match.matcher import searches
+from .burst import (
+    burst_options,
+    check_burst_only,
+    check_burst_output,
+    denoise_burst,
+    read_burst,
+)
 from .common import (
     CommandError,
     add_device_option,
@@ -32,7 +43,7 @@ from .common import (
 from .outputs import Writing, check_outputs
 from .video import denoise_video
 
-DENOISE_METHODS = ("nlmeans", "bm3d", "vbm3d")
+DENOISE_METHODS = ("nlmeans", "bm3d", "vbm3d", "burst")
 AGGREGATIONS = ("buffers", "fixed", "cas")
 BM3D_PRESETS = ("fast", "reference")
 # The library function of each method.
@@ -41,11 +52,12 @@ _FUNCTIONS: dict[str, Callable[..., Any]] = {"nlmeans": nlmeans, "bm3d": bm3d, "
 METHOD_OPTIONS = (("preset", "preset", "preset"), ("patch_size", "patch_size", "patch"),
                   ("step", "step", "step"), ("window", "window", "window"), ("n", "n", "n"),
                   ("h", "h", "h"), ("aggregation", "aggregation", "aggregation"),
-                  ("temporal_radius", "temporal_radius", "temporal radius"))
+                  ("temporal_radius", "temporal_radius", "temporal radius"),
+                  ("search", "search", "search"))
 
 
 def method_function(name: str) -> Callable[..., Any]:
-    """The library function of the denoising method `name`."""
+    """The library function of the denoising method `name` (not burst: see `burst`)."""
     if name not in _FUNCTIONS:
         raise CommandError(f"unknown denoising method {name!r}; choose from "
                            f"{', '.join(DENOISE_METHODS)}")
@@ -56,20 +68,26 @@ def method_line(name: str, function: Any, sigma: float, kwargs: dict[str, Any]) 
     """'nlmeans, sigma 20, patch 8, ...': the parameters that apply, given or default."""
     defaults = {k: p.default for k, p in inspect.signature(function).parameters.items()}
     parts = [name, f"sigma {sigma:g}"]
+    ann = kwargs.get("search") == "ann"
     if name == "bm3d":
         given = {k: v for k, v in kwargs.items() if k in ("patch_size", "step", "window", "n")}
         preset = kwargs.get("preset", defaults["preset"])
         s1, s2, _ = stage_params(preset, **given)
         parts += [f"preset {preset}", f"patch {s1.patch_size}", f"step {s1.step}/{s2.step}",
-                  f"window {s1.window}/{s2.window}", f"n {s1.n}/{s2.n}",
+                  *([] if ann else [f"window {s1.window}/{s2.window}"]), f"n {s1.n}/{s2.n}",
                   f"transforms {s1.transform_2d}/{s2.transform_2d}, {s1.transform_1d}",
                   f"aggregation {kwargs.get('aggregation') or 'auto'}"]
-        return ", ".join(parts)
-    for _, key, label in METHOD_OPTIONS:
-        value = kwargs.get(key, defaults.get(key))
-        if key in defaults or key in kwargs:
-            shown = "auto" if value is None else f"{value:g}" if isinstance(value, float) else value
-            parts.append(f"{label} {shown}")
+    else:
+        for _, key, label in METHOD_OPTIONS:
+            if key == "search" or (ann and key == "window"):
+                continue
+            value = kwargs.get(key, defaults.get(key))
+            if key in defaults or key in kwargs:
+                shown = ("auto" if value is None else
+                         f"{value:g}" if isinstance(value, float) else value)
+                parts.append(f"{label} {shown}")
+    if ann:
+        parts.append(f"search ann (the clustering ANN, tiles of {DEFAULT_TILE})")
     return ", ".join(parts)
 
 
@@ -111,8 +129,7 @@ def denoise_image(name: str, image: np.ndarray, info: ImageInfo, args: argparse.
     accepted = inspect.signature(function).parameters
     for key in kwargs:
         if key not in accepted:
-            users = [m for m in DENOISE_METHODS
-                     if key in inspect.signature(method_function(m)).parameters]
+            users = [m for m, f in _FUNCTIONS.items() if key in inspect.signature(f).parameters]
             raise CommandError(f"--{key.replace('_', '-')} does not apply to --method "
                                f"{args.method} (only to {', '.join(users)})")
     if "data_range" in accepted and info.bit_depth is not None:
@@ -157,6 +174,63 @@ def noise_seed(seed: int | None) -> int:
     return seed if seed is not None else int(np.random.SeedSequence().entropy % 2**31)
 
 
+def _noise_and_clean(args: argparse.Namespace, image: np.ndarray, info: ImageInfo,
+                     reference: int | None = None) -> tuple[np.ndarray, np.ndarray | None,
+                                                            str | None, str | None]:
+    """(what to denoise, the clean image or None, its name, the noise line) for --clean and
+    --add-noise. With `reference`, `image` is a burst (T, H, W[, C]): noise goes to every
+    frame, and the clean image and --save-noisy are frame `reference`'s."""
+    name = Path(args.input).name
+    view = image if reference is None else image[reference]
+    clean, clean_name, noise_line = None, None, None
+    if args.clean:
+        clean, clean_name = _clean_reference(args.clean, view, info), Path(args.clean).name
+    if args.add_noise is not None:
+        seed = noise_seed(args.seed)
+        clean = view
+        clean_name = (f"{name} (the input)" if reference is None else
+                      f"frame {reference} of {name} (the input)")
+        image = add_noise(image, args.add_noise, seed)
+        noise_line = (f"added Gaussian noise{'' if reference is None else ' to every frame'}, "
+                      f"sigma {args.add_noise:g}, seed {seed} (not clipped)")
+        if args.save_noisy:
+            with Writing(args.save_noisy):
+                write_image(args.save_noisy, image if reference is None else image[reference],
+                            info)
+            noise_line += (f"; saved to {args.save_noisy}"
+                           + ("" if reference is None else f" (frame {reference})"))
+    return image, clean, clean_name, noise_line
+
+
+def _check_search(args: argparse.Namespace, video: bool) -> None:
+    """--search goes with nlmeans and bm3d on images; with ann, --window does not apply."""
+    if args.search in (None, "window"):
+        return
+    if video:
+        raise CommandError(f"--search {args.search} denoises images (--method nlmeans or "
+                           f"bm3d), and {args.input} is a video; for several frames of one "
+                           "scene use --method burst")
+    if args.window is not None:
+        raise CommandError(f"--window does not apply to --search {args.search} (the ANN "
+                           f"searches tiles of {DEFAULT_TILE})")
+
+
+def _cmd_burst(args: argparse.Namespace) -> int:
+    """`clpatch denoise IN OUT --method burst` (see `burst`)."""
+    kwargs = burst_options(args)
+    check_outputs([args.output, args.save_noisy], inputs=[args.input, args.clean],
+                  overwrite=args.overwrite)
+    for path in (args.output, args.save_noisy):
+        check_burst_output(path, args.input)
+    burst = read_burst(args.input, 0 if args.reference is None else args.reference)
+    check_format(args.output, burst.info)
+    check_format(args.save_noisy, burst.info)
+    burst.frames, clean, clean_name, noise_line = _noise_and_clean(
+        args, burst.frames, burst.info, burst.reference)
+    return denoise_burst(args, burst, kwargs, clean=clean, clean_name=clean_name,
+                         noise_line=noise_line)
+
+
 def cmd_denoise(args: argparse.Namespace) -> int:
     """`clpatch denoise IN OUT`: read, optionally add noise, denoise, write, report."""
     if args.sigma is None:
@@ -166,7 +240,11 @@ def cmd_denoise(args: argparse.Namespace) -> int:
         args.sigma = args.add_noise
     if args.add_noise is None and (args.seed is not None or args.save_noisy):
         raise CommandError("--seed and --save-noisy go with --add-noise")
+    if args.method == "burst":
+        return _cmd_burst(args)
+    check_burst_only(args)
     video = is_video_path(args.input)
+    _check_search(args, video)
     check_outputs([args.output, args.save_noisy], inputs=[args.input, args.clean],
                   overwrite=args.overwrite, video=video)
     if video:
@@ -174,18 +252,7 @@ def cmd_denoise(args: argparse.Namespace) -> int:
     image, info = read_image(args.input)
     check_format(args.output, info)
     check_format(args.save_noisy, info)
-    clean, clean_name, noise_line = None, None, None
-    if args.clean:
-        clean, clean_name = _clean_reference(args.clean, image, info), Path(args.clean).name
-    if args.add_noise is not None:
-        seed = noise_seed(args.seed)
-        clean, clean_name = image, f"{Path(args.input).name} (the input)"
-        image = add_noise(clean, args.add_noise, seed)
-        noise_line = f"added Gaussian noise, sigma {args.add_noise:g}, seed {seed} (not clipped)"
-        if args.save_noisy:
-            with Writing(args.save_noisy):
-                write_image(args.save_noisy, image, info)
-            noise_line += f"; saved to {args.save_noisy}"
+    image, clean, clean_name, noise_line = _noise_and_clean(args, image, info)
     return denoise_image(Path(args.input).name, image, info, args, clean=clean,
                          clean_name=clean_name, noise_line=noise_line)
 
@@ -200,15 +267,19 @@ def add_command(commands: argparse._SubParsersAction) -> None:
         "0-65535 for 16-bit files). Videos (a directory of frames, a multi-page TIFF, a "
         "(T, H, W[, 3]) .npy array, or with the 'video' extra a video file) are denoised with "
         "--method vbm3d (streamed), bm3d (frame by frame) or nlmeans (video NL-means) and "
-        "written as OUT's kind of video.")
+        "written as OUT's kind of video. --method burst takes several frames of one scene "
+        "shot with a shaking camera (a directory of images, a multi-page TIFF, a "
+        "(T, H, W[, 3]) .npy array or a video file) and writes one image: the --reference "
+        "frame, denoised with patches from every frame (clustering ANN, then NL-means).")
     denoise.add_argument("input", metavar="IN", help="noisy image file (or the clean image, with "
-                         "--add-noise)")
+                         "--add-noise), video, or with --method burst the burst's frames")
     denoise.add_argument("output", metavar="OUT", help="denoised image to write; the format "
                          "comes from the extension (.png, .tif, .tiff, .jpg, .jpeg, .npy); never "
                          "IN, and not over an existing file without --overwrite")
     denoise.add_argument("--method", "-m", choices=DENOISE_METHODS, default="nlmeans",
-                         help="denoising method: nlmeans (default), bm3d (CBM3D for colour) or, "
-                              "for videos, vbm3d")
+                         help="denoising method: nlmeans (default), bm3d (CBM3D for colour), "
+                              "for videos vbm3d, or burst: several frames of one scene into one "
+                              "image")
     denoise.add_argument("--preset", choices=BM3D_PRESETS, default=None,
                          help="bm3d parameter set: fast (Davy-Ehret's defaults, the default) or "
                               "reference (the original BM3D's)")
@@ -224,12 +295,13 @@ def add_command(commands: argparse._SubParsersAction) -> None:
     denoise.add_argument("--seed", type=seed_number, default=None,
                          help="seed of --add-noise's noise (default: a fresh one, printed)")
     denoise.add_argument("--save-noisy", metavar="FILE", default=None,
-                         help="with --add-noise: also write the noisy image (rounded and clipped)")
+                         help="with --add-noise: also write the noisy image (rounded and "
+                              "clipped; burst: the noisy reference frame)")
     denoise.add_argument("--patch-size", "-p", type=int, default=None,
                          help="patch side (default: the method's, 8)")
     denoise.add_argument("--step", "-s", type=int, default=None,
                          help="grid step of the reference patches (default: the method's; "
-                              "nlmeans 4, bm3d by preset)")
+                              "nlmeans 4, bm3d by preset, burst 2)")
     denoise.add_argument("--window", "-w", type=int, default=None,
                          help="search window side (default: the method's; nlmeans 21, bm3d by "
                               "preset)")
@@ -237,7 +309,19 @@ def add_command(commands: argparse._SubParsersAction) -> None:
                          help="similar patches per reference (default: the method's; nlmeans 16, "
                               "bm3d by preset; a power of 2 for bm3d)")
     denoise.add_argument("--h", type=positive_number, default=None,
-                         help="NL-means filtering parameter (default: derived from sigma)")
+                         help="NL-means filtering parameter (default: derived from sigma; "
+                              "burst: sigma)")
+    denoise.add_argument("--search", choices=searches(), default=None,
+                         help="nlmeans and bm3d on images: where the similar patches come from "
+                              "(default window, the exact windowed search; ann: the clustering "
+                              "ANN, to which --window does not apply)")
+    denoise.add_argument("--reference", type=int, default=None, metavar="INDEX",
+                         help="burst: the frame to denoise, counted from 0 (default 0)")
+    denoise.add_argument("--tile", type=int, default=None,
+                         help=f"burst: side of the ANN's tiles (default {DEFAULT_TILE})")
+    denoise.add_argument("--k", type=int, default=None,
+                         help="burst: similar patches per reference patch, from every frame "
+                              "(default 16, at most 32)")
     denoise.add_argument("--aggregation", choices=AGGREGATIONS, default=None,
                          help="how overlapping patch estimates are summed (default: the "
                               "scheduler's choice for the device)")

@@ -11,6 +11,7 @@ from typing import Any
 
 from ..core.registry import operations, variant_names
 from ..core.runtime import Runtime
+from ..match.matcher import searches
 from ..match.window_config import config_to_json
 from ..tune.autotune import (
     FULL_GRID,
@@ -22,8 +23,9 @@ from ..tune.autotune import (
 )
 from ..tune.bench import BENCHES, METHODS, format_table, parse_size, run_bench
 from ..tune.explain import explain as explain_choice
+from ..tune.explain import takes_search
 from ..tune.knn_tune import tune_knn
-from .common import add_device_option
+from .common import CommandError, add_device_option
 
 
 def _csv_ints(text: str) -> list[int]:
@@ -57,6 +59,10 @@ def _positive_int(text: str) -> int:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
+    if args.search != "window" and not takes_search(args.operation):
+        users = [name for name in operations() if takes_search(name)]
+        raise CommandError(f"--search {args.search} does not apply to {args.operation} (only "
+                           f"to {', '.join(users)})")
     runtime = Runtime(args.device)
     if args.tuning:
         runtime.use_tuning(args.tuning)
@@ -64,7 +70,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
                          window=args.window, channels=args.channels, metric=args.metric,
                          video=args.video, variant=args.variant, preset=args.preset,
                          pca_dims=args.pca_dims, candidates=args.candidates,
-                         leaf_size=args.leaf_size, runtime=runtime))
+                         leaf_size=args.leaf_size, search=args.search, runtime=runtime))
     return 0
 
 
@@ -170,6 +176,10 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     explain.add_argument("--metric", choices=("l2", "l1", "chamfer", "chamfer_sym"),
                          default="l2")
     explain.add_argument("--video", action="store_true", help="a video search (temporal window)")
+    explain.add_argument("--search", choices=searches(), default="window",
+                         help="nlmeans and bm3d: the search engine (default window, the exact "
+                              "windowed search; ann: the clustering ANN, to which --window and "
+                              "--variant do not apply)")
     explain.add_argument("--variant", choices=variant_names(), default=None,
                          help="force a variant (then the answer is 'forced'); vbm3d's are "
                               "naive, window and patch")

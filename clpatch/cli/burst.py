@@ -1,0 +1,186 @@
+"""`clpatch denoise IN OUT --method burst`: several noisy frames of one scene, taken with a
+shaking camera, denoised into one image, the reference frame (`clpatch.burst_denoise`: the
+clustering ANN finds each reference patch's neighbours in every frame, then NL-means).
+
+IN is a directory of images (its frame files in natural name order, `frame2` before
+`frame10`, all of one shape and bit depth; each read by `read_image`), a multi-page TIFF, a
+(T, H, W[, 3]) `.npy` array or, with the `video` extra, a video file (read by `open_video`).
+OUT is one image, written with the reference frame's bit depth and mode (a directory's
+reference frame keeps its alpha channel, as `denoise` does for images). `denoise` applies the
+output rules and the noise options; PSNR is the reference frame's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..core.runtime import Runtime
+from ..denoise.burst import burst_denoise
+from ..io.images import ImageInfo, output_format, psnr, read_image, write_image
+from ..io.noise import psnr_peak
+from ..io.video import FRAME_EXTENSIONS, frame_files, is_video_path, open_video, output_frame_info
+from .common import CommandError, as_written, builds_note, device_line
+from .outputs import Writing
+
+# Options of `denoise` passed on to burst_denoise when given: (argparse dest, keyword, label).
+BURST_OPTIONS = (("reference", "reference", "reference frame"), ("tile", "tile", "tile"),
+                 ("k", "k", "k"), ("patch_size", "patch_size", "patch"), ("step", "step", "step"),
+                 ("h", "h", "h"))
+# Options of `denoise` that only --method burst takes (argparse dest, option).
+BURST_ONLY = (("reference", "--reference"), ("tile", "--tile"), ("k", "--k"))
+# Options of `denoise` that --method burst refuses, and why.
+NOT_FOR_BURST = {"preset": "", "window": " (the ANN searches tiles: --tile)",
+                 "n": " (its candidates per patch are --k)", "aggregation": "",
+                 "temporal_radius": " (every frame is searched)",
+                 "search": " (a burst is always searched with the clustering ANN)"}
+SOURCES = ("a directory of images, a multi-page TIFF, a (T, H, W[, 3]) .npy array or a video "
+           "file")
+
+
+@dataclass
+class Burst:
+    """The frames of a burst, float32 (T, H, W[, 3]) in the file's units, and how its
+    reference frame is written."""
+
+    frames: np.ndarray
+    info: ImageInfo
+    reference: int
+    described: str      # e.g. '4 frames of 48x40 8-bit L (directory)'
+
+
+def burst_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The keywords of burst_denoise given on the command line; CommandError for an option
+    of another method."""
+    for dest, why in NOT_FOR_BURST.items():
+        if getattr(args, dest, None) is not None:
+            option = "-n" if dest == "n" else f"--{dest.replace('_', '-')}"
+            raise CommandError(f"{option} does not apply to --method burst{why}")
+    return {key: getattr(args, dest) for dest, key, _ in BURST_OPTIONS
+            if getattr(args, dest, None) is not None}
+
+
+def check_burst_only(args: argparse.Namespace) -> None:
+    """CommandError when an option of --method burst comes with another method."""
+    for dest, option in BURST_ONLY:
+        if getattr(args, dest, None) is not None:
+            raise CommandError(f"{option} applies to --method burst only, not to --method "
+                               f"{args.method}")
+
+
+def check_burst_output(path: str | None, source: str) -> None:
+    """An image output may not sit among the frames of the input directory (it would be
+    read as a frame of the burst next time)."""
+    if path is None or not Path(source).is_dir():
+        return
+    output = Path(path)
+    if (output.suffix.lower() in FRAME_EXTENSIONS
+            and output.resolve().parent == Path(source).resolve()):
+        raise CommandError(f"{path}: is inside the input directory {source}, where it would be "
+                           "read as a frame of the burst; write it elsewhere")
+
+
+def _check_reference(reference: int, count: int, path: str) -> None:
+    if not 0 <= reference < count:
+        raise CommandError(f"--reference {reference} is out of range: {path} holds {count} "
+                           f"frames (0 to {count - 1})")
+
+
+def _layout(shape: tuple[int, ...], info: ImageInfo) -> str:
+    depth = f"{info.bit_depth}-bit" if info.bit_depth else "float"
+    return f"{shape[1]}x{shape[0]} {depth} {'RGB' if len(shape) == 3 else 'L'}"
+
+
+def _read_directory(path: str, reference: int) -> Burst:
+    files = frame_files(path)
+    if not files:
+        raise CommandError(f"{path}: no images in the directory (--method burst reads its "
+                           f"*{'/*'.join(sorted(FRAME_EXTENSIONS))} files, in name order)")
+    if len(files) < 2:
+        raise CommandError(f"{path}: holds one image, {files[0].name}; --method burst needs "
+                           "several frames of one scene")
+    _check_reference(reference, len(files), path)
+    frames, infos = [], []
+    for file in files:
+        frame, info = read_image(file)
+        if frames and (frame.shape != frames[0].shape or info.bit_depth != infos[0].bit_depth):
+            raise CommandError(f"{file}: {_layout(frame.shape, info)}, but {files[0].name} is "
+                               f"{_layout(frames[0].shape, infos[0])}: the frames of a burst "
+                               "must all have the same shape and bit depth")
+        frames.append(frame)
+        infos.append(info)
+    described = f"{len(files)} frames of {_layout(frames[0].shape, infos[0])} (directory)"
+    return Burst(np.stack(frames), infos[reference], reference, described)
+
+
+def read_burst(path: str, reference: int) -> Burst:
+    """The burst at `path` (see the module doc); CommandError for an empty directory, frames
+    of different shapes, a `reference` out of range, or a single image."""
+    if Path(path).is_dir():
+        return _read_directory(path, reference)
+    if not is_video_path(path):
+        read_image(path)  # a missing or unreadable file is reported as such
+        raise CommandError(f"--method burst denoises several frames of one scene, and {path} "
+                           f"is a single image; pass several frames: {SOURCES}")
+    info, frames = open_video(path)
+    if info.frames < 2:
+        raise CommandError(f"{path}: holds one frame; --method burst needs several frames of "
+                           "one scene")
+    _check_reference(reference, info.frames, path)
+    stack = np.stack(list(frames)).astype(np.float32, copy=False)
+    return Burst(stack.reshape(len(stack), *info.shape), output_frame_info(info), reference,
+                 info.describe())
+
+
+def burst_line(sigma: float, kwargs: dict[str, Any]) -> str:
+    """'burst, sigma 20, reference frame 0, ...': the parameters, given or default."""
+    defaults = {k: p.default for k, p in inspect.signature(burst_denoise).parameters.items()}
+    parts = ["burst", f"sigma {sigma:g}", "nlmeans on the clustering ANN's candidates from "
+             "every frame"]
+    for _, key, label in BURST_OPTIONS:
+        value = kwargs.get(key, defaults.get(key))
+        shown = "auto" if value is None else f"{value:g}" if isinstance(value, float) else value
+        parts.append(f"{label} {shown}")
+    return ", ".join(parts)
+
+
+def denoise_burst(args: argparse.Namespace, burst: Burst, kwargs: dict[str, Any], *,
+                  clean: np.ndarray | None, clean_name: str | None,
+                  noise_line: str | None) -> int:
+    """Denoise `burst` (noise already added) into its reference frame, write args.output
+    (when given) and print what happened."""
+    runtime = Runtime(args.device)
+    builds = runtime.programs.builds
+    with Writing(args.output):  # an interrupted run writes nothing, and says so
+        start = time.perf_counter()
+        result = burst_denoise(burst.frames, args.sigma, runtime=runtime, **kwargs)
+        seconds = time.perf_counter() - start
+        builds = runtime.programs.builds - builds
+        result = np.asarray(result, dtype=np.float32)
+        if args.output:
+            write_image(args.output, result, burst.info)
+    lines = [f"burst:      {Path(args.input).name}: {burst.described}"]
+    if noise_line:
+        lines.append(f"noise:      {noise_line}")
+    lines += [f"method:     {burst_line(args.sigma, kwargs)}",
+              f"device:     {device_line(runtime)}",
+              f"time:       {seconds:.3f} s" + builds_note(builds)]
+    if clean is not None:
+        peak = psnr_peak(clean, burst.info.bit_depth)
+        before = psnr(burst.frames[burst.reference], clean, peak)
+        after = psnr(as_written(result, burst.info), clean, peak)
+        lines.append(f"PSNR:       noisy {before:.2f} dB -> denoised {after:.2f} dB "
+                     f"({after - before:+.2f} dB; frame {burst.reference}; peak {peak:g}, "
+                     f"against {clean_name})")
+    if args.output:
+        lines.append(f"output:     {args.output} "
+                     f"({burst.info.describe(output_format(args.output, burst.info))}, "
+                     f"frame {burst.reference} denoised)")
+    print("\n".join(lines))
+    return 0
