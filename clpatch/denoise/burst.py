@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..core.runtime import Runtime, resolve_runtime
-from ..core.validate import check_choice, check_int
+from ..core.validate import check_choice, check_float, check_int
 from ..core.volumes import as_volume
 from ..match.ann import DEFAULT_TILE
 from ..match.ann_params import check_ann_request
@@ -26,12 +26,15 @@ from .strength import Strength
 __all__ = ["BURST_METHODS", "burst_denoise"]
 
 BURST_METHODS = ("nlmeans",)
+#: The default NL-means bandwidth in units of sigma (many candidates are true copies of the
+#: patch in a burst: a slightly narrower kernel keeps out the others).
+H_FACTOR = 0.85
 #: Burst plans kept per runtime.
 PLANS_KEPT = 4
 
 
 def burst_denoise(frames: Any, sigma: float, *, reference: int = 0, method: str = "nlmeans",
-                  tile: int = DEFAULT_TILE, k: int = 16, patch_size: int = 8, step: int = 2,
+                  tile: int = DEFAULT_TILE, k: int = 16, patch_size: int = 12, step: int = 2,
                   h: float | None = None,
                   runtime: Runtime | None = None) -> Any:
     """Denoise frame `reference` of a burst with candidates from every frame.
@@ -44,11 +47,16 @@ def burst_denoise(frames: Any, sigma: float, *, reference: int = 0, method: str 
     tile, k: the ANN's tile side and the candidates per patch (k at most the patch count
         of the smallest tile over all frames, and 32).
     patch_size, step: patch side and reference grid step (step ≤ patch_size).
-    h: NL-means bandwidth (default sigma).
+    h: NL-means bandwidth (default H_FACTOR · sigma).
+    The defaults (patch 12, step 2, h 0.85 σ) were the best of a sweep on a synthetic
+    16-frame burst (σ 12, shaken by up to 2 pixels and 1 degree): 39.3 dB against 38.6 dB
+    with NL-means' own patch 8 and h = σ, and 36.3 dB for the reference frame alone.
     Returns the denoised reference frame, float32 (H, W[, C]), NumPy for NumPy input,
     device array for device input.
     """
     method = check_choice("method", method, BURST_METHODS)
+    if h is None:
+        h = H_FACTOR * check_float("sigma", sigma)
     strength = Strength.check(sigma, h=h)
     volume = as_volume(frames, name="frames", video=True)
     ref = check_int("reference", reference, 0, volume.frames - 1)

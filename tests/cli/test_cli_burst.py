@@ -67,7 +67,7 @@ def test_burst_directory_matches_the_library(capsys, tmp_path, runtime):
                          "--reference", 1, "--device", spec_of(runtime))
     assert code == 0, err
     assert "burst:      burst: 4 frames of 48x40 8-bit L (directory)" in out
-    assert "burst, sigma 20," in out and "reference frame 1, tile 15, k 16, patch 8, step 2" in out
+    assert "burst, sigma 20," in out and "reference frame 1, tile 15, k 16, patch 12, step 2" in out
     assert "PSNR" not in out and re.search(r"time: +\d+\.\d+ s", out)
     assert f"output:     {dst} (8-bit L PNG, frame 1 denoised)" in out
     written = read(dst)
