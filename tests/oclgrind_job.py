@@ -262,7 +262,7 @@ def run_ann(pixels: str, burst: bool) -> None:
     image = rng.integers(0, 256, (frames, 15, 17, 1)).astype(np.float32)
     request = check_ann_request(patch_size=3, step=2, k=6, tile=6, neighbour_clusters=1,
                                 channels=1, rows=15, cols=17, frames=frames)
-    config = AnnConfig(32, False, 6, 1, local_pixels=pixels == "local", query_group=32)
+    config = AnnConfig(32, False, 6, 1, local_pixels=pixels == "local", query_group=64)
     plan = AnnPlan(runtime, frames, 15, 17, 1, request, config, video=burst,
                    reference=frames - 1)
     if bool(plan.block) != (pixels == "local"):

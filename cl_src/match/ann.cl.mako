@@ -43,7 +43,7 @@
     assert GROUP % 32 == 0 and QGROUP % 32 == 0 and LEAF == 32
     WARPS = GROUP // 32
     QWARPS = QGROUP // 32       # clusters answered at once in the query
-    PITCH = CAND + 1            # table row stride: an odd stride, no bank conflicts
+    PITCH = CAND | 1            # table row stride: odd, so the rows of a warp hit 32 banks
     REG = D <= 64               # a member's own patch held in registers
     SRC = "__local const float" if block else "__global const float"
     IDX = "int" if block else "size_t"
@@ -397,6 +397,9 @@ void ann_query(${args()}, __global const int *ref_row, __global const int *ref_c
     __local int l_code[${slots}], l_start[${slots}];
 % endif
     __local float l_table[${QWARPS}][${LEAF * PITCH}];
+    __local float l_res_d[${QWARPS}][${LEAF * K}];
+    __local int l_res_c[${QWARPS}][${LEAF * K}], l_mref[${QWARPS}][${LEAF}];
+    __local int l_info[${QWARPS}][4];
     __local int l_ref[${area}];
 
     ${tile_prologue(QGROUP)}
@@ -462,6 +465,12 @@ void ann_query(${args()}, __global const int *ref_row, __global const int *ref_c
             c0 = START(a);
             nc = count;
         }
+        if (lane == 0) {
+            l_info[warp][0] = s0;
+            l_info[warp][1] = nm;
+            l_info[warp][2] = c0;
+            l_info[warp][3] = nc;
+        }
         const int S = SPLIT[nm], i = (lane * INVERSE[S]) >> 16, sub = lane - i * S;
         int ref = -1, mcode = 0;
         if (i < nm) {
@@ -470,6 +479,8 @@ void ann_query(${args()}, __global const int *ref_row, __global const int *ref_c
             ref = (mcode >> 14) == ref_frame ? l_ref[dy * tw + dx] : -1;
         }
         __local float *row = table + i * ${PITCH};
+        if (i < nm && sub == 0)
+            l_mref[warp][i] = ref;
         if (ref >= 0) {
             const ${IDX} me = patch_at(pix, mcode);
 % if REG:
@@ -508,6 +519,15 @@ void ann_query(${args()}, __global const int *ref_row, __global const int *ref_c
 #undef OWN
         }
         barrier(CLK_LOCAL_MEM_FENCE);
+        // (After each barrier the work-item's cluster and member are read back from local
+        // memory: PoCL 5 otherwise loses these per-warp values across two barriers.)
+        {
+        const int warp = get_local_id(0) >> 5, lane = get_local_id(0) & 31;
+        const int s0 = l_info[warp][0], nm = l_info[warp][1];
+        const int c0 = l_info[warp][2], nc = l_info[warp][3];
+        const int S = SPLIT[nm], i = (lane * INVERSE[S]) >> 16, sub = lane - i * S;
+        const int ref = i < nm ? l_mref[warp][i] : -1;
+        __local float *row = l_table[warp] + i * ${PITCH};
         // Voting: candidate c's rank is the number of candidates before it (the patch itself
         // first, then by (distance, slot)).
         if (ref >= 0) {
@@ -526,16 +546,32 @@ void ann_query(${args()}, __global const int *ref_row, __global const int *ref_c
                     rank += 1 - ((dme < dc) | ((dme == dc) & (me < c)));
                 }
                 if (rank < ${K}) {
-                    const int code = CODE(c0 + c);
-                    const int e = ${mt.entry("ref", K, "rank")};
-                    ${mt.dist("out_dist", "e")} = dc;
-% if dim == 3:
-                    ${mt.pos_t("out_pos", "e", 3)} = code >> 14;
-% endif
-                    ${mt.pos_y("out_pos", "e", dim)} = y0 + ((code >> 7) & 127);
-                    ${mt.pos_x("out_pos", "e", dim)} = x0 + (code & 127);
+                    l_res_d[warp][i * ${K} + rank] = dc;
+                    l_res_c[warp][i * ${K} + rank] = CODE(c0 + c);
                 }
             }
+        }
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        {
+        const int warp = get_local_id(0) >> 5, lane = get_local_id(0) & 31;
+        const int nm = l_info[warp][1];
+        // Each reference's ${K} results leave together (whole memory segments per store
+        // instruction, not one segment per result).
+        for (int e = lane; e < nm * ${K}; e += 32) {
+            const int m = e / ${K}, r = e - m * ${K};
+            const int out = l_mref[warp][m];
+            if (out >= 0) {
+                const int code = l_res_c[warp][e];
+                const int f = ${mt.entry("out", K, "r")};
+                ${mt.dist("out_dist", "f")} = l_res_d[warp][e];
+% if dim == 3:
+                ${mt.pos_t("out_pos", "f", 3)} = code >> 14;
+% endif
+                ${mt.pos_y("out_pos", "f", dim)} = y0 + ((code >> 7) & 127);
+                ${mt.pos_x("out_pos", "f", dim)} = x0 + (code & 127);
+            }
+        }
         }
         barrier(CLK_LOCAL_MEM_FENCE);
     }

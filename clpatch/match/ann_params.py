@@ -105,7 +105,7 @@ class AnnConfig:
     reason: str = ""
     source: str = "rule"
     local_pixels: bool = True     # a tile's pixels copied to local memory where they fit
-    query_group: int = 128        # work-items per tile of the query kernel
+    query_group: int = 64         # work-items per tile of the query kernel
 
     def describe(self) -> str:
         scan = "warp ballots" if self.ballot else "local-memory scans"

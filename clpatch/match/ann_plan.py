@@ -38,7 +38,7 @@ __all__ = ["AnnPlan", "ann_config"]
 #: Work-items per tile of the clustering and of the query kernel, multiples of 32 (any
 #: such sizes give the same matches).
 GROUP = 128
-QUERY_GROUP = 128
+QUERY_GROUP = 64
 #: Tile rows per launch at most (a launch's work-groups stay well below driver limits).
 TILE_ROWS_PER_LAUNCH = 256
 DIVIDE = "-cl-fp32-correctly-rounded-divide-sqrt"
@@ -131,7 +131,8 @@ class AnnPlan:
         block = self.frames * self.channels * (th + p - 1) * (tw + p - 1)
         c = self.config
         cluster = 4 * (2 * d + c.group + 128)
-        query = 4 * (c.query_group // 32 * LEAF * (candidates + 1) + area + 64)
+        query = 4 * (c.query_group // 32 * LEAF * ((candidates | 1) + 1 + 2 * self.request.k)
+                     + area + 64)
         fits = 4 * (block + 2 * slots) + max(cluster, query) <= self.runtime.profile.local_mem_size
         return (block if fits and c.local_pixels else 0), slots, area
 
