@@ -201,11 +201,21 @@ void ann_cluster(${args()})
     __local int l_stack[${STACK}][2];
     __local int l_scan[${GROUP}];
     __local int l_lo, l_hi, l_sp, l_done, l_mode, l_second, l_ones;
+% if block:
+    // The tile's slots live in local memory while it is clustered (no global round trip
+    // per step of a split); they go to perm / perm2 at the end for the query.
+    __local int l_pm[${slots}], l_pm2[${slots}];
+#define PM l_pm
+#define PM2 l_pm2
+% else:
+#define PM pm
+#define PM2 pm2
+% endif
 
     ${tile_prologue(GROUP)}
     for (int q = 0, f = 0, dy = 0; q < nframes * th; ++q) {
         for (int dx = lid; dx < tw; dx += ${GROUP})
-            pm[q * tw + dx] = f << 14 | dy << 7 | dx;
+            PM[q * tw + dx] = f << 14 | dy << 7 | dx;
         if (++dy == th) {
             dy = 0;
             ++f;
@@ -232,7 +242,7 @@ void ann_cluster(${args()})
         int m0;
         if (m <= ${LEAF}) {
             if (lid == 0) {
-                pm[lo] |= LEAF_BIT;
+                PM[lo] |= LEAF_BIT;
                 if (l_sp == 0) {
                     l_done = 1;
                 } else {
@@ -248,7 +258,7 @@ void ann_cluster(${args()})
         }
         // 1-3: sub-sample and the two starting centres.
         if (lid < ${SAMPLES})
-            l_sample[lid] = pm[lo + (int)((uint)(lid * m) / ${SAMPLES}u)];
+            l_sample[lid] = PM[lo + (int)((uint)(lid * m) / ${SAMPLES}u)];
         barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);   // read before step 5 writes
         if (lid < ${SAMPLES})
             l_n[lid] = dist_pp(pix, patch_at(pix, l_sample[lid]), patch_at(pix, l_sample[0]));
@@ -318,10 +328,10 @@ void ann_cluster(${args()})
             // 5: every patch of the node to its nearer centre (bit SIDE_BIT: centre 1).
             int mine = 0;
             for (int s = lo + lid; s < hi; s += ${GROUP}) {
-                const int code = pm[s];
+                const int code = PM[s];
                 const ${IDX} a = patch_at(pix, code);
                 if (dist_pc(pix, a, l_cen[1]) < dist_pc(pix, a, l_cen[0])) {
-                    pm[s] = code | SIDE_BIT;
+                    PM[s] = code | SIDE_BIT;
                     ++mine;
                 }
             }
@@ -334,7 +344,7 @@ void ann_cluster(${args()})
             m0 = m >> 1;
             if (!halves_first && ones == m) {
                 for (int s = lo + lid; s < hi; s += ${GROUP})
-                    pm[s] &= ~SIDE_BIT;
+                    PM[s] &= ~SIDE_BIT;
             }
         } else {
             // Stable partition into perm2, then back.
@@ -342,20 +352,20 @@ void ann_cluster(${args()})
             int before = 0;
             for (int c0 = lo; c0 < hi; c0 += ${GROUP}) {
                 const int s = c0 + lid;
-                const int code = s < hi ? pm[s] : 0;
+                const int code = s < hi ? PM[s] : 0;
                 const int side = (code & SIDE_BIT) != 0;
                 int total;
                 const int below = scan_flags(side, l_scan, &total);
                 if (s < hi) {
                     const int dest = side ? lo + m0 + before + below
                                           : s - before - below;
-                    pm2[dest] = code & ~SIDE_BIT;
+                    PM2[dest] = code & ~SIDE_BIT;
                 }
                 before += total;
             }
-            barrier(CLK_GLOBAL_MEM_FENCE);
+            barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
             for (int s = lo + lid; s < hi; s += ${GROUP})
-                pm[s] = pm2[s];
+                PM[s] = PM2[s];
         }
         barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
         if (lid == 0) {
@@ -374,16 +384,26 @@ void ann_cluster(${args()})
     int nl = 0;
     for (int c0 = 0; c0 < M; c0 += ${GROUP}) {
         const int s = c0 + lid;
-        const int first = s < M && (pm[s] & LEAF_BIT) != 0;
+        const int first = s < M && (PM[s] & LEAF_BIT) != 0;
         int total;
         const int below = scan_flags(first, l_scan, &total);
         if (first)
-            pm2[nl + below] = s;
+            PM2[nl + below] = s;
         nl += total;
     }
-    barrier(CLK_GLOBAL_MEM_FENCE);
+    barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
+% if block:
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int s = lid; s < M; s += ${GROUP}) {
+        pm[s] = l_pm[s];
+        if (s < nl)
+            pm2[s] = l_pm2[s];
+    }
+% endif
     if (lid == 0)
         counts[(size_t)get_group_id(1) * ntx + tx] = nl;
+#undef PM
+#undef PM2
 }
 
 __kernel __attribute__((reqd_work_group_size(${QGROUP}, 1, 1)))

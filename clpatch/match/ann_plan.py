@@ -130,7 +130,7 @@ class AnnPlan:
         slots = self.frames * area
         block = self.frames * self.channels * (th + p - 1) * (tw + p - 1)
         c = self.config
-        cluster = 4 * (2 * d + c.group + 128)
+        cluster = 4 * (2 * d + c.group + 128 + 2 * slots)
         query = 4 * (c.query_group // 32 * LEAF * ((candidates | 1) + 1 + 2 * self.request.k)
                      + area + 64)
         fits = 4 * (block + 2 * slots) + max(cluster, query) <= self.runtime.profile.local_mem_size
