@@ -73,9 +73,10 @@ def register_engine(name: str, factory: Callable[..., Matcher], description: str
 
 def available_candidates(search: str, rows: int, cols: int, frames: int, patch_size: int,
                          window: int, temporal_window: int) -> int:
-    """The fewest candidates a reference of engine `search` has on this input."""
-    return CAPACITIES[check_search(search)](rows, cols, frames, patch_size, window,
-                                            temporal_window)
+    """The fewest candidates a reference of engine `search` has on this input (an engine
+    that registered no capacity is taken to offer what the windowed search offers)."""
+    capacity = CAPACITIES.get(check_search(search), min_candidates)
+    return capacity(rows, cols, frames, patch_size, window, temporal_window)
 
 
 def searches() -> tuple[str, ...]:

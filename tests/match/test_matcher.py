@@ -19,7 +19,8 @@ class CountingEngine:
 
     def __init__(self, *args, **kwargs) -> None:
         self.inner = SearchPlan(*args, **kwargs)
-        for name in ("grid_y", "grid_x", "dim", "config", "uploader", "stagger", "ref_x"):
+        for name in ("grid_y", "grid_x", "dim", "reach", "config", "uploader", "stagger",
+                     "ref_x"):
             setattr(self, name, getattr(self.inner, name))
 
     def chunk(self, *args):
@@ -58,5 +59,5 @@ def test_filters_run_on_a_registered_engine(runtime, counting):
 @pytest.mark.parametrize("fn", [clpatch.nlmeans, clpatch.bm3d, clpatch.nlmeans_video])
 def test_unknown_engines_are_refused(runtime, fn):
     shape = (3, 20, 20) if fn is clpatch.nlmeans_video else (20, 20)
-    with pytest.raises(ValueError, match=r"search must be one of \('window'"):
-        fn(random_image(shape), 20.0, search="ann", runtime=runtime)
+    with pytest.raises(ValueError, match=r"search must be one of \('window', 'ann'"):
+        fn(random_image(shape), 20.0, search="kdtree", runtime=runtime)
