@@ -67,7 +67,7 @@ class AnnPlan:
     def __init__(self, runtime: Runtime, frames: int, rows: int, cols: int, channels: int,
                  request: AnnRequest, config: AnnConfig | None = None, *, video: bool = False,
                  reference: int = 0, stagger: tuple[int, ...] = (),
-                 device_output: bool = False) -> None:
+                 device_output: bool = False, tile_bytes: int | None = None) -> None:
         if not (video or frames == 1):
             raise ValueError(f"an image has one frame, got {frames} (pass video=True for a burst)")
         if not 0 <= reference < frames:
@@ -115,7 +115,7 @@ class AnnPlan:
         self.uploader = Uploader(runtime, self.pool)
         self._cluster, self._query = self._build()
         self.last_events: list[tuple[str, Any]] = []
-        self.chunks = self._plan_chunks()
+        self.chunks = self._plan_chunks(tile_bytes)
 
     # ---- kernels ---------------------------------------------------------------------------
 
@@ -221,9 +221,10 @@ class AnnPlan:
 
     # ---- running ---------------------------------------------------------------------------
 
-    def _plan_chunks(self) -> list[Chunk]:
-        """Bands of tile rows whose buffers fit the device's memory."""
-        largest, total = memory_limits(self.runtime)
+    def _plan_chunks(self, tile_bytes: int | None) -> list[Chunk]:
+        """Bands of tile rows whose buffers fit the device's memory (or `tile_bytes`, the
+        plans' common limit: tests force bands with it)."""
+        largest, total = memory_limits(self.runtime, tile_bytes)
         gx = len(self.grid_x)
         k, dim, ch, tf = self.request.k, self.dim, self.channels, self.frames
         t = self.request.tile

@@ -105,10 +105,9 @@ def test_bands_of_tile_rows_give_the_same_matches(runtime):
     """A memory limit that forces one band of tile rows per chunk: the same result."""
     image = noisy_photo("camera", 90, 50, 6)
     whole = clpatch.ann_search(image, patch_size=6, k=8, tile=10, runtime=runtime)
-    small = clpatch.Runtime(runtime.device, memory_limit=60_000)
     request = check_ann_request(patch_size=6, step=1, k=8, tile=10, neighbour_clusters=0,
                                 channels=1, rows=90, cols=50)
-    plan = AnnPlan(small, 1, 90, 50, 1, request)
+    plan = AnnPlan(runtime, 1, 90, 50, 1, request, tile_bytes=60_000)
     assert len(plan.chunks) > 2
     banded = plan.run(image)
     assert np.array_equal(banded.positions, whole.positions)
