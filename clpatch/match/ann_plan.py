@@ -31,7 +31,7 @@ from .ann_params import (
     tile_of,
 )
 from .matches import Matches, grid_positions
-from .window_layout import Chunk
+from .window_layout import Chunk, upload_chunk
 
 __all__ = ["AnnPlan", "ann_config"]
 
@@ -177,12 +177,8 @@ class AnnPlan:
                wait_for: list[Any] | None = None) -> tuple[Any, list[tuple[str, Any]]]:
         """The chunk's rows of every frame and channel as planar float32 (see
         `SearchPlan.upload`)."""
-        frames, rows = chunk.f_hi - chunk.f_lo, chunk.y_hi - chunk.y_lo
-        planar = self.pool.get(name, frames * volume.channels * rows * self.cols * 4)
-        events = self.uploader.convert(volume, chunk.f_lo, chunk.f_hi, chunk.y_lo, chunk.y_hi,
-                                       planar, staging=staging, transfers=transfers,
-                                       wait_for=wait_for)
-        return planar, events
+        return upload_chunk(self.pool, self.uploader, volume, chunk, name, staging=staging,
+                            transfers=transfers, wait_for=wait_for)
 
     def enqueue(self, planar: Any, chunk: Chunk, out_pos: Any, out_dist: Any, *, out_rows: int,
                 out_row0: int = 0, out_f0: int = 0,

@@ -22,7 +22,7 @@ from ..core.upload import Uploader, check_peak
 from ..core.volumes import Volume, as_volume, check_planned, magnitude_limit
 from .matches import Matches, grid_positions
 from .window_config import SearchConfig, SearchRequest, choose_search
-from .window_layout import Chunk, WindowGeometry, launch_pieces, plan_chunks
+from .window_layout import Chunk, WindowGeometry, launch_pieces, plan_chunks, upload_chunk
 
 
 class SearchPlan:
@@ -186,12 +186,8 @@ class SearchPlan:
         block goes through buffer `staging`, on `transfers`' queue when given, see
         `Uploader.convert`). Values are checked by the conversion: call `uploader.begin()`
         before a run's first upload and `uploader.peak()` after its last."""
-        frames, rows = chunk.f_hi - chunk.f_lo, chunk.y_hi - chunk.y_lo
-        planar = self.pool.get(name, frames * volume.channels * rows * self.cols * 4)
-        events = self.uploader.convert(volume, chunk.f_lo, chunk.f_hi, chunk.y_lo, chunk.y_hi,
-                                       planar, staging=staging, transfers=transfers,
-                                       wait_for=wait_for)
-        return planar, events
+        return upload_chunk(self.pool, self.uploader, volume, chunk, name, staging=staging,
+                            transfers=transfers, wait_for=wait_for)
 
     def enqueue(self, planar: Any, chunk: Chunk, out_pos: Any, out_dist: Any, *, out_rows: int,
                 out_row0: int = 0, out_f0: int = 0,

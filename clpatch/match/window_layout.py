@@ -10,6 +10,7 @@ kill it and indices stay far from int32 limits.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -100,3 +101,16 @@ def launch_pieces(frames: int, grid_rows: int, grid_cols: int,
                 for f in range(0, frames, frames_per_launch)]
     return [(f, f + 1, r, min(grid_rows, r + rows_per_launch))
             for f in range(frames) for r in range(0, grid_rows, rows_per_launch)]
+
+
+def upload_chunk(pool: Any, uploader: Any, volume: Any, chunk: Chunk, name: str, *,
+                 staging: str, transfers: Any, wait_for: list[Any] | None
+                 ) -> tuple[Any, list[tuple[str, Any]]]:
+    """A chunk's frames and rows of all of `volume`'s channels as planar float32 in buffer
+    `name` of `pool`, through `uploader` (`clpatch.core.upload.Uploader.convert`), with the
+    (stage, event) pairs of the upload: what every matcher's `upload` does."""
+    frames, rows = chunk.f_hi - chunk.f_lo, chunk.y_hi - chunk.y_lo
+    planar = pool.get(name, frames * volume.channels * rows * volume.cols * 4)
+    events = uploader.convert(volume, chunk.f_lo, chunk.f_hi, chunk.y_lo, chunk.y_hi, planar,
+                              staging=staging, transfers=transfers, wait_for=wait_for)
+    return planar, events
