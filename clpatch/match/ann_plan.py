@@ -1,10 +1,11 @@
 """`AnnPlan`: the clustering ANN (clpatch/match/ann_params.py) compiled for one input shape,
 as a matcher (clpatch/match/matcher.py).
 
-One work-group per tile clusters the tile and answers its references
-(`cl_src/match/ann.cl.mako`). A chunk of work is a band of whole tile rows: a reference's
-candidates all lie in its tile, so a band needs only its own image rows, and a filter that
-tiles its output asks `reach` how far (in rows) a candidate can lie from its reference.
+Two kernels, one work-group per tile each (`cl_src/match/ann.cl.mako`): the first
+clusters the tile, the second answers its references cluster by cluster. A chunk of work
+is a band of whole tile rows: a reference's candidates all lie in its tile, so a band needs
+only its own image rows, and a filter that tiles its output asks `reach` how far (in rows)
+a candidate can lie from its reference.
 """
 
 from __future__ import annotations
@@ -59,9 +60,10 @@ class AnnPlan:
 
     video: a burst of `frames` frames: every frame's patches at a tile location are
     clustered together and the references are those of frame `reference` (positions
-    (t, y, x)). `stagger`
-    gives BM3D's staggered grid (see `SearchPlan`). `last_events` holds the (stage, event)
-    pairs of the last `run`: upload, convert, ann.
+    (t, y, x)). `stagger` gives BM3D's staggered grid (see `SearchPlan`). `tile_bytes`
+    bounds the memory of one band of tile rows (default: the device's). `last_events`
+    holds the (stage, event) pairs of the last `run`: upload, convert, ann (two launches
+    per band: clustering, query).
     """
 
     def __init__(self, runtime: Runtime, frames: int, rows: int, cols: int, channels: int,
@@ -130,7 +132,7 @@ class AnnPlan:
         slots = self.frames * area
         block = self.frames * self.channels * (th + p - 1) * (tw + p - 1)
         c = self.config
-        cluster = 4 * (2 * d + c.group + 128 + 2 * slots)
+        cluster = 4 * (2 * d + c.group + 128 + 2 * slots) + 8 * d   # centres, offsets
         query = 4 * (c.query_group // 32 * LEAF * ((candidates | 1) + 1 + 2 * self.request.k)
                      + area + 64)
         fits = 4 * (block + 2 * slots) + max(cluster, query) <= self.runtime.profile.local_mem_size
@@ -221,7 +223,7 @@ class AnnPlan:
         """Bands of tile rows whose buffers fit the device's memory (or `tile_bytes`, the
         plans' common limit: tests force bands with it)."""
         largest, total = memory_limits(self.runtime, tile_bytes)
-        gx = len(self.grid_x)
+        gx = len(self.grid_x) if self.ref_x is None else self.ref_x.shape[1]
         k, dim, ch, tf = self.request.k, self.dim, self.channels, self.frames
         t = self.request.tile
         nty = len(self.edges_y) - 1
