@@ -14,7 +14,9 @@ numbers its slots 0 … M − 1.
 Patch vectors have D = C · p · p values, ordered (channel, row, column). Every distance is
 the sum of squared differences over d = 0 … D − 1 in that order, in float32, each
 difference, product and sum rounded on its own (FP_CONTRACT off), so it is the same number
-on every device and in NumPy.
+on every device and in NumPy. (The query's patch-to-patch sums use fused multiply-adds,
+correctly rounded by OpenCL's definition: the same on every device, and equal to the
+separate operations whenever the values are integers, as in the tests.)
 
 Clustering (§3.1, hierarchical 2-means). A node is a run of slots [lo, hi); the root is the
 whole tile. A node of at most `LEAF` (32) patches is a leaf. A larger node of m patches
