@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.registry import Operation, register
-from ..match.ann import DEFAULT_TILE
-from ..match.ann_params import AnnConfig, AnnRequest, check_ann_request
+from ..match.ann import filter_request
+from ..match.ann_params import AnnConfig, AnnRequest
 from ..match.ann_plan import ann_config
 from ..match.explain import Explanation, explain_search_request
 from ..match.matcher import DESCRIPTIONS, check_search
@@ -59,14 +59,9 @@ def ann_request(runtime: Any, *, patch_size: int, step: int, n: int, channels: i
                 metric: str = "l2", video: bool = False) -> tuple[AnnRequest, AnnConfig]:
     """The ANN request of a filter's `search="ann"` (k = n, the default tile; checked
     against a nominal NOMINAL_SIZE² image) and its configuration on `runtime`'s device."""
-    if video:
-        raise ValueError("search='ann' filters single images; for several frames of one "
-                         "scene use clpatch.burst_denoise")
-    if metric != "l2":
-        raise ValueError("search='ann' measures L2 distances only")
-    request = check_ann_request(patch_size=patch_size, step=step, k=n, tile=DEFAULT_TILE,
-                                neighbour_clusters=0, channels=channels, rows=NOMINAL_SIZE,
-                                cols=NOMINAL_SIZE)
+    request = filter_request(patch_size=patch_size, step=step, n=n, channels=channels,
+                             rows=NOMINAL_SIZE, cols=NOMINAL_SIZE, metric=metric,
+                             several_frames=video)
     return request, ann_config(request, runtime.profile)
 
 

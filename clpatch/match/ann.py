@@ -16,7 +16,7 @@ from .ann_plan import AnnPlan
 from .matcher import register_engine
 from .matches import Matches
 
-__all__ = ["DEFAULT_TILE", "ann_matcher", "ann_search"]
+__all__ = ["DEFAULT_TILE", "ann_matcher", "ann_search", "filter_request"]
 
 #: Tsai's preferred tile (their Table 2: larger tiles gain little).
 DEFAULT_TILE = 15
@@ -53,6 +53,23 @@ def ann_search(image: Any, *, patch_size: int = 8, k: int = 16, tile: int = DEFA
     return plan.run(image)
 
 
+def filter_request(*, patch_size: int, step: int, n: int, channels: int, rows: int,
+                   cols: int, metric: str = "l2", several_frames: bool = False,
+                   frames: int = 1, tile: int = DEFAULT_TILE,
+                   neighbour_clusters: int = 0) -> AnnRequest:
+    """The checked ANN request of a filter's `search="ann"` (k = the filter's n): refused
+    for several frames that are not a burst (`several_frames`) and for other metrics than
+    L2; `frames` > 1 only for a burst."""
+    if several_frames:
+        raise ValueError("search='ann' filters single images; for several frames of one "
+                         "scene use clpatch.burst_denoise")
+    if metric != "l2":
+        raise ValueError("search='ann' measures L2 distances only")
+    return check_ann_request(patch_size=patch_size, step=step, k=n, tile=tile,
+                             neighbour_clusters=neighbour_clusters, channels=channels,
+                             rows=rows, cols=cols, frames=frames)
+
+
 def ann_matcher(runtime: Runtime, frames: int, rows: int, cols: int, channels: int,
                 request: Any, config: Any = None, *, temporal_window: int = 0,
                 video: bool = False, stagger: tuple[int, ...] = (),
@@ -63,15 +80,11 @@ def ann_matcher(runtime: Runtime, frames: int, rows: int, cols: int, channels: i
     (a burst: video=True), the references are that frame's and the candidates come from
     every frame."""
     burst = reference is not None
-    if not burst and (video or temporal_window or frames != 1):
-        raise ValueError("search='ann' filters single images; for several frames of one "
-                         "scene use clpatch.burst_denoise")
-    if getattr(request, "metric", "l2") != "l2":
-        raise ValueError("search='ann' measures L2 distances only")
-    checked: AnnRequest = check_ann_request(
-        patch_size=request.patch_size, step=request.step, k=request.n, tile=tile,
-        neighbour_clusters=neighbour_clusters, channels=channels, rows=rows, cols=cols,
-        frames=frames if burst else 1)
+    checked = filter_request(
+        patch_size=request.patch_size, step=request.step, n=request.n, channels=channels,
+        rows=rows, cols=cols, metric=getattr(request, "metric", "l2"),
+        several_frames=not burst and bool(video or temporal_window or frames != 1),
+        frames=frames if burst else 1, tile=tile, neighbour_clusters=neighbour_clusters)
     return AnnPlan(runtime, frames, rows, cols, channels, checked, video=burst,
                    reference=reference or 0, stagger=stagger)
 
