@@ -26,23 +26,14 @@ from tests.reference.ann import (
     tile_runs,
     tile_vectors,
 )
+from tests.reference.images import smooth_image
 
 F32 = np.float32
 
 
-def smooth_image(shape, seed, amplitude=255.0):
-    """Photo-like integer-valued 0 … 255 image: box-blurred noise plus grain, rounded."""
-    rng = np.random.default_rng(seed)
-    img = rng.uniform(0, amplitude, shape)
-    box = np.ones(5) / 5
-    for axis in (0, 1):
-        img = np.apply_along_axis(lambda r: np.convolve(r, box, mode="same"), axis, img)
-    return np.clip(np.round(img + rng.normal(0, 3, shape)), 0, 255).astype(np.float32)
-
-
 def burst(frames, size, seed, noise=4.0):
     """(T, size, size, 1) integer-valued frames: shifted crops of one smooth image + noise."""
-    base = smooth_image((size + 2 * frames, size + 3 * frames), seed)
+    base = smooth_image((size + 2 * frames, size + 3 * frames), seed, clip=True)
     rng = np.random.default_rng(seed + 1)
     out = np.stack([base[t:t + size, 2 * t:2 * t + size] for t in range(frames)])
     out = np.round(out + rng.normal(0, noise, out.shape))
@@ -257,7 +248,7 @@ def brute_in_tile(frames, p, k, tile, step, reference):
 
 
 def test_exact_in_tile_matches_float64_brute_force():
-    frames = as_frames(smooth_image((17, 19, 2), 4))
+    frames = as_frames(smooth_image((17, 19, 2), 4, clip=True))
     pos, dist = exact_in_tile(frames, patch_size=3, k=7, tile=5, step=2)
     want_pos, want_dist = brute_in_tile(frames, 3, 7, 5, 2, 0)
     assert np.array_equal(pos, want_pos)
@@ -271,7 +262,7 @@ def test_single_cluster_tiles_give_the_exact_result(tile, k, step, channels, nc)
     runs_y, runs_x = tile_runs(h - p + 1, tile), tile_runs(w - p + 1, tile)
     biggest = max(b - a for a, b in runs_y) * max(b - a for a, b in runs_x)
     assert biggest <= LEAF                      # every tile is one cluster
-    img = smooth_image((h, w, channels), 5)[..., :channels]
+    img = smooth_image((h, w, channels), 5, clip=True)[..., :channels]
     got = ann_image(img, patch_size=p, k=k, tile=tile, step=step, neighbour_clusters=nc)
     want = exact_in_tile_image(img, patch_size=p, k=k, tile=tile, step=step)
     assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
@@ -317,7 +308,8 @@ def check_candidates(frames, pos, dist, p, tile, step, reference):
 @pytest.mark.parametrize("nc", [0, 1, 2])
 def test_candidates_are_valid(nc):
     rng = np.random.default_rng(7)
-    img = (smooth_image((40, 44), 7) / 7.3 + rng.normal(0, 0.3, (40, 44))).astype(np.float32)
+    img = smooth_image((40, 44), 7, clip=True) / 7.3 + rng.normal(0, 0.3, (40, 44))
+    img = img.astype(np.float32)
     p, tile, step = 5, 8, 1                     # tiles of 64 … 225 patches: clustered
     pos, dist = ann(as_frames(img), patch_size=p, k=12, tile=tile, step=step,
                     neighbour_clusters=nc)
@@ -328,7 +320,7 @@ def test_candidates_are_valid(nc):
 
 
 def test_deterministic():
-    img = smooth_image((36, 41, 3), 8)
+    img = smooth_image((36, 41, 3), 8, clip=True)
     a = ann_image(img, patch_size=4, k=10, tile=9, step=2, neighbour_clusters=1)
     b = ann_image(np.asfortranarray(img.copy()), patch_size=4, k=10, tile=9, step=2,
                   neighbour_clusters=1)
@@ -346,7 +338,7 @@ def print_quality(name, image, nc=0):
 
 
 def test_quality_is_plausible():
-    smooth = smooth_image((96, 96), 9)
+    smooth = smooth_image((96, 96), 9, clip=True)
     recall, ratio, d0 = print_quality("smooth 0..255 integers 96x96", smooth)
     assert recall > 0.2 and ratio < 2.0
     recall2, ratio2, d2 = print_quality("smooth 0..255 integers 96x96", smooth, nc=2)
@@ -388,7 +380,7 @@ def test_burst_candidates_come_from_several_frames():
 
 
 def test_rejects_a_k_larger_than_the_smallest_tile():
-    img = smooth_image((20, 20), 11)
+    img = smooth_image((20, 20), 11, clip=True)
     with pytest.raises(AssertionError):
         ann_image(img, patch_size=3, k=17, tile=4)
     ann_image(img, patch_size=3, k=16, tile=4)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tests.reference.images import smooth_image
 from tests.reference.nnf import (
     build_tree,
     candidate_lists,
@@ -20,16 +21,6 @@ from tests.reference.nnf import (
     reduced_distances,
     tree_levels,
 )
-
-
-def smooth_image(shape, seed, amplitude=255.0):
-    """Photo-like integer-valued image: box-blurred noise plus a little grain, rounded."""
-    rng = np.random.default_rng(seed)
-    img = rng.uniform(0, amplitude, shape)
-    box = np.ones(5) / 5
-    for axis in (0, 1):
-        img = np.apply_along_axis(lambda r: np.convolve(r, box, mode="same"), axis, img)
-    return np.round(img + rng.normal(0, 3, shape)).astype(np.float32)
 
 
 def full_distance(a, b, p, y, x, cy, cx):
