@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 import pyopencl.array as cla
+from bench_nnf import stages
 from bench_overhead import wall_ms
 from PIL import Image
 
@@ -41,7 +42,7 @@ import clpatch
 from clpatch.io.noise import psnr, synthetic_burst
 from clpatch.match.ann_params import AnnConfig, check_ann_request
 from clpatch.match.ann_plan import AnnPlan
-from clpatch.tune.timing import event_ms, photo_mosaic
+from clpatch.tune.timing import photo_mosaic
 
 IMAGES = Path(__file__).resolve().parents[1] / "tests" / "data"
 
@@ -50,11 +51,17 @@ def gray(name: str) -> np.ndarray:
     return np.asarray(Image.open(IMAGES / f"{name}.png").convert("L"), np.float32)
 
 
-def stage_ms(events: list[tuple[str, Any]]) -> dict[str, float]:
-    out: dict[str, float] = {}
-    for stage, event in events:
-        out[stage] = out.get(stage, 0.0) + event_ms(event)
-    return out
+def latest_plan(runtime: Any, kind: type) -> Any:
+    """A function giving the plan of type `kind` the runtime made last (looked up once,
+    after the first call made it)."""
+    found: list[Any] = []
+
+    def plan() -> Any:
+        if not found:
+            found.append(next(p for p in reversed(runtime.plan_cache().values())
+                              if isinstance(p, kind)))
+        return found[0]
+    return plan
 
 
 def timed(call: Any, plan_of: Any, prof: Any, repeats: int) -> dict[str, float]:
@@ -65,7 +72,7 @@ def timed(call: Any, plan_of: Any, prof: Any, repeats: int) -> dict[str, float]:
     for _ in range(repeats):
         call()
         prof.queue.finish()
-        samples.append(stage_ms(plan_of().last_events))
+        samples.append(stages(plan_of()))
     return {s: statistics.median(x.get(s, 0.0) for x in samples) for s in samples[0]}
 
 
@@ -73,16 +80,10 @@ def ann_case(rt: Any, prof: Any, img: np.ndarray, repeats: int, groups: list[int
              **kw: Any) -> dict[str, Any]:
     d, dp = cla.to_device(rt.queue, img), cla.to_device(prof.queue, img)
     wall = wall_ms(lambda: clpatch.ann_search(d, runtime=rt, **kw), rt.queue.finish, repeats)
-    plans: list[Any] = []
+    plan = latest_plan(prof, AnnPlan)
 
     def call() -> None:
         clpatch.ann_search(dp, runtime=prof, **kw)
-
-    def plan() -> Any:
-        if not plans:
-            plans.append(next(p for p in reversed(prof.plan_cache().values())
-                              if isinstance(p, AnnPlan)))
-        return plans[0]
 
     stages = timed(call, plan, prof, repeats)
     out: dict[str, Any] = {"wall_ms": wall, "stages_ms": stages, "ann_ms": stages["ann"],
@@ -107,14 +108,7 @@ def search_case(rt: Any, prof: Any, img: np.ndarray, repeats: int) -> dict[str, 
     d, dp = cla.to_device(rt.queue, img), cla.to_device(prof.queue, img)
     wall = wall_ms(lambda: clpatch.search_patches(d, runtime=rt, **kw), rt.queue.finish,
                    repeats)
-    plans: list[Any] = []
-
-    def plan() -> Any:
-        if not plans:
-            plans.append(next(p for p in reversed(prof.plan_cache().values())
-                              if isinstance(p, clpatch.SearchPlan)))
-        return plans[0]
-
+    plan = latest_plan(prof, clpatch.SearchPlan)
     stages = timed(lambda: clpatch.search_patches(dp, runtime=prof, **kw), plan, prof, repeats)
     return {"wall_ms": wall, "stages_ms": stages, "search_ms": stages["search"],
             "config": plan().config.describe()}
@@ -129,14 +123,7 @@ def burst_case(rt: Any, prof: Any, repeats: int, rows: int, cols: int,
     wall = wall_ms(lambda: clpatch.burst_denoise(d, 12.0, runtime=rt, **kw), rt.queue.finish,
                    repeats)
     dp = cla.to_device(prof.queue, noisy)
-    plans: list[Any] = []
-
-    def plan() -> Any:
-        if not plans:
-            plans.append(next(p for p in reversed(prof.plan_cache().values())
-                              if isinstance(p, clpatch.NLMeansPlan)))
-        return plans[0]
-
+    plan = latest_plan(prof, clpatch.NLMeansPlan)
     stages = timed(lambda: clpatch.burst_denoise(dp, 12.0, runtime=prof, **kw), plan, prof,
                    max(3, repeats // 3))
     out = clpatch.burst_denoise(noisy, 12.0, runtime=rt)
