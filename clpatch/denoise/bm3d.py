@@ -63,7 +63,8 @@ def bm3d(image: Any, sigma: float, *, preset: str = "fast", patch_size: int | No
          mu2: float | None = None, tau_match: Any = None, stagger: bool | None = None,
          aggregation: str | None = None, data_range: float | None = None,
          channel_axis: int | None = None, variant: str | SearchConfig | None = None,
-         search: str = "window", runtime: Runtime | None = None) -> Any:
+         search: str = "window", peak: float | None = None,
+         runtime: Runtime | None = None) -> Any:
     """Denoise an image with BM3D (grayscale) or CBM3D (RGB), Davy–Ehret's GPU design.
 
     image: (H, W), (H, W, 1) or (H, W, 3) RGB, any real dtype, NumPy or pyopencl array.
@@ -87,11 +88,15 @@ def bm3d(image: Any, sigma: float, *, preset: str = "fast", patch_size: int | No
         maximum for wider integers, 1 for float images within [-1, 1].
     channel_axis: where the colour channels are (None: last for 3-D input).
     variant: the search variant (None: the scheduler's choice).
-    search: the search engine the groups come from (`clpatch.match.matcher.searches()`;
-        "window", the exact windowed search, is the only one so far).
+    search: the search engine the groups come from (`clpatch.match.matcher.searches()`):
+        "window" (the exact windowed search) or "ann" (the tiled clustering ANN).
+    peak: the largest |value| the fixed-point aggregation is scaled for, and that the default
+        data_range is judged from (None: the image's own). Pieces of one larger image pass
+        the whole image's peak so that each gives exactly what one call on the whole image
+        would (`clpatch.dask` does); a ValueError is raised when the image exceeds it.
     Returns float32 of the input's shape, NumPy for NumPy input, device array for device input.
     """
-    strength = Strength.check(sigma, data_range=data_range)
+    strength = Strength.check(sigma, data_range=data_range, peak=peak)
     image, restore = channels_last(image, channel_axis, video=False)
     volume = as_volume(image, video=False)
     if volume.channels not in (1, 3):

@@ -184,19 +184,21 @@ class BM3DPlan:
                       self.runtime.context)
         # The upload measures the peak |value| (the fixed-point scales need it before any
         # filter runs): a single tile's upload is kept for both stages; a tiled image is
-        # converted band by band once up front to measure it.
+        # converted band by band once up front to measure it, unless the caller gave the
+        # peak (checked against the measured one after the run).
         uploader = self.stages[0].search.uploader
         uploader.begin()
         kept: dict[str, Any] = {}
         events: list[tuple[str, Any]] = []
         search = self.stages[0].search
+        given = strength.peak
         if len(self.tiles) == 1:
             kept["noisy"] = self.upload_noisy(self.stages[0], volume, self.tiles[0].chunks[0],
                                                events)
-        else:
+        elif given is None:
             for tile in self.tiles:
                 search.upload(volume, tile.chunks[0], "peak")
-        peak = uploader.peak()
+        peak = uploader.peak() if given is None else given
         check_peak(peak, search.check_limit())
         data_range = strength.data_range
         if data_range is None:
@@ -219,6 +221,12 @@ class BM3DPlan:
                 self.run_stage(s, stage, volume, tile, sigmas, scales[s], tau_unit, last,
                                 output, kept, events)
         self.last_events = events
+        if given is not None:
+            measured = uploader.peak()
+            check_peak(measured, search.check_limit())
+            if measured > given:
+                raise ValueError(f"image values reach |x| = {measured:.6g}, above the peak "
+                                 f"{given:.6g} passed")
         return output
 
     def stream(self, frames: Iterable[Any], sigma: float, *, data_range: float | None = None,

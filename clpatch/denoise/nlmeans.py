@@ -58,8 +58,8 @@ def _denoise(image: Any, sigma: float, *, video: bool, patch_size: int, step: in
              n: int, temporal_window: int, h: float | None, flat_beta: float,
              aggregation: str | None, channel_axis: int | None, search_channels: str,
              variant: str | SearchConfig | None, averaging: str | None, search: str,
-             runtime: Runtime | None) -> Any:
-    strength = Strength.check(sigma, h=h, flat_beta=flat_beta)
+             peak: float | None, runtime: Runtime | None) -> Any:
+    strength = Strength.check(sigma, h=h, flat_beta=flat_beta, peak=peak)
     check_search(search)
     image, restore = channels_last(image, channel_axis, video)
     volume = as_volume(image, video=video)
@@ -86,7 +86,7 @@ def nlmeans(image: Any, sigma: float, *, patch_size: int = 8, step: int = 4, win
             n: int = 16, h: float | None = None, flat_beta: float = 1.05,
             aggregation: str | None = None, channel_axis: int | None = None,
             search_channels: str = "luminance", variant: str | SearchConfig | None = None,
-            averaging: str | None = None, search: str = "window",
+            averaging: str | None = None, search: str = "window", peak: float | None = None,
             runtime: Runtime | None = None) -> Any:
     """Denoise an image with the improved patchwise NL-means (Davy–Ehret Algorithm 1).
 
@@ -101,14 +101,18 @@ def nlmeans(image: Any, sigma: float, *, patch_size: int = 8, step: int = 4, win
     channel_axis: where the channels are (like scikit-image); None means last for 3-D input.
     search_channels: "luminance" (colour only: search on the opponent luminance) or "all".
     variant: the search variant (None: scheduler), averaging: "columns" (default) or "naive".
-    search: the search engine the neighbours come from ("window", the exact windowed
-           search, is the only one so far; see `clpatch.match.matcher`).
+    search: the search engine the neighbours come from: "window" (the exact windowed
+           search) or "ann" (the tiled clustering ANN); see `clpatch.match.matcher`.
+    peak: the largest |value| the "fixed" aggregation's fixed point is scaled for (None: the
+           image's own). Pieces of one larger image pass the whole image's peak so that
+           every piece rounds exactly as one call on the whole would (`clpatch.dask` does);
+           a ValueError is raised when the image's values exceed it.
     Returns float32 of the input's shape, NumPy for NumPy input, device array for device input.
     """
     return _denoise(image, sigma, video=False, patch_size=patch_size, step=step, window=window,
                     n=n, temporal_window=0, h=h, flat_beta=flat_beta, aggregation=aggregation,
                     channel_axis=channel_axis, search_channels=search_channels, variant=variant,
-                    averaging=averaging, search=search, runtime=runtime)
+                    averaging=averaging, search=search, peak=peak, runtime=runtime)
 
 
 def nlmeans_video(frames: Any, sigma: float, *, temporal_window: int = 4, patch_size: int = 16,
@@ -116,7 +120,8 @@ def nlmeans_video(frames: Any, sigma: float, *, temporal_window: int = 4, patch_
                   flat_beta: float = 1.05, aggregation: str | None = None,
                   channel_axis: int | None = None, search_channels: str = "luminance",
                   variant: str | SearchConfig | None = None, averaging: str | None = None,
-                  search: str = "window", runtime: Runtime | None = None) -> Any:
+                  search: str = "window", peak: float | None = None,
+                  runtime: Runtime | None = None) -> Any:
     """Video NL-means: the search spans frames t − temporal_window … t + temporal_window
     (the paper's video NL-means, Table 11: 4 past and 4 future frames, 16 × 16 patches).
 
@@ -127,4 +132,4 @@ def nlmeans_video(frames: Any, sigma: float, *, temporal_window: int = 4, patch_
                     n=n, temporal_window=temporal_window, h=h, flat_beta=flat_beta,
                     aggregation=aggregation, channel_axis=channel_axis,
                     search_channels=search_channels, variant=variant, averaging=averaging,
-                    search=search, runtime=runtime)
+                    search=search, peak=peak, runtime=runtime)

@@ -243,13 +243,19 @@ class NLMeansPlan:
                       self.device_output, self.runtime.context)
         # Values are checked by the conversion kernel. The fixed-point scale and the colour
         # bound need the peak |value| before averaging: then a single tile's upload is kept,
-        # and a tiled input is converted tile by tile once up front to measure it.
+        # and a tiled input is converted tile by tile once up front to measure it, unless
+        # the caller gave the peak (checked against the measured one after the run).
         uploader = self.search.uploader
         uploader.begin()
         events: list[tuple[str, Any]] = []
         first = None
-        peak_first = self.colour or self.aggregation == "fixed"
+        given = strength.peak
+        peak_first = (self.colour or self.aggregation == "fixed") and given is None
         scale = 1.0
+        if given is not None:
+            self._check_peak(given)
+            if self.aggregation == "fixed":
+                scale = self._fixed_scale(given)
         if peak_first:
             if len(self.tiles) == 1:
                 first = self.search.upload(volume, self.tiles[0].chunk)
@@ -282,7 +288,11 @@ class NLMeansPlan:
             self.transfers.finish_download(f"out{pending[0]}", pending[1])
         self.last_events = events
         if not peak_first:
-            self._check_peak(uploader.peak())
+            measured = uploader.peak()
+            self._check_peak(measured)
+            if given is not None and measured > given:
+                raise ValueError(f"image values reach |x| = {measured:.6g}, above the peak "
+                                 f"{given:.6g} passed")
         return output
 
     def _run_tile(self, volume: Volume, tile: _Tile, scalars: tuple, output: Any,
