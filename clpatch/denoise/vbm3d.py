@@ -21,7 +21,10 @@ in order, 4·radius + 1 frames behind the input. Device memory holds rings of fr
 so it is bounded by the temporal window, never by the video's length. Each frame goes
 through: upload (and the opponent transform for colour), stage-1 search and filtering of its
 references once the frames ``radius`` ahead are in, the basic estimate once no more stage-1
-group can reach it, then stage 2 likewise, then the output.
+group can reach it, then stage 2 likewise, then the output. Frames whose rings do not fit
+the device's memory are split into overlapping bands of rows, bit-identical to one band
+(clpatch/denoise/vbm3d_tiles.py): a video goes through the bands one after the other, a
+stream by chunks of frames.
 
 Search variants (Davy–Ehret §4.2): "naive" (one work-item per reference), "window" (the
 search windows' columns spread over work-items, §4.2.3), "patch" (the patch's columns spread

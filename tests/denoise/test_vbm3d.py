@@ -1,8 +1,9 @@
 """VBM3D (clpatch.vbm3d) against the NumPy oracle tests/reference/vbm3d.py: every search
 variant (exactly, ties included, on integer-valued videos), the whole pipeline (grayscale,
 colour, both aggregations, bank paddings of the three GPU families), streaming over rings of
-frame slots (videos longer than the rings), device arrays, dtypes, tiny inputs, bad
-arguments; and the quality criterion of the issue on a camera-motion video.
+frame slots (videos longer than the rings), frames split into bands of rows (bit for bit
+the untiled result), device arrays, dtypes, tiny inputs, bad arguments; and the quality
+criterion of the issue on a camera-motion video.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from clpatch.denoise.vbm3d_params import (
     search_layout,
     video_stage_params,
 )
+from clpatch.denoise.vbm3d_tiles import band_sizes
 from tests.helpers import assert_close
 from tests.reference import vbm3d as ref
 from tests.reference.video import add_noise, load_image, motion_video, psnr, temporal_flicker
@@ -338,6 +340,82 @@ def test_memory_limit_is_a_clear_error(runtime):
     p1, p2, stages, radius = video_stage_params()
     with pytest.raises(DeviceResourceError, match="temporal_radius"):
         VBM3DPlan(runtime, 64, 64, 1, (p1, p2), stages, radius, memory_bytes=100_000)
+
+
+# ---- bands: frames larger than the device -------------------------------------------------
+
+# Small windows and radius 1: a band of one output row holds about 34 rows, so frames of
+# 60 to 100 rows split into several bands.
+BAND_PARAMS = dict(patch_size=4, step=(3, 2), window_ref=5, window_pred=3, q=2, n=(4, 8),
+                   temporal_radius=1)
+
+
+def banded_pair(runtime, shape, share, **params):
+    """An untiled plan and one whose budget is `share` of the untiled plan's memory."""
+    p1, p2, stages, radius = video_stage_params(**{**BAND_PARAMS, **params})
+    rows, cols = shape[1:3]
+    channels = shape[3] if len(shape) == 4 else 1
+    whole = VBM3DPlan(runtime, rows, cols, channels, (p1, p2), stages, radius,
+                      aggregation="fixed")
+    budget = int(share * sum(band_sizes(whole, whole.bands[0]).values()))
+    tiled = VBM3DPlan(runtime, rows, cols, channels, (p1, p2), stages, radius,
+                      aggregation="fixed", tile_bytes=budget)
+    assert len(whole.bands) == 1 and len(tiled.bands) >= 3
+    assert [(b.a, b.b) for b in tiled.bands] == list(zip(
+        [0] + [b.b for b in tiled.bands[:-1]], [b.b for b in tiled.bands], strict=True))
+    assert tiled.bands[-1].b == rows and max(b.rows for b in tiled.bands) < rows
+    return whole, tiled, budget
+
+
+def in_one_buffer(video):
+    """The frames of `video`, each written into the same array."""
+    buffer = np.empty_like(video[0])
+    for frame in video:
+        buffer[...] = frame
+        yield buffer
+
+
+@pytest.mark.parametrize("shape,share,stages", [((13, 97, 17), 0.5, 2),
+                                                ((9, 89, 15, 3), 0.5, 2),
+                                                ((11, 61, 23), 0.4, 1)],
+                         ids=["gray", "colour", "stage-1"])
+def test_bands_are_bit_identical(runtime, shape, share, stages):
+    if not runtime.profile.int64_atomics:
+        pytest.skip("bit-identical results need the fixed-point aggregation (int64 atomics)")
+    video = smooth_video(shape[0], shape[1], shape[2], seed=17,
+                         channels=shape[3] if len(shape) == 4 else 1)
+    whole, tiled, budget = banded_pair(runtime, video.shape, share, stages=stages)
+    expected = whole.run(video, SIGMA, data_range=255.0)
+    np.testing.assert_array_equal(tiled.run(video, SIGMA, data_range=255.0), expected)
+    # Device memory follows the band, not the frame.
+    assert tiled.pool.held_bytes() <= budget
+    # Streams go through the bands in chunks of frames, each with the frames around it:
+    # chunks of 1 to 3 frames (halo 2 or 4) put chunk edges everywhere. The frames come
+    # from one reused buffer: the stream keeps copies.
+    peak = float(np.abs(video).max())
+    for chunk in (1, 2, 3):
+        tiled.chunk_frames = chunk
+        out = list(tiled.stream(in_one_buffer(video), SIGMA, data_range=255.0, peak=peak))
+        assert len(out) == len(video)
+        np.testing.assert_array_equal(np.stack(out), expected, err_msg=f"chunks of {chunk}")
+
+
+def test_bands_of_device_videos(runtime):
+    if not runtime.profile.int64_atomics:
+        pytest.skip("bit-identical results need the fixed-point aggregation (int64 atomics)")
+    video = smooth_video(5, 71, 19, seed=18)
+    whole, tiled, budget = banded_pair(runtime, video.shape, 0.5)
+    expected = whole.run(video, SIGMA)
+    device = tiled.run(cla.to_device(runtime.queue, video), SIGMA)
+    assert isinstance(device, cla.Array)
+    np.testing.assert_array_equal(device.get(), expected)
+    assert tiled.pool.held_bytes() <= budget
+
+
+def test_band_budget_too_small_is_a_clear_error(runtime):
+    p1, p2, stages, radius = video_stage_params(**BAND_PARAMS)
+    with pytest.raises(DeviceResourceError, match="even in bands of one output row.*temporal_radius"):
+        VBM3DPlan(runtime, 97, 17, 1, (p1, p2), stages, radius, tile_bytes=50_000)
 
 
 def test_defaults_are_the_papers():
