@@ -1,10 +1,12 @@
 """The wheel: built from the checkout, installed into a fresh virtual environment without
 network access, it must ship the kernel templates, device profiles and sample image and
-run a search from there (not from the checkout)."""
+run a search from there (not from the checkout); it must also ship the NumPy oracles of
+tests/reference as `clpatch.oracles`, so that `clpatch selftest` runs from the installed wheel."""
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import shutil
 import subprocess
@@ -127,7 +129,20 @@ CHECK = textwrap.dedent("""
     assert np.all(result.distances[..., 0] == 0), "a reference is its own best match"
     assert np.all(np.diff(result.distances, axis=-1) >= 0)
     print("installed clpatch ok:", clpatch.__file__, result.config.describe())
+
+    from clpatch.selftest import oracle, oracle_dir
+    from clpatch.selftest.oracles import MODULES
+
+    assert oracle_dir().resolve().is_relative_to(venv), f"oracles come from {oracle_dir()}"
+    for name in MODULES:
+        module = oracle(name)
+        assert module.__name__ == f"clpatch.oracles.{name}", module.__name__
+        assert Path(module.__file__).resolve().is_relative_to(venv), module.__file__
+    print("installed oracles ok:", oracle_dir())
 """)
+
+#: A few self-test families whose oracles import each other (vbm3d: bm3d and search).
+SELFTEST_FAMILIES = ("search/naive/ordered", "knn/direct", "bm3d/colour", "vbm3d/gray")
 
 
 def test_wheel_installs_and_runs_in_a_fresh_venv(tmp_path):
@@ -153,6 +168,8 @@ def test_wheel_installs_and_runs_in_a_fresh_venv(tmp_path):
             relative = path.relative_to(REPO / folder).as_posix()
             assert f"{package}/{relative}" in names, f"{folder}/{relative} is not in the wheel"
     assert "clpatch/data/camera.png" in names
+    for path in (REPO / "tests" / "reference").glob("*.py"):
+        assert f"clpatch/oracles/{path.name}" in names, f"oracle {path.name} is not in the wheel"
 
     # A fresh venv that sees this environment's dependencies but not the checkout.
     venv = tmp_path / "venv"
@@ -170,7 +187,13 @@ def test_wheel_installs_and_runs_in_a_fresh_venv(tmp_path):
     _run([sys.executable, "-m", "pip", "--python", python, "install", "--no-deps", "--no-index",
           wheels[0]], cwd=tmp_path, env=env)
     done = _run([python, "-c", CHECK], cwd=tmp_path, env=env)
-    assert "installed clpatch ok" in done.stdout
+    assert "installed clpatch ok" in done.stdout and "installed oracles ok" in done.stdout
 
     devices = _run([venv / "bin" / "clpatch", "devices"], cwd=tmp_path, env=env)
     assert "<- default" in devices.stdout
+
+    selftest = _run([venv / "bin" / "clpatch", "selftest", "--json",
+                     *(f"--family={name}" for name in SELFTEST_FAMILIES)], cwd=tmp_path, env=env)
+    report = json.loads(selftest.stdout)
+    assert report["passed"] is True, report
+    assert [f["name"] for f in report["families"]] == list(SELFTEST_FAMILIES)

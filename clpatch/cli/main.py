@@ -19,7 +19,7 @@ import pyopencl as cl
 
 from ..core.errors import ClpatchError
 from ..version import __version__
-from . import demo, denoise, devices, knn, nnf, search, tuning
+from . import demo, denoise, devices, knn, nnf, search, selftest, tuning
 from .common import CommandError
 
 __all__ = ["PROG", "CommandError", "build_parser", "main"]
@@ -51,6 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     denoise.add_command(commands)
     demo.add_command(commands)
     tuning.add_commands(commands)
+    selftest.add_command(commands)
     return parser
 
 
