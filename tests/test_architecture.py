@@ -18,7 +18,8 @@ package folder and records each ``import`` / ``from … import`` of a clpatch mo
     (optional dependencies: imageio, tifffile, platformdirs, …) are fine.
 (d) layering (:data:`LAYERS`): ``core`` imports nothing above it; ``match`` only core and
     match; ``denoise`` core, match, denoise; ``tune`` core, match, denoise, tune; ``io`` core
-    and io; ``cli`` anything. Layered modules may import the top-level leaf ``clpatch.version``
+    and io; ``selftest`` core, match, denoise, selftest; ``dask`` core, match, denoise, dask;
+    ``cli`` anything. Layered modules may import the top-level leaf ``clpatch.version``
     but not the package root. The top-level modules of :data:`TOP_LEVEL` are unconstrained
     (except for cycles); any other module outside a known subpackage is reported.
 (e) no module longer than :data:`MAX_LINES` lines (the guideline is "about 400").
@@ -56,6 +57,8 @@ LAYERS: dict[str, frozenset[str] | None] = {
     "denoise": frozenset({"core", "match", "denoise"}),
     "tune": frozenset({"core", "match", "denoise", "tune"}),
     "io": frozenset({"core", "io"}),
+    "selftest": frozenset({"core", "match", "denoise", "selftest"}),
+    "dask": frozenset({"core", "match", "denoise", "dask"}),
     "cli": None,
     "data": frozenset({"data"}),        # package data (camera.png); no code
 }
@@ -71,6 +74,8 @@ SHARED_LEAVES = frozenset({f"{PACKAGE}.version"})
 LOCAL_IMPORTS_ALLOWED: dict[tuple[str, str], str] = {
     # e.g. ("clpatch.cli.main", "clpatch.cli.video"): "the video sub-command needs the optional
     #      imageio stack; `clpatch denoise image.png` must work without it",
+    ("clpatch.cli.chunked", "clpatch.dask"): "clpatch.dask needs the optional dask extra; "
+    "`clpatch denoise` without --chunks must work without it",
 }
 
 

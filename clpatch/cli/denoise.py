@@ -31,6 +31,7 @@ from .burst import (
     denoise_burst,
     read_burst,
 )
+from .chunked import denoise_chunked
 from .common import (
     CommandError,
     add_device_option,
@@ -240,6 +241,10 @@ def cmd_denoise(args: argparse.Namespace) -> int:
         args.sigma = args.add_noise
     if args.add_noise is None and (args.seed is not None or args.save_noisy):
         raise CommandError("--seed and --save-noisy go with --add-noise")
+    if args.chunks is not None:
+        return denoise_chunked(args)
+    if args.scheduler is not None:
+        raise CommandError("--scheduler goes with --chunks")
     if args.method == "burst":
         return _cmd_burst(args)
     check_burst_only(args)
@@ -331,5 +336,14 @@ def add_command(commands: argparse._SubParsersAction) -> None:
                          help="replace an existing OUT (and --save-noisy file); for a directory "
                               "of frames, its frame_NNNNN files (without it, an existing output "
                               "is an error)")
+    denoise.add_argument("--chunks", type=int, default=None, metavar="N",
+                         help="images too large for memory: read IN (TIFF, BigTIFF or Zarr) in "
+                              "N x N chunks, denoise them with clpatch.dask (nlmeans or bm3d; "
+                              "the same result as one call) and write OUT (Zarr or tiled TIFF) "
+                              "band by band; needs the dask extra")
+    denoise.add_argument("--scheduler", metavar="ADDRESS", default=None,
+                         help="with --chunks: run the chunks on the workers of this Dask "
+                              "scheduler (e.g. tcp://host:8786), each on its own device; they "
+                              "must see IN at the same path (default: this process)")
     add_device_option(denoise)
     denoise.set_defaults(func=cmd_denoise)

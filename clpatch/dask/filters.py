@@ -1,0 +1,147 @@
+"""NL-means, video NL-means and BM3D on Dask arrays chunked in space (and time).
+
+Each function checks its arguments on the client (errors name the argument before any task
+runs), then maps the in-memory function over pieces (`clpatch.dask.graph.map_pieces`) with
+the halo `clpatch.dask.pieces` derives for it. The result equals one in-memory call with the
+same arguments on the same device bit for bit, for any chunking, as long as the aggregation
+is deterministic ("fixed", or NL-means' "buffers"; not "cas", whose last bits depend on the
+order of additions).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dask.array as da
+
+from ..core.validate import check_int
+from ..denoise.bm3d import bm3d as bm3d_image
+from ..denoise.bm3d_params import stage_params, stagger_shifts
+from ..denoise.nlmeans import nlmeans as nlmeans_image
+from ..denoise.nlmeans import nlmeans_video as nlmeans_frames
+from ..denoise.strength import Strength
+from ..match.matcher import available_candidates
+from ..match.matches import usable_n
+from ..match.window_params import MAX_TEMPORAL_WINDOW, check_fits, check_search_request
+from .graph import check_dask_array, global_peak, map_pieces
+from .pieces import bm3d_halo, nlmeans_halo
+
+__all__ = ["bm3d", "nlmeans", "nlmeans_video"]
+
+
+def _channels_last(x: da.Array, channel_axis: int | None, colour_ndim: int) -> tuple[da.Array, Any]:
+    """x with its channels last, and the function putting them back."""
+    if channel_axis is None or x.ndim != colour_ndim:
+        if channel_axis is not None:
+            raise ValueError(f"channel_axis={channel_axis} needs a {colour_ndim}-D input, "
+                             f"got shape {x.shape}")
+        return x, lambda out: out
+    axis = check_int("channel_axis", channel_axis, -x.ndim, x.ndim - 1) % x.ndim
+    if axis == x.ndim - 1:
+        return x, lambda out: out
+    return da.moveaxis(x, axis, -1), lambda out: da.moveaxis(out, -1, axis)
+
+
+def _nlmeans(x: Any, sigma: float, *, video: bool, temporal_window: int, patch_size: int,
+             step: int, window: int, n: int, h: float | None, flat_beta: float,
+             aggregation: str | None, channel_axis: int | None, search_channels: str,
+             peak: float | None) -> da.Array:
+    lead = 1 if video else 0
+    name = "frames" if video else "image"
+    x = check_dask_array(x, name, (lead + 2, lead + 3))
+    x, restore = _channels_last(x, channel_axis, lead + 3)
+    Strength.check(sigma, h=h, flat_beta=flat_beta, peak=peak)
+    channels = x.shape[-1] if x.ndim == lead + 3 else 1
+    request = check_search_request(patch_size=patch_size, step=step, n=n, window=window,
+                                   channels=channels, video=video, max_step=None)
+    tw = check_int("temporal_window", temporal_window, 0, MAX_TEMPORAL_WINDOW)
+    frames = x.shape[0] if video else 1
+    rows, cols = x.shape[lead], x.shape[lead + 1]
+    check_fits(request, frames, rows, cols, tw)
+    p = request.patch_size
+    # n as one call on the whole image would cap it (every sub-window offers at least that).
+    k = usable_n(request.n, available_candidates("window", rows, cols, frames, p,
+                                                 request.window, tw))
+    halo = nlmeans_halo(p, request.step, request.window, tw)
+    kwargs = dict(patch_size=p, step=request.step, window=request.window, n=k, h=h,
+                  flat_beta=flat_beta, aggregation=aggregation, search_channels=search_channels)
+    if video:
+        kwargs["temporal_window"] = tw
+    method = nlmeans_frames if video else nlmeans_image
+    out = map_pieces(x, halo, method, (sigma,), kwargs, video=video, peak=global_peak(x, peak),
+                     name="clpatch-nlmeans")
+    return restore(out)
+
+
+def nlmeans(image: Any, sigma: float, *, patch_size: int = 8, step: int = 4, window: int = 21,
+            n: int = 16, h: float | None = None, flat_beta: float = 1.05,
+            aggregation: str | None = None, channel_axis: int | None = None,
+            search_channels: str = "luminance", peak: float | None = None) -> da.Array:
+    """`clpatch.nlmeans` on a Dask array (H, W) or (H, W, C) chunked in space; a lazy float32
+    Dask array with the input's chunks (channels in one chunk).
+
+    Every output chunk is computed from its chunk widened by a halo of patch_size +
+    window // 2 pixels (moved to the grid: see `clpatch.dask.pieces`), on the device of
+    the worker running it. peak: the image's peak |value| if known (None: one extra pass of
+    Dask computes it; every chunk needs the same one for the fixed-point aggregation).
+    Other arguments as in `clpatch.nlmeans`.
+    """
+    return _nlmeans(image, sigma, video=False, temporal_window=0, patch_size=patch_size,
+                    step=step, window=window, n=n, h=h, flat_beta=flat_beta,
+                    aggregation=aggregation, channel_axis=channel_axis,
+                    search_channels=search_channels, peak=peak)
+
+
+def nlmeans_video(frames: Any, sigma: float, *, temporal_window: int = 4, patch_size: int = 16,
+                  step: int = 8, window: int = 21, n: int = 16, h: float | None = None,
+                  flat_beta: float = 1.05, aggregation: str | None = None,
+                  channel_axis: int | None = None, search_channels: str = "luminance",
+                  peak: float | None = None) -> da.Array:
+    """`clpatch.nlmeans_video` on a Dask array (T, H, W) or (T, H, W, C) chunked in time and
+    space: each chunk reads temporal_window frames before and after it (the frames its
+    references search) and the spatial halo of `nlmeans`. Other arguments as in `nlmeans`.
+    """
+    return _nlmeans(frames, sigma, video=True, temporal_window=temporal_window,
+                    patch_size=patch_size, step=step, window=window, n=n, h=h,
+                    flat_beta=flat_beta, aggregation=aggregation, channel_axis=channel_axis,
+                    search_channels=search_channels, peak=peak)
+
+
+def bm3d(image: Any, sigma: float, *, preset: str = "fast", patch_size: int | None = None,
+         step: Any = None, window: Any = None, n: Any = None, transform_2d: Any = None,
+         transform_1d: Any = None, stages: int | None = None, lambda_3d: float | None = None,
+         mu2: float | None = None, tau_match: Any = None, stagger: bool | None = None,
+         aggregation: str | None = None, data_range: float | None = None,
+         channel_axis: int | None = None, peak: float | None = None) -> da.Array:
+    """`clpatch.bm3d` (CBM3D for RGB) on a Dask array (H, W), (H, W, 1) or (H, W, 3) chunked in
+    space; a lazy float32 Dask array with the input's chunks (channels in one chunk).
+
+    Each chunk reads a halo of patch_size + 2 · (window // 2) pixels per stage (stage 2 reads
+    the basic estimate, which stage 1 must get right over stage 2's halo): 56 pixels for the
+    fast preset, 92 for the reference one. peak: as in `clpatch.dask.nlmeans` (it also
+    decides the default data_range, as in one call on the whole image). Other arguments as
+    in `clpatch.bm3d`.
+    """
+    x = check_dask_array(image, "image", (2, 3))
+    x, restore = _channels_last(x, channel_axis, 3)
+    if x.ndim == 3 and x.shape[-1] not in (1, 3):
+        raise ValueError(f"image must be (H, W), (H, W, 1) or (H, W, 3), got shape {x.shape}")
+    Strength.check(sigma, data_range=data_range, peak=peak)
+    params = dict(patch_size=patch_size, step=step, window=window, n=n, transform_2d=transform_2d,
+                  transform_1d=transform_1d, stages=stages, lambda_3d=lambda_3d, mu2=mu2,
+                  tau_match=tau_match, stagger=stagger)
+    p1, p2, count = stage_params(preset, **params)
+    p = p1.patch_size
+    rows, cols = x.shape[:2]
+    if p > rows or p > cols:
+        raise ValueError(f"patch_size {p} is larger than the image ({rows}x{cols})")
+    # n as one call on the whole image would cap it.
+    params["n"] = tuple(usable_n(sp.n, available_candidates("window", rows, cols, 1, p, sp.window, 0),
+                                 power_of_two=True) for sp in (p1, p2))
+    used = (p1, p2)[:count]
+    halo = bm3d_halo([(sp.patch_size, sp.step, sp.window,
+                       len(stagger_shifts(sp.step)) if sp.stagger else 1) for sp in used])
+    kwargs = dict(preset=preset, aggregation=aggregation, data_range=data_range, **params)
+    out = map_pieces(x, halo, bm3d_image, (sigma,), kwargs, video=False,
+                     peak=global_peak(x, peak), name="clpatch-bm3d")
+    return restore(out)

@@ -1,0 +1,97 @@
+"""The exact windowed search on a Dask array chunked in space.
+
+The result is a `Matches` whose positions and distances are Dask arrays over the whole
+image's reference grid (grid_y × grid_x, the same grid one call of `clpatch.search_patches`
+has), chunked by the input's chunks: grid row g belongs to the row chunk holding grid_y[g].
+Each block searches its references in a sub-window reaching window // 2 + patch_size
+pixels beyond them (`clpatch.dask.pieces.search_halo`), so every reference sees the same
+candidates as in one call, and positions are in the whole image's coordinates.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dask
+import dask.array as da
+import numpy as np
+
+from ..core.runtime import Runtime
+from ..match.matches import Matches, grid_positions
+from ..match.search import search_patches as search_image
+from ..match.window_params import check_fits, check_search_request
+from .graph import check_dask_array
+from .pieces import align_down, search_halo
+from .worker import run_on_device
+
+__all__ = ["search_patches"]
+
+
+def _spans(chunks: tuple[int, ...], grid: np.ndarray) -> list[tuple[int, int]]:
+    """Per chunk of pixels, the [g0, g1) of grid positions inside it (non-empty only)."""
+    ends = np.cumsum((0, *chunks))
+    cuts = np.searchsorted(grid, ends)
+    return [(int(g0), int(g1)) for g0, g1 in zip(cuts[:-1], cuts[1:], strict=True) if g1 > g0]
+
+
+def _run_search(block: np.ndarray, ya: int, xa: int, ys: np.ndarray, xs: np.ndarray,
+                kwargs: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+    """One task: search the sub-window `block` (top-left at (ya, xa) in the image) and keep
+    the references at rows `ys` and columns `xs` (image coordinates)."""
+
+    def call(runtime: Runtime) -> Matches:
+        return search_image(block, runtime=runtime, **kwargs)
+
+    found = run_on_device(call)
+    iy = np.searchsorted(found.grid_y, ys - ya)
+    ix = np.searchsorted(found.grid_x, xs - xa)
+    positions = found.positions[iy][:, ix] + np.array([ya, xa], np.int32)
+    return positions, found.distances[iy][:, ix]
+
+
+def search_patches(image: Any, patch_size: int = 8, step: int = 4, window: int = 21, n: int = 16,
+                   metric: str = "l2") -> Matches:
+    """`clpatch.search_patches` on a Dask array (H, W) or (H, W, C) chunked in space.
+
+    Returns `Matches` with lazy Dask arrays: positions int32 (gy, gx, n, 2) in the image's
+    coordinates and distances float32 (gy, gx, n), equal to one in-memory call's; `config`
+    is None (each worker's scheduler chooses its own variant: the results do not depend on
+    it). Images only (no video).
+    """
+    x = check_dask_array(image, "image", (2, 3))
+    channels = x.shape[2] if x.ndim == 3 else 1
+    if x.ndim == 3 and len(x.chunks[2]) > 1:
+        x = x.rechunk({2: -1})
+    request = check_search_request(patch_size=patch_size, step=step, n=n, window=window,
+                                   channels=channels, metric=metric)
+    rows, cols = x.shape[:2]
+    available = check_fits(request, 1, rows, cols, 0)
+    if request.n > available:
+        raise ValueError(f"n={request.n} is larger than the number of candidates of a corner "
+                         f"reference ({available} with window={request.window}, "
+                         f"patch_size={request.patch_size})")
+    p, s = request.patch_size, request.step
+    grid_y, grid_x = grid_positions(rows, p, s), grid_positions(cols, p, s)
+    halo = search_halo(p, s, request.window)
+    kwargs = dict(patch_size=p, step=s, window=request.window, n=request.n, metric=request.metric)
+    token = dask.base.tokenize(x, kwargs)
+    pos_rows, dist_rows = [], []
+    for g0, g1 in _spans(x.chunks[0], grid_y):
+        ys = grid_y[g0:g1]
+        ya = align_down(max(0, int(ys[0]) - halo.pixels), halo.align)
+        yb = min(rows, int(ys[-1]) + 1 + halo.pixels)
+        pos_row, dist_row = [], []
+        for h0, h1 in _spans(x.chunks[1], grid_x):
+            xs = grid_x[h0:h1]
+            xa = align_down(max(0, int(xs[0]) - halo.pixels), halo.align)
+            xb = min(cols, int(xs[-1]) + 1 + halo.pixels)
+            task = dask.delayed(_run_search, pure=True, nout=2,
+                                name=f"clpatch-search-{token}-{g0}-{h0}")(
+                x[ya:yb, xa:xb], ya, xa, ys, xs, kwargs)
+            shape = (g1 - g0, h1 - h0, request.n)
+            pos_row.append(da.from_delayed(task[0], (*shape, 2), dtype=np.int32))
+            dist_row.append(da.from_delayed(task[1], shape, dtype=np.float32))
+        pos_rows.append(da.concatenate(pos_row, axis=1))
+        dist_rows.append(da.concatenate(dist_row, axis=1))
+    return Matches(da.concatenate(pos_rows, axis=0), da.concatenate(dist_rows, axis=0),
+                   grid_y, grid_x, p, s, request.window, request.n, request.metric, 0, None)

@@ -1,0 +1,239 @@
+"""clpatch.dask: chunked results equal one in-memory call bit for bit (threads and a
+LocalCluster of 2 worker processes, a worker dying mid-run), the halo is needed, errors."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+import clpatch
+from clpatch.core.devices import list_devices
+
+da = pytest.importorskip("dask.array")
+distributed = pytest.importorskip("distributed")
+cdask = pytest.importorskip("clpatch.dask")
+from clpatch.dask import filters as dask_filters  # noqa: E402
+from clpatch.dask import pieces as dask_pieces  # noqa: E402
+from clpatch.dask import worker as dask_worker  # noqa: E402
+
+SIGMA = 20.0
+
+
+def noisy(shape, seed):
+    rng = np.random.default_rng(seed)
+    ramp = np.linspace(0, 160, shape[1])[None, :, None][..., :1 if len(shape) == 2 else None]
+    clean = rng.random(shape) * 60 + ramp.reshape((1, shape[1]) + (1,) * (len(shape) - 2))
+    return (clean + rng.normal(0, SIGMA, shape)).astype(np.float32)
+
+
+def spec_of(runtime) -> str:
+    for entry in list_devices():
+        if entry.device == runtime.device:
+            return entry.index
+    raise AssertionError("the test runtime's device is not listed")
+
+
+@pytest.fixture
+def on_device(runtime, monkeypatch):
+    """Pieces run on the test's device: CLPATCH_DEVICE, and a fresh per-process runtime."""
+    monkeypatch.setenv("CLPATCH_DEVICE", spec_of(runtime))
+    monkeypatch.setattr(dask_worker, "_RUNTIME", [])
+    return runtime
+
+
+def chunked(image, chunks):
+    return da.from_array(image, chunks=chunks + (-1,) * (image.ndim - len(chunks)))
+
+
+# ---- threads (the default scheduler) ---------------------------------------------------------
+
+NLM = dict(patch_size=5, step=2, window=9, n=8)
+
+
+@pytest.mark.parametrize("aggregation", ["fixed", "buffers"])
+@pytest.mark.parametrize("chunks", [(13, 29), (6, 4), (47, 38)])
+def test_nlmeans_any_chunks_bit_identical(on_device, aggregation, chunks):
+    if aggregation == "fixed" and not on_device.profile.int64_atomics:
+        pytest.skip("no 64-bit atomics")
+    image = noisy((47, 38), seed=1)
+    kw = dict(NLM, step=3, aggregation=aggregation)
+    expected = clpatch.nlmeans(image, SIGMA, runtime=on_device, **kw)
+    out = cdask.nlmeans(chunked(image, chunks), SIGMA, **kw)
+    assert out.chunks[:2] == chunked(image, chunks).chunks[:2]
+    np.testing.assert_array_equal(out.compute(), expected)
+
+
+def test_nlmeans_colour_and_channel_axis(on_device):
+    image = noisy((33, 30, 3), seed=2)
+    expected = clpatch.nlmeans(image, SIGMA, runtime=on_device, **NLM)
+    np.testing.assert_array_equal(cdask.nlmeans(chunked(image, (10, 17)), SIGMA, **NLM).compute(),
+                                  expected)
+    first = np.ascontiguousarray(np.moveaxis(image, -1, 0))
+    x = da.from_array(first, chunks=(3, 11, 16))
+    out = cdask.nlmeans(x, SIGMA, channel_axis=0, **NLM).compute()
+    np.testing.assert_array_equal(np.moveaxis(out, 0, -1), expected)
+
+
+@pytest.mark.parametrize("shape,preset,chunks", [
+    ((45, 41), "fast", (17, 9)),
+    ((45, 41, 3), "fast", (30, 22)),
+    ((40, 37), "reference", (11, 20)),
+])
+def test_bm3d_bit_identical(on_device, shape, preset, chunks):
+    if not on_device.profile.int64_atomics:
+        pytest.skip("no 64-bit atomics: BM3D's deterministic aggregation needs them")
+    image = noisy(shape, seed=3)
+    kw = dict(preset=preset, window=(9, 7), n=(8, 4))
+    expected = clpatch.bm3d(image, SIGMA, runtime=on_device, **kw)
+    np.testing.assert_array_equal(cdask.bm3d(chunked(image, chunks), SIGMA, **kw).compute(),
+                                  expected)
+
+
+def test_nlmeans_video_in_time_and_space(on_device):
+    video = noisy((6, 21, 19), seed=4)
+    kw = dict(temporal_window=1, patch_size=4, step=2, window=7, n=6)
+    expected = clpatch.nlmeans_video(video, SIGMA, runtime=on_device, **kw)
+    x = da.from_array(video, chunks=(2, 8, 19))
+    np.testing.assert_array_equal(cdask.nlmeans_video(x, SIGMA, **kw).compute(), expected)
+
+
+def test_search_matches_the_whole_image(on_device):
+    image = noisy((41, 36), seed=5)
+    expected = clpatch.search_patches(image, patch_size=5, step=3, window=9, n=6, runtime=on_device)
+    got = cdask.search_patches(chunked(image, (10, 7)), patch_size=5, step=3, window=9, n=6)
+    np.testing.assert_array_equal(got.grid_y, expected.grid_y)
+    np.testing.assert_array_equal(got.grid_x, expected.grid_x)
+    np.testing.assert_array_equal(got.positions.compute(), expected.positions)
+    np.testing.assert_array_equal(got.distances.compute(), expected.distances)
+
+
+def test_the_halo_is_needed(on_device, monkeypatch):
+    """A halo one patch short changes the result: the test above can fail."""
+    image = noisy((47, 38), seed=6)
+    expected = clpatch.nlmeans(image, SIGMA, runtime=on_device, **NLM)
+    small = dask_pieces.Halo(NLM["window"] // 2 - 1, 2)
+    monkeypatch.setattr(dask_filters, "nlmeans_halo", lambda *args: small)
+    out = cdask.nlmeans(chunked(image, (12, 12)), SIGMA, **NLM).compute()
+    assert not np.array_equal(out, expected)
+
+
+def test_peak_is_the_whole_images(on_device):
+    """Pieces are scaled by the whole image's peak: a piece's own peak would round
+    differently, and a peak below the values is refused."""
+    image = noisy((30, 30), seed=7)
+    bright = image.copy()
+    bright[0, 0] = 4000.0
+    kw = dict(NLM, aggregation="fixed")
+    if not on_device.profile.int64_atomics:
+        pytest.skip("no 64-bit atomics")
+    expected = clpatch.nlmeans(bright, SIGMA, runtime=on_device, **kw)
+    np.testing.assert_array_equal(cdask.nlmeans(chunked(bright, (15, 15)), SIGMA, **kw).compute(),
+                                  expected)
+    with pytest.raises(ValueError, match="above the peak"):
+        clpatch.nlmeans(bright, SIGMA, peak=100.0, runtime=on_device, **kw)
+    with pytest.raises(ValueError, match="above the peak"):
+        clpatch.bm3d(bright, SIGMA, peak=100.0, runtime=on_device)
+
+
+# ---- arguments ---------------------------------------------------------------------------
+
+def test_bad_arguments_are_named():
+    x = da.zeros((20, 20), chunks=10)
+    with pytest.raises(TypeError, match="image"):
+        cdask.nlmeans([[1.0]], SIGMA)
+    with pytest.raises(ValueError, match="dimensions"):
+        cdask.bm3d(da.zeros((2, 20, 20, 3, 1), chunks=10), SIGMA)
+    with pytest.raises(ValueError, match="sigma"):
+        cdask.nlmeans(x, -1.0)
+    with pytest.raises(ValueError, match="patch_size"):
+        cdask.nlmeans(x, SIGMA, patch_size=0)
+    with pytest.raises(ValueError, match="peak"):
+        cdask.bm3d(x, SIGMA, peak=-1)
+    with pytest.raises(ValueError, match="n=20"):
+        cdask.search_patches(x, n=20, window=5)
+    with pytest.raises(ValueError, match=r"\(H, W\), \(H, W, 1\) or \(H, W, 3\)"):
+        cdask.bm3d(da.zeros((20, 20, 2), chunks=10), SIGMA)
+
+
+def test_nan_is_refused_by_the_pieces(on_device):
+    image = noisy((20, 20), seed=8)
+    image[3, 4] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        cdask.nlmeans(chunked(image, (10, 10)), SIGMA, **NLM).compute()
+
+
+def test_halo_sizes():
+    assert dask_pieces.nlmeans_halo(8, 4, 21) == dask_pieces.Halo(18, 8)
+    assert dask_pieces.bm3d_halo([(8, 4, 21, 1), (8, 4, 21, 1)]).pixels == 56
+    assert dask_pieces.bm3d_halo([(8, 3, 39, 3)] * 2) == dask_pieces.Halo(92, 9)
+    ps = dask_pieces.pieces(20, 10, (7, 7, 6), (10,), dask_pieces.Halo(3, 4))
+    assert [(p.ya, p.yb) for p in ps] == [(0, 10), (4, 17), (8, 20)]
+
+
+# ---- which device a worker uses ----------------------------------------------------------------
+
+class FakeWorker:
+    def __init__(self, name, resources=None):
+        self.name = name
+        self.state = type("State", (), {"total_resources": resources or {}})()
+
+
+def test_device_spec_per_worker(monkeypatch):
+    gpu = type("Dev", (), {"type": dask_worker.cl.device_type.GPU})()
+    cpu = type("Dev", (), {"type": dask_worker.cl.device_type.CPU})()
+    simulator = type("Dev", (), {"type": dask_worker.cl.device_type.GPU})()
+    entries = [type("E", (), {"index": i, "device": d})() for i, d in
+               [("0:0", cpu), ("1:0", gpu), ("1:1", gpu), ("2:0", simulator)]]
+    monkeypatch.setattr(dask_worker, "list_devices", lambda: entries)
+    monkeypatch.setattr(dask_worker, "is_simulator", lambda device: device is simulator)
+    monkeypatch.delenv("CLPATCH_DEVICE", raising=False)
+    assert dask_worker.device_spec(FakeWorker(0)) == "1:0"
+    assert dask_worker.device_spec(FakeWorker("3")) == "1:1"
+    assert dask_worker.device_spec(FakeWorker("tcp://a:1", {"clpatch-device": 1})) == "1:1"
+    assert dask_worker.device_spec(FakeWorker("gpu-box")) is None
+    with pytest.raises(ValueError, match="clpatch-device=5"):
+        dask_worker.device_spec(FakeWorker(0, {"clpatch-device": 5}))
+    monkeypatch.setenv("CLPATCH_DEVICE", "1:1")
+    assert dask_worker.device_spec(FakeWorker(0)) is None     # Runtime() reads it
+
+
+# ---- a LocalCluster of two worker processes -----------------------------------------------------
+
+def load_or_die(block, marker):
+    """An input task that kills its worker process the first time it runs."""
+    if not os.path.exists(marker):
+        with open(marker, "w"):
+            pass
+        os._exit(1)
+    return block
+
+
+@pytest.fixture
+def client(on_device):
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None, silence_logs=50) as cluster, \
+            distributed.Client(cluster) as c:
+        yield c
+
+
+def test_local_cluster_bit_identical_and_survives_a_dead_worker(client, on_device, tmp_path):
+    image = noisy((44, 39, 3), seed=9)
+    gray = np.ascontiguousarray(image[..., 1])
+    x = chunked(image, (15, 20))
+    out = cdask.nlmeans(x, SIGMA, **NLM)
+    np.testing.assert_array_equal(out.compute(),
+                                  clpatch.nlmeans(image, SIGMA, runtime=on_device, **NLM))
+    if on_device.profile.int64_atomics:
+        kw = dict(window=(9, 7), n=(8, 4))
+        np.testing.assert_array_equal(cdask.bm3d(chunked(gray, (20, 13)), SIGMA, **kw).compute(),
+                                      clpatch.bm3d(gray, SIGMA, runtime=on_device, **kw))
+    # Every chunk's loader kills its worker once (the first to run): Dask reruns the task
+    # on a live worker and the result is still the same.
+    marker = str(tmp_path / "died")
+    dying = chunked(gray, (22, 20)).map_blocks(load_or_die, marker=marker,
+                                               meta=np.empty((0, 0), gray.dtype))
+    got = cdask.nlmeans(dying, SIGMA, **NLM).compute()
+    assert os.path.exists(marker)
+    np.testing.assert_array_equal(got, clpatch.nlmeans(gray, SIGMA, runtime=on_device, **NLM))
