@@ -19,7 +19,8 @@ from typing import Any
 import numpy as np
 
 from ..core.runtime import Runtime
-from ..io.chunked import CHUNKED_SUFFIXES, open_chunked, write_chunked
+from ..io.chunked import CHUNKED_SUFFIXES, open_chunked, tiff_tile, write_chunked
+from ..io.errors import ImageFileError
 from .common import CommandError
 from .outputs import Writing
 from .progress import Progress
@@ -45,6 +46,11 @@ def _check(args: argparse.Namespace) -> None:
             raise CommandError(f"{flag} does not go with --chunks")
     if args.chunks < 16:
         raise CommandError(f"--chunks must be at least 16 pixels, got {args.chunks}")
+    if Path(args.output).suffix.lower() in (".tif", ".tiff"):
+        try:
+            tiff_tile(args.chunks)          # before any work
+        except ImageFileError as error:
+            raise CommandError(str(error)) from None
     if Path(args.output).exists() and not args.overwrite:
         raise CommandError(f"{args.output} exists; pass --overwrite to replace it")
 
