@@ -108,14 +108,19 @@ def search_halo(patch_size: int, step: int, window: int) -> Halo:
 def pieces(rows: int, cols: int, row_chunks: tuple[int, ...], col_chunks: tuple[int, ...],
            halo: Halo, frames: int = 1, frame_chunks: tuple[int, ...] = (1,)) -> list[Piece]:
     """The pieces of an image (rows × cols, frames for video) chunked as given, in C order
-    of (frame chunk, row chunk, column chunk)."""
+    of (frame chunk, row chunk, column chunk).
+
+    Sub-windows are as wide as the largest chunk plus both halos and one alignment step
+    wherever the image allows (a piece at an edge reads more on its inner side), so that a
+    regular chunking gives at most two sub-window sizes per axis: every size is a plan of its
+    own on the device, and few sizes keep them all cached."""
     out = []
     for t0, t1 in _spans(frame_chunks):
         ta, tb = max(0, t0 - halo.frames), min(frames, t1 + halo.frames)
         for a, b in _spans(row_chunks):
-            ya, yb = _window(a, b, rows, halo)
+            ya, yb = _window(a, b, rows, max(row_chunks), halo)
             for c, d in _spans(col_chunks):
-                xa, xb = _window(c, d, cols, halo)
+                xa, xb = _window(c, d, cols, max(col_chunks), halo)
                 out.append(Piece(a, b, c, d, ya, yb, xa, xb, t0, t1, ta, tb))
     return out
 
@@ -127,5 +132,12 @@ def _spans(chunks: tuple[int, ...]) -> list[tuple[int, int]]:
     return list(zip(ends[:-1], ends[1:], strict=True))
 
 
-def _window(lo: int, hi: int, size: int, halo: Halo) -> tuple[int, int]:
-    return align_down(max(0, lo - halo.pixels), halo.align), min(size, hi + halo.pixels)
+def _window(lo: int, hi: int, size: int, largest: int, halo: Halo) -> tuple[int, int]:
+    """The sub-window of the span [lo, hi) of an axis of `size` (see `pieces`): it covers
+    [lo - halo, hi + halo) clipped to the axis and starts on the alignment."""
+    span = largest + 2 * halo.pixels + halo.align       # the common width
+    if span >= size:
+        return 0, size
+    start = align_down(min(max(0, lo - halo.pixels), size - span), halo.align)
+    end = size if size - start < span + halo.align else start + span
+    return start, end

@@ -168,8 +168,23 @@ def test_halo_sizes():
     assert dask_pieces.nlmeans_halo(8, 4, 21) == dask_pieces.Halo(18, 8)
     assert dask_pieces.bm3d_halo([(8, 4, 21, 1), (8, 4, 21, 1)]).pixels == 56
     assert dask_pieces.bm3d_halo([(8, 3, 39, 3)] * 2) == dask_pieces.Halo(92, 9)
-    ps = dask_pieces.pieces(20, 10, (7, 7, 6), (10,), dask_pieces.Halo(3, 4))
-    assert [(p.ya, p.yb) for p in ps] == [(0, 10), (4, 17), (8, 20)]
+
+
+
+def test_sub_windows_cover_their_halo_on_the_grid():
+    """Every sub-window starts on the alignment and covers its core and halo (clipped to the
+    image), for random chunkings; a regular chunking has at most two sizes per axis."""
+    rng = np.random.default_rng(0)
+    for _ in range(3000):
+        size = int(rng.integers(1, 300))
+        halo = dask_pieces.Halo(int(rng.integers(0, 40)), int(rng.integers(1, 12)))
+        cuts = np.unique(np.r_[0, rng.integers(1, max(2, size), int(rng.integers(0, 6))), size])
+        chunks = tuple(int(c) for c in np.diff(cuts))
+        for p in dask_pieces.pieces(size, 3, chunks, (3,), halo):
+            assert p.ya % halo.align == 0 and 0 <= p.ya <= max(0, p.a - halo.pixels)
+            assert min(size, p.b + halo.pixels) <= p.yb <= size
+    regular = dask_pieces.pieces(4096, 4000, (1024,) * 4, (1000,) * 4, dask_pieces.Halo(18, 8))
+    assert len({p.yb - p.ya for p in regular}) <= 2 and len({p.xb - p.xa for p in regular}) <= 2
 
 
 # ---- which device a worker uses ----------------------------------------------------------------
