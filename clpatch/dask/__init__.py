@@ -4,7 +4,8 @@ Install with the extra: ``pip install "clpatch[dask]"`` (dask.array and dask.dis
 
 - `nlmeans(x, sigma, **kw)`, `bm3d(x, sigma, **kw)`: a Dask array (H, W[, C]) chunked in
   space in, a lazy float32 Dask array with the same chunks out;
-- `nlmeans_video(x, sigma, **kw)`: (T, H, W[, C]) chunked in time and space;
+- `nlmeans_video(x, sigma, **kw)`, `vbm3d(x, sigma, **kw)`: (T, H, W[, C]) chunked in time
+  and space;
 - `search_patches(x, **kw)`: `Matches` whose positions and distances are Dask arrays.
 
 Every output chunk is computed from the input around it (its halo, see
@@ -22,9 +23,9 @@ try:
 except ImportError as error:        # pragma: no cover - depends on the environment
     raise ImportError('clpatch.dask needs Dask: pip install "clpatch[dask]"') from error
 
-from .filters import bm3d, nlmeans, nlmeans_video
+from .filters import bm3d, nlmeans, nlmeans_video, vbm3d
 from .search import search_patches
 from .worker import device_spec, use_runtime, worker_runtime
 
 __all__ = ["bm3d", "device_spec", "nlmeans", "nlmeans_video", "search_patches", "use_runtime",
-           "worker_runtime"]
+           "vbm3d", "worker_runtime"]

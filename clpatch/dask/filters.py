@@ -20,13 +20,16 @@ from ..denoise.bm3d_params import stage_params, stagger_shifts
 from ..denoise.nlmeans import nlmeans as nlmeans_image
 from ..denoise.nlmeans import nlmeans_video as nlmeans_frames
 from ..denoise.strength import Strength
+from ..denoise.vbm3d import vbm3d as vbm3d_frames
+from ..denoise.vbm3d_params import video_stage_params
+from ..denoise.vbm3d_tiles import halo_frames, reach
 from ..match.matcher import available_candidates
 from ..match.matches import usable_n
 from ..match.window_params import MAX_TEMPORAL_WINDOW, check_fits, check_search_request
 from .graph import check_dask_array, global_peak, map_pieces
-from .pieces import bm3d_halo, nlmeans_halo
+from .pieces import Halo, bm3d_halo, nlmeans_halo
 
-__all__ = ["bm3d", "nlmeans", "nlmeans_video"]
+__all__ = ["bm3d", "nlmeans", "nlmeans_video", "vbm3d"]
 
 
 def _channels_last(x: da.Array, channel_axis: int | None, colour_ndim: int) -> tuple[da.Array, Any]:
@@ -144,4 +147,43 @@ def bm3d(image: Any, sigma: float, *, preset: str = "fast", patch_size: int | No
     kwargs = dict(preset=preset, aggregation=aggregation, data_range=data_range, **params)
     out = map_pieces(x, halo, bm3d_image, (sigma,), kwargs, video=False,
                      peak=global_peak(x, peak), name="clpatch-bm3d")
+    return restore(out)
+
+
+def vbm3d(frames: Any, sigma: float, *, patch_size: int | None = None,
+          temporal_radius: int | None = None, step: Any = None, window_ref: Any = None,
+          window_pred: Any = None, q: Any = None, n: Any = None, tau_match: Any = None,
+          transform_2d: Any = None, transform_1d: Any = None, lambda_3d: float | None = None,
+          stages: int | None = None, aggregation: str | None = None,
+          data_range: float | None = None, channel_axis: int | None = None,
+          peak: float | None = None) -> da.Array:
+    """`clpatch.vbm3d` on a Dask array (T, H, W) or (T, H, W, 3) chunked in time and space; a
+    lazy float32 Dask array with the input's chunks (channels in one chunk).
+
+    A group's patches lie within r = window_ref // 2 + temporal_radius · (window_pred // 2)
+    pixels of its reference (the predictive search moves up to window_pred // 2 per frame) and
+    within temporal_radius frames, so each stage reads patch_size + 2r pixels and
+    2 · temporal_radius frames beyond what it must get right, as BM3D's stages do
+    (`clpatch.dask.pieces`): for the defaults 2 · (8 + 2 · 11) = 60 pixels and 16 frames.
+    Other arguments as in `clpatch.vbm3d` (and `peak` as in `clpatch.dask.bm3d`).
+    """
+    x = check_dask_array(frames, "frames", (3, 4))
+    x, restore = _channels_last(x, channel_axis, 4)
+    if x.ndim == 4 and x.shape[-1] not in (1, 3):
+        raise ValueError(f"frames must be (T, H, W), (T, H, W, 1) or (T, H, W, 3), got shape {x.shape}")
+    Strength.check(sigma, data_range=data_range, peak=peak)
+    params = dict(patch_size=patch_size, temporal_radius=temporal_radius, step=step,
+                  window_ref=window_ref, window_pred=window_pred, q=q, n=n, tau_match=tau_match,
+                  transform_2d=transform_2d, transform_1d=transform_1d, lambda_3d=lambda_3d,
+                  stages=stages)
+    p1, p2, count, radius = video_stage_params(**params)
+    rows, cols = x.shape[1:3]
+    if p1.patch_size > rows or p1.patch_size > cols:
+        raise ValueError(f"patch_size {p1.patch_size} is larger than the frames ({rows}x{cols})")
+    used = (p1, p2)[:count]
+    spatial = bm3d_halo([(sp.patch_size, sp.step, 2 * reach(sp, radius) + 1, 1) for sp in used])
+    halo = Halo(spatial.pixels, spatial.align, halo_frames(radius, count))
+    kwargs = dict(aggregation=aggregation, data_range=data_range, **params)
+    out = map_pieces(x, halo, vbm3d_frames, (sigma,), kwargs, video=True,
+                     peak=global_peak(x, peak), name="clpatch-vbm3d")
     return restore(out)

@@ -56,7 +56,8 @@ def vbm3d(frames: Any, sigma: float, *, patch_size: int | None = None,
           transform_2d: Any = None, transform_1d: Any = None, lambda_3d: float | None = None,
           stages: int | None = None, aggregation: str | None = None,
           data_range: float | None = None, channel_axis: int | None = None,
-          variant: str | None = None, runtime: Runtime | None = None) -> Any:
+          variant: str | None = None, peak: float | None = None,
+          runtime: Runtime | None = None) -> Any:
     """Denoise a video with VBM3D (grayscale) or its colour version (RGB, opponent space).
 
     frames: (T, H, W) or (T, H, W, 3), any real dtype, NumPy or pyopencl array.
@@ -71,10 +72,11 @@ def vbm3d(frames: Any, sigma: float, *, patch_size: int | None = None,
     aggregation: None (device's best), "fixed" or "cas" (see clpatch.bm3d).
     data_range: as in clpatch.bm3d. channel_axis: where the colour channels are (None: last).
     variant: the search variant, "naive", "window" or "patch" (None: the device's rule).
+    peak: as in clpatch.bm3d (pieces of a larger video pass its peak: clpatch.dask does).
     Returns float32 of the input's shape, NumPy for NumPy input, device array for device input.
     For videos too long for memory, use `VBM3DPlan.stream`, which reads frames one at a time.
     """
-    strength = Strength.check(sigma, data_range=data_range)
+    strength = Strength.check(sigma, data_range=data_range, peak=peak)
     frames, restore = channels_last(frames, channel_axis, video=True)
     volume = as_volume(frames, name="frames", video=True)
     if volume.channels not in (1, 3):

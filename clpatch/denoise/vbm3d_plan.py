@@ -127,6 +127,11 @@ class VBM3DPlan:
             peak = max(abs(float(np.min(video))), abs(float(np.max(video))))
             output = np.empty(tuple(video.shape), np.float32)
         check_peak(peak, limit, "frames")
+        if strength.peak is not None:        # a larger video's peak (clpatch.dask's pieces)
+            if peak > strength.peak:
+                raise ValueError(f"frames values reach |x| = {peak:.6g}, above the peak "
+                                 f"{strength.peak:.6g} passed")
+            peak = strength.peak
         settings = self._settings(strength, peak, volume.dtype)
         events: list[tuple[str, Any]] = []
         self.last_events = events

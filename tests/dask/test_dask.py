@@ -99,6 +99,18 @@ def test_nlmeans_video_in_time_and_space(on_device):
     np.testing.assert_array_equal(cdask.nlmeans_video(x, SIGMA, **kw).compute(), expected)
 
 
+@pytest.mark.parametrize("stages", [2, 1])
+def test_vbm3d_in_time_and_space(on_device, stages):
+    if not on_device.profile.int64_atomics:
+        pytest.skip("no 64-bit atomics: VBM3D's deterministic aggregation needs them")
+    video = noisy((7, 70, 64), seed=11)
+    kw = dict(temporal_radius=1, patch_size=4, step=(3, 2), window_ref=3, window_pred=3, n=4,
+              stages=stages)
+    expected = clpatch.vbm3d(video, SIGMA, runtime=on_device, **kw)
+    x = da.from_array(video, chunks=(3, 17, 40))
+    np.testing.assert_array_equal(cdask.vbm3d(x, SIGMA, **kw).compute(), expected)
+
+
 def test_search_matches_the_whole_image(on_device):
     image = noisy((41, 36), seed=5)
     expected = clpatch.search_patches(image, patch_size=5, step=3, window=9, n=6, runtime=on_device)
