@@ -36,3 +36,17 @@ def test_texture_synthesis_writes_the_requested_size(tmp_path, capsys):
         pixels = np.asarray(image)
     assert pixels.std() > 1  # a texture, not a flat fill
     assert "grown.png" in capsys.readouterr().out
+
+
+def test_gallery_writes_three_small_pictures(tmp_path, capsys):
+    example = load_example("gallery")
+    written = example.main(["--quick", "--out", str(tmp_path)])
+    assert [path.name for path in written] == ["denoise.png", "nnf.png", "autotune.png"]
+    printed = capsys.readouterr().out
+    for path in written:
+        assert path.parent == tmp_path and path.stat().st_size < 300_000
+        assert path.name in printed
+        with Image.open(path) as image:
+            image.load()
+            width, height = image.size
+        assert 300 <= width <= 2000 and 150 <= height <= 1000, (path.name, image.size)
