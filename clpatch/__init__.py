@@ -23,6 +23,7 @@ from .denoise import explain as _denoise_explain  # noqa: F401  (registers nlmea
 from .denoise.bm3d import BM3DPlan, bm3d
 from .denoise.burst import burst_denoise
 from .denoise.nlmeans import NLMeansPlan, nlmeans, nlmeans_video
+from .denoise.noise_level import estimate_sigma
 from .denoise.vbm3d import VBM3DPlan, vbm3d
 from .match import explain as _match_explain  # noqa: F401  (registers search)
 from .match import knn_explain as _knn_explain  # noqa: F401  (registers knn)
@@ -57,6 +58,7 @@ __all__ = [
     "bm3d",
     "burst_denoise",
     "default_runtime",
+    "estimate_sigma",
     "explain",
     "family_profile",
     "grid_positions",

@@ -28,6 +28,7 @@ from ..io.noise import psnr_peak
 from ..io.video import FRAME_EXTENSIONS, frame_files, is_video_path, open_video, output_frame_info
 from .common import CommandError, as_written, builds_note, device_line
 from .outputs import Writing
+from .sigma import resolve_sigma
 
 # Options of `denoise` passed on to burst_denoise when given: (argparse dest, keyword, label).
 BURST_OPTIONS = (("reference", "reference", "reference frame"), ("tile", "tile", "tile"),
@@ -156,6 +157,8 @@ def denoise_burst(args: argparse.Namespace, burst: Burst, kwargs: dict[str, Any]
     """Denoise `burst` (noise already added) into its reference frame, write args.output
     (when given) and print what happened."""
     runtime = Runtime(args.device)
+    sigma_line = resolve_sigma(args, burst.frames[burst.reference], runtime,  # --sigma auto
+                               f"frame {burst.reference} of {Path(args.input).name}")
     builds = runtime.programs.builds
     with Writing(args.output):  # an interrupted run writes nothing, and says so
         start = time.perf_counter()
@@ -168,6 +171,8 @@ def denoise_burst(args: argparse.Namespace, burst: Burst, kwargs: dict[str, Any]
     lines = [f"burst:      {Path(args.input).name}: {burst.described}"]
     if noise_line:
         lines.append(f"noise:      {noise_line}")
+    if sigma_line:
+        lines.append(f"sigma:      {sigma_line}")
     lines += [f"method:     {burst_line(args.sigma, kwargs)}",
               f"device:     {device_line(runtime)}",
               f"time:       {seconds:.3f} s" + builds_note(builds)]

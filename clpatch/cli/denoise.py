@@ -42,6 +42,7 @@ from .common import (
     seed_number,
 )
 from .outputs import Writing, check_outputs
+from .sigma import AUTO, SIGMA_HELP, resolve_sigma, sigma_option
 from .video import denoise_video
 
 DENOISE_METHODS = ("nlmeans", "bm3d", "vbm3d", "burst")
@@ -136,6 +137,7 @@ def denoise_image(name: str, image: np.ndarray, info: ImageInfo, args: argparse.
     if "data_range" in accepted and info.bit_depth is not None:
         kwargs["data_range"] = float(info.peak)  # BM3D's thresholds follow the file's range
     runtime = Runtime(args.device)
+    sigma_line = resolve_sigma(args, image, runtime, name)  # --sigma auto
     builds = runtime.programs.builds
     with Writing(args.output):  # an interrupted run writes nothing, and says so
         start = time.perf_counter()
@@ -152,6 +154,8 @@ def denoise_image(name: str, image: np.ndarray, info: ImageInfo, args: argparse.
     lines = [f"image:      {name}: {_shape(image)}, {info.describe()}"]
     if noise_line:
         lines.append(f"noise:      {noise_line}")
+    if sigma_line:
+        lines.append(f"sigma:      {sigma_line}")
     lines += [
         f"method:     {method_line(args.method, function, args.sigma, kwargs)}",
         f"device:     {device_line(runtime)}",
@@ -242,6 +246,9 @@ def cmd_denoise(args: argparse.Namespace) -> int:
     if args.add_noise is None and (args.seed is not None or args.save_noisy):
         raise CommandError("--seed and --save-noisy go with --add-noise")
     if args.chunks is not None:
+        if args.sigma == AUTO:
+            raise CommandError("--sigma auto does not go with --chunks: estimate sigma on a "
+                               "part of IN (clpatch.estimate_sigma) and give its value")
         return denoise_chunked(args)
     if args.scheduler is not None:
         raise CommandError("--scheduler goes with --chunks")
@@ -288,9 +295,7 @@ def add_command(commands: argparse._SubParsersAction) -> None:
     denoise.add_argument("--preset", choices=BM3D_PRESETS, default=None,
                          help="bm3d parameter set: fast (Davy-Ehret's defaults, the default) or "
                               "reference (the original BM3D's)")
-    denoise.add_argument("--sigma", type=positive_number, default=None,
-                         help="noise standard deviation in the image's units, e.g. 20 for 8-bit "
-                              "(default with --add-noise: the added sigma)")
+    denoise.add_argument("--sigma", type=sigma_option, default=None, help=SIGMA_HELP)
     noise = denoise.add_mutually_exclusive_group()
     noise.add_argument("--add-noise", type=positive_number, metavar="SIGMA", default=None,
                        help="first add Gaussian noise of this sigma to IN (a test): IN is then "

@@ -36,6 +36,7 @@ from ..io.video import VideoInfo, VideoWriter, open_video
 from .common import CommandError, as_written, builds_note, device_line
 from .outputs import Writing
 from .progress import Progress
+from .sigma import first_frame_sigma
 
 # Command-line options (argparse dest) each video method accepts, and its keyword.
 VIDEO_OPTIONS = {
@@ -139,23 +140,25 @@ def denoise_video(args: argparse.Namespace, seed: int | None) -> int:
             noisy_writer = files.enter_context(VideoWriter(args.save_noisy, info,
                                                            overwrite=args.overwrite))
         with Writing(args.output, args.save_noisy) as writing:
-            count, seconds, squared = _run(args, info, frames, clean_frames, kwargs, runtime,
-                                           seed, writer, noisy_writer)
+            count, seconds, squared, sigma_line = _run(args, info, frames, clean_frames, kwargs,
+                                                       runtime, seed, writer, noisy_writer)
             for path, w in ((args.output, writer), (args.save_noisy, noisy_writer)):
                 if w is not None:
                     w.close()
                     writing.written(path)
-    _summary(args, info, kwargs, runtime, seed, writer, count, seconds, squared, builds)
+    _summary(args, info, kwargs, runtime, seed, writer, count, seconds, squared, builds,
+             sigma_line)
     return 0
 
 
 def _run(args: argparse.Namespace, info: VideoInfo, frames: Iterator[np.ndarray],
          clean_frames: Iterator[np.ndarray] | None, kwargs: dict[str, Any], runtime: Runtime,
          seed: int | None, writer: VideoWriter | None,
-         noisy_writer: VideoWriter | None) -> tuple[int, float, dict[str, float]]:
+         noisy_writer: VideoWriter | None) -> tuple[int, float, dict[str, float], str | None]:
     """Denoises, writes and measures: (frames, seconds, summed per-frame MSE and the
-    largest |value| of the clean frames, "clean_peak")."""
+    largest |value| of the clean frames, "clean_peak", the --sigma auto report line)."""
     pairs = _noisy(frames, args.add_noise, seed)
+    pairs, sigma_line = first_frame_sigma(args, pairs, runtime, Path(args.input).name)
     queue: collections.deque = collections.deque()
     squared = {"noisy": 0.0, "denoised": 0.0, "clean_peak": 0.0}
     count = 0
@@ -177,17 +180,19 @@ def _run(args: argparse.Namespace, info: VideoInfo, frames: Iterator[np.ndarray]
                 squared["clean_peak"] = max(squared["clean_peak"], float(np.max(np.abs(clean))))
             count += 1
             progress.update(count)
-    return count, time.perf_counter() - start, squared
+    return count, time.perf_counter() - start, squared, sigma_line
 
 
 def _summary(args: argparse.Namespace, info: VideoInfo, kwargs: dict[str, Any], runtime: Runtime,
              seed: int | None, writer: VideoWriter | None, count: int, seconds: float,
-             squared: dict[str, float], builds_before: int) -> None:
+             squared: dict[str, float], builds_before: int, sigma_line: str | None) -> None:
     builds = runtime.programs.builds - builds_before
     lines = [f"video:      {Path(args.input).name}: {info.describe()}"]
     if args.add_noise is not None:
         lines.append(f"noise:      added Gaussian noise, sigma {args.add_noise:g}, seed {seed} "
                      "(not clipped)" + (f"; saved to {args.save_noisy}" if args.save_noisy else ""))
+    if sigma_line:
+        lines.append(f"sigma:      {sigma_line}")
     lines += [f"method:     {_method_line(args, kwargs, runtime)}",
               f"device:     {device_line(runtime)}",
               f"time:       {seconds:.3f} s, {count / max(seconds, 1e-9):.1f} frames/s"

@@ -15,6 +15,7 @@ from PIL import Image
 
 from clpatch.denoise.bm3d import bm3d
 from clpatch.denoise.nlmeans import nlmeans
+from clpatch.denoise.noise_level import estimate_sigma
 from clpatch.io import images as imageio
 from tests.cli.test_cli import assert_one_error_line, run, spec_of
 from tests.helpers import load_image
@@ -341,3 +342,77 @@ def test_help_lists_denoise(capsys):
     for option in ("--method", "--sigma", "--add-noise", "--seed", "--clean", "--patch-size",
                    "--step", "--window", "--aggregation", "--h", "--device"):
         assert option in out
+
+
+# ---- --sigma auto -----------------------------------------------------------------------------
+
+SIGMA_LINE = re.compile(r"sigma: +([\d.]+), estimated on (.+?) \(clpatch\.estimate_sigma\)(.*)")
+
+
+def test_sigma_auto_estimates_prints_and_uses_it(capsys, tmp_path, runtime):
+    image = noisy(crop("camera", 48, 56), 15)
+    src, dst = tmp_path / "noisy.png", tmp_path / "out.png"
+    Image.fromarray(image).save(src)
+    code, out, err = run(capsys, "denoise", src, dst, "--sigma", "auto",
+                         "--device", spec_of(runtime))
+    assert code == 0, err
+    found = SIGMA_LINE.search(out)
+    assert found and found.group(2) == "noisy.png" and found.group(3) == "", out
+    estimate = estimate_sigma(image.astype(np.float32), runtime=runtime)
+    assert found.group(1) == f"{estimate:.4g}"
+    assert f"nlmeans, sigma {estimate:g}, patch 8" in out
+    with Image.open(dst) as written:
+        assert_same_output(np.asarray(written), expected_output(image, estimate, runtime))
+
+
+def test_sigma_auto_colour_after_added_noise(capsys, tmp_path, runtime):
+    src = tmp_path / "colour.png"
+    Image.fromarray(crop("astronaut", 48, 56)).save(src)
+    code, out, err = run(capsys, "denoise", src, tmp_path / "out.png", "--add-noise", 12,
+                         "--seed", 4, "--sigma", "AUTO", "--device", spec_of(runtime))
+    assert code == 0, err
+    found = SIGMA_LINE.search(out)
+    assert found and found.group(2) == "colour.png", out
+    per_channel = re.fullmatch(r"; per channel R ([\d.]+), G ([\d.]+), B ([\d.]+); their root "
+                               r"mean square is used", found.group(3))
+    assert per_channel, out
+    values = np.array([float(v) for v in per_channel.groups()])
+    assert float(found.group(1)) == pytest.approx(np.sqrt(np.mean(values ** 2)), rel=1e-3)
+    assert 9 < float(found.group(1)) < 15
+
+
+def test_sigma_auto_on_a_video_uses_the_first_frame(capsys, tmp_path, runtime):
+    rng = np.random.default_rng(6)
+    frames = np.stack([crop("moon", 40, 44, top=100 + 2 * t) for t in range(3)]).astype(np.float32)
+    frames += rng.normal(0, 10, frames.shape).astype(np.float32)
+    np.save(tmp_path / "clip.npy", frames)
+    code, out, err = run(capsys, "denoise", tmp_path / "clip.npy", tmp_path / "out.npy",
+                         "--method", "bm3d", "--sigma", "auto", "--device", spec_of(runtime))
+    assert code == 0, err
+    found = SIGMA_LINE.search(out)
+    assert found and found.group(2) == "frame 0 of clip.npy", out
+    estimate = estimate_sigma(frames[0], runtime=runtime)
+    assert found.group(1) == f"{estimate:.4g}" and f"bm3d, sigma {estimate:g}" in out
+
+
+def test_sigma_auto_errors(capsys, tmp_path, runtime):
+    tiny = tmp_path / "tiny.png"
+    Image.fromarray(crop("camera", 20, 20)).save(tiny)
+    code, out, err = run(capsys, "denoise", tiny, tmp_path / "out.png", "--sigma", "auto",
+                         "--device", spec_of(runtime))
+    assert code != 0 and out == ""
+    assert_one_error_line(err, "--sigma auto: image is too small to estimate noise")
+    flat = tmp_path / "flat.png"
+    Image.fromarray(np.full((40, 40), 9, np.uint8)).save(flat)
+    code, out, err = run(capsys, "denoise", flat, tmp_path / "out.png", "--sigma", "auto",
+                         "--device", spec_of(runtime))
+    assert code != 0 and out == ""
+    assert_one_error_line(err, "--sigma auto: the estimated noise of flat.png is 0")
+    assert not (tmp_path / "out.png").exists()
+    code, out, err = run(capsys, "denoise", flat, tmp_path / "out.tif", "--sigma", "auto",
+                         "--chunks", 64)
+    assert code != 0 and out == ""
+    assert_one_error_line(err, "--sigma auto does not go with --chunks")
+    code, out, _ = run(capsys, "denoise", "--help")
+    words = " ".join(out.split())
+    assert "or 'auto': estimated from IN" in words and "videos: on the first frame" in words
