@@ -22,7 +22,6 @@ from ..core.runtime import Runtime
 from ..io.chunked import CHUNKED_SUFFIXES, open_chunked, tiff_tile, write_chunked
 from ..io.errors import ImageFileError
 from .common import CommandError
-from .outputs import Writing
 from .progress import Progress
 
 __all__ = ["denoise_chunked"]
@@ -51,6 +50,8 @@ def _check(args: argparse.Namespace) -> None:
             tiff_tile(args.chunks)          # before any work
         except ImageFileError as error:
             raise CommandError(str(error)) from None
+    if Path(args.output).resolve() == Path(args.input).resolve():
+        raise CommandError(f"OUT must not be IN ({args.input}): IN is read while OUT is written")
     if Path(args.output).exists() and not args.overwrite:
         raise CommandError(f"{args.output} exists; pass --overwrite to replace it")
 
@@ -100,9 +101,13 @@ def denoise_chunked(args: argparse.Namespace) -> int:
     count = len(out.chunks[0]) * len(out.chunks[1])
     start = time.perf_counter()
     try:
-        with Writing(args.output), Progress(count, "chunks", unit="chunks") as progress:
+        with Progress(count, "chunks", unit="chunks") as progress:
             write_chunked(args.output, x.shape, x.dtype, args.chunks,
                           _bands(out, args.chunks, progress))
+    except KeyboardInterrupt:
+        # OUT is written in place, band by band: say so rather than promise it untouched.
+        raise CommandError(f"interrupted: {args.output} is incomplete (it is written band by "
+                           "band); delete it, or run again with --overwrite") from None
     finally:
         if client is not None:
             client.close()

@@ -4,8 +4,9 @@
 the chunk's sub-window of the input (a slice of the Dask array, so Dask gathers it from
 every input chunk it overlaps: chunks smaller than the halo are fine) and the whole image's
 peak |value| (one reduction task shared by all), runs the method on the sub-window with this
-process's runtime and returns the core. The pieces are joined with `dask.array.block`; the
-result has the input's chunks in time and space (channels in one chunk).
+process's runtime and returns the core. The pieces are joined with `dask.array.concatenate`
+along explicit axes; the result has the input's chunks in time and space (channels in one
+chunk).
 """
 
 from __future__ import annotations

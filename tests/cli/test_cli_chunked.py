@@ -57,6 +57,7 @@ def test_colour_16_bit_tiff(capsys, runtime, tmp_path):
     (["in.tif", "out.zarr", "--chunks", "32", "--method", "vbm3d"], ["nlmeans or bm3d"]),
     (["in.tif", "out.tif", "--chunks", "40"], ["multiple of 16"]),
     (["in.tif", "out.zarr", "--scheduler", "tcp://x:1"], ["--scheduler goes with --chunks"]),
+    (["in.tif", "in.tif", "--chunks", "32", "--overwrite"], ["must not be IN"]),
 ])
 def test_errors(capsys, tmp_path, argv, fragments):
     tifffile.imwrite(tmp_path / "in.tif", np.zeros((40, 40), np.uint8))
