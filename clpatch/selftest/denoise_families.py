@@ -1,11 +1,12 @@
 """Self-test families of the filters: NL-means with each aggregation the device supports (and
 colour), BM3D (grayscale with each aggregation, the reference preset, colour) and VBM3D (each
-video search variant, grayscale and colour), against `oracles/nlmeans.py`, `bm3d.py` and
-`vbm3d.py`.
+video search variant, grayscale and colour), and the noise estimate, against
+`oracles/nlmeans.py`, `bm3d.py`, `vbm3d.py` and `noise_level.py`.
 
 Criteria are the tests': the filters' float32 outputs match the float64 oracles to the tests'
 tolerances (NL-means |delta| <= 2e-3 + 1e-4 |x|, BM3D and VBM3D |delta| <= 1e-3 on 0-255
-data); the VBM3D search, on an integer-valued video, equals the oracle's bit for bit.
+data); the VBM3D search, on an integer-valued video, equals the oracle's bit for bit; the
+noise estimate matches its oracle to rtol 1e-4 (tests/denoise/test_estimate_sigma.py's).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from ..core.runtime import Runtime
 from ..denoise.bm3d import bm3d
 from ..denoise.nlm_aggregation import AGGREGATIONS as NLM_AGGREGATIONS
 from ..denoise.nlmeans import nlmeans
+from ..denoise.noise_level import estimate_sigma
 from ..denoise.vbm3d import VBM3DPlan, vbm3d
 from ..denoise.vbm3d_params import VIDEO_SEARCHES, video_stage_params
 from .compare import Family, Unsupported, close, host, matches_equal, shape
@@ -135,6 +137,15 @@ def run_vbm3d(name: str, runtime: Runtime) -> list[str]:
     return check_output(out, want, tol=FILTER_TOL)
 
 
+def run_noise_level(runtime: Runtime) -> list[str]:
+    """`estimate_sigma` of a colour image, one sigma per channel."""
+    image = smooth_noisy((40, 52, 3), 7)
+    want = np.asarray(oracle("noise_level").estimate_sigma(image), np.float64)
+    got = np.asarray(estimate_sigma(image, runtime=runtime), np.float64)
+    return shape(got, want.shape, "sigmas") or close(got, want, rtol=1e-4, atol=0.0,
+                                                     what="sigma per channel")
+
+
 FAMILIES = (
     *(Family(f"nlmeans/{aggregation}", partial(run_nlmeans, aggregation),
              f"NL-means, grayscale, {aggregation} aggregation, both averaging kernels")
@@ -145,4 +156,5 @@ FAMILIES = (
              f"VBM3D predictive search, {variant} variant") for variant in VIDEO_SEARCHES),
     Family("vbm3d/gray", partial(run_vbm3d, "vbm3d/gray"), "VBM3D, grayscale"),
     Family("vbm3d/colour", partial(run_vbm3d, "vbm3d/colour"), "VBM3D, colour (opponent space)"),
+    Family("noise_level", run_noise_level, "noise estimation (estimate_sigma), colour"),
 )

@@ -20,7 +20,7 @@ from types import ModuleType
 PACKAGE = "clpatch.oracles"
 
 #: The oracle modules (NumPy only): one per kernel family, plus what they share.
-MODULES = ("search", "nlmeans", "bm3d", "vbm3d", "knn", "ann", "nnf")
+MODULES = ("search", "nlmeans", "bm3d", "vbm3d", "knn", "ann", "nnf", "noise_level")
 
 _CLPATCH = Path(__file__).resolve().parent.parent     # the clpatch package folder
 
