@@ -278,6 +278,25 @@ def run_ann(pixels: str, burst: bool) -> None:
     print(f"ok: ann ({pixels} pixels{', burst' if burst else ''}) equals the oracle")
 
 
+def run_noise_level(channels: int) -> None:
+    from tests.reference.noise_level import estimate_sigma
+
+    runtime = simulator_runtime()
+    rng = np.random.default_rng(7)
+    # 30 x 28 positions: 22 x 20 = 440 patches of 9 x 9 (the least the estimate takes is 324),
+    # smooth structure plus noise so that the selection rejects some of them.
+    y, x = np.mgrid[:30, :28]
+    clean = 100 + 60 * np.sin(x / 5.0) * np.cos(y / 7.0)
+    if channels > 1:
+        clean = np.stack([clean + 10 * c for c in range(channels)], -1)
+    image = (clean + rng.normal(0, 8.0, clean.shape)).astype(np.float32)
+    got = np.asarray(clpatch.estimate_sigma(image, runtime=runtime), np.float64)
+    want = np.asarray(estimate_sigma(image), np.float64)
+    if not np.allclose(got, want, rtol=1e-4, atol=0):
+        sys.exit(f"estimate_sigma differs from the oracle: {got} against {want}")
+    print(f"ok: estimate_sigma on {image.shape} = {got} (oracle {want})")
+
+
 def run_planted(kernel_name: str) -> None:
     runtime = simulator_runtime()
     program = runtime.programs.build(PLANTED, template="<planted bugs>")
@@ -325,6 +344,8 @@ def main() -> None:
     ann_job = jobs.add_parser("ann")
     ann_job.add_argument("pixels", choices=("local", "global"))
     ann_job.add_argument("--burst", action="store_true")
+    noise_job = jobs.add_parser("noise_level")
+    noise_job.add_argument("--channels", type=int, default=1)
     planted = jobs.add_parser("planted")
     planted.add_argument("kernel", choices=("race", "uninit_local", "uninit_private",
                                             "uninit_global"))
@@ -343,6 +364,8 @@ def main() -> None:
         run_nnf(args.channels)
     elif args.job == "ann":
         run_ann(args.pixels, args.burst)
+    elif args.job == "noise_level":
+        run_noise_level(args.channels)
     else:
         run_planted(args.kernel)
 

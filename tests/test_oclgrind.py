@@ -164,6 +164,13 @@ def test_ann_runs_clean(pixels, burst):
     assert_clean("ann", pixels, *(["--burst"] if burst else []))
 
 
+# Noise estimation: texture strengths and their histogram, the tiled scatter of the selected
+# patches' products, and the reduction over work-groups; gray and colour.
+@pytest.mark.parametrize("channels", [1, 3])
+def test_noise_level_runs_clean(channels):
+    assert_clean("noise_level", "--channels", str(channels))
+
+
 # ---- negative controls: the harness must see planted bugs -------------------------------
 
 def test_planted_local_memory_race_is_reported():
