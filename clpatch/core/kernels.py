@@ -135,7 +135,7 @@ class ProgramCache:
         if path is not None and path.is_file():
             try:
                 binary = _unpack_binary(path.read_bytes())
-                if binary is None:
+                if binary is None or not _loadable(binary, device):
                     raise OSError("not a complete clpatch program binary")
                 program = cl.Program(ctx, [device], [binary]).build(list(options))
                 program.all_kernels()  # a stale or foreign binary fails here, not at launch
@@ -156,7 +156,7 @@ class ProgramCache:
         with self._lock:
             self.builds += 1
         if path is not None:
-            self._store(path, program)
+            self._store(path, program, device)
         return program
 
     @staticmethod
@@ -168,10 +168,10 @@ class ProgramCache:
         return str(target)
 
     @staticmethod
-    def _store(path: Path, program: Any) -> None:
+    def _store(path: Path, program: Any, device: Any) -> None:
         try:
             binaries = program.get_info(cl.program_info.BINARIES)
-            if not binaries or not binaries[0]:
+            if not binaries or not binaries[0] or not _loadable(bytes(binaries[0]), device):
                 return
             path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
@@ -185,6 +185,17 @@ class ProgramCache:
 # Cached binaries carry a checksum: drivers do not all reject a damaged binary cleanly
 # (PoCL aborts the process on a truncated one), so only intact files reach the driver.
 _BINARY_MAGIC = b"clpatch-program-binary-1\n"
+
+
+def _loadable(binary: bytes, device: Any) -> bool:
+    """Whether the driver can be handed `binary` without risk. PoCL's binaries carry the
+    program's bitcode (`program.bc`); PoCL 3.1 once handed out one without it (in a CI run;
+    the cause was not found, perhaps its own cache folder changed under it), and loading
+    that binary aborts the process (an assertion in pocl_binary.c), so such a binary is
+    neither stored nor loaded: the program is built from source instead."""
+    if "portable computing language" not in device.platform.name.lower():
+        return True
+    return b"program.bc" in binary
 
 
 def _pack_binary(binary: bytes) -> bytes:

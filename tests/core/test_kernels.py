@@ -9,6 +9,7 @@ import pyopencl as cl
 import pytest
 
 import clpatch
+from clpatch.core import kernels
 from clpatch.core.kernels import ProgramCache, cache_dir, device_identity, max_group_size, render
 from clpatch.core.profiles import family_profile
 
@@ -201,6 +202,23 @@ def test_disk_cache_is_used_by_a_second_runtime(runtime, cache_folder):
     assert second.programs.builds == 0
     assert binaries(cache_folder) == [stored]
     run_convert(second, loaded)
+
+
+def test_a_pocl_binary_without_its_bitcode_is_rebuilt_not_loaded(runtime, cache_folder):
+    """PoCL aborts the process loading a binary without its program.bc (seen once in CI):
+    such a cached file, checksum intact, must be rebuilt from source instead."""
+    if "portable computing language" not in runtime.device.platform.name.lower():
+        pytest.skip("a PoCL binary layout")
+    first = clpatch.Runtime(runtime.device)
+    first.programs.get("lib/convert.cl.mako", **CONVERT)
+    (stored,) = binaries(cache_folder)
+    binary = kernels._unpack_binary(stored.read_bytes())
+    assert binary is not None and b"program.bc" in binary
+    stored.write_bytes(kernels._pack_binary(binary.replace(b"program.bc", b"program.xx")))
+    second = clpatch.Runtime(runtime.device)
+    program = second.programs.get("lib/convert.cl.mako", **CONVERT)
+    assert second.programs.builds == 1
+    run_convert(second, program)
 
 
 def test_disk_cache_key_includes_options_and_profile(runtime, cache_folder):
