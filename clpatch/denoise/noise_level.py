@@ -44,41 +44,46 @@ On the device (cl_src/denoise/noise_level.cl.mako): the input's conversion, the 
 strength of every patch and its histogram, and for each pass the count, sums and sums of
 products of the selected patches' vectors (the work grows with the number of patches). On
 the host, in float64: the 81 x 81 covariance, its eigenvalues and the criterion, and the
-next threshold. Values are scaled by a power of two (exactly) so that the largest |value|
-is near 1, so any range of values is estimated alike.
+next threshold (`clpatch.denoise.noise_stats`). Values are scaled by a power of two
+(exactly) so that the largest |value| is near 1, so any range of values is estimated alike.
+An image too large for the device's memory is processed in bands of patch rows (each band
+holds its patches' pixel rows): the histogram and the statistics are sums over patches, so
+the bands' add up to the whole image's (the statistics in float64 on the host, so the
+estimate equals one band's to float rounding); every pass then converts each band again.
 """
 
 from __future__ import annotations
 
 import math
-from statistics import NormalDist
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pyopencl as cl
 
-from ..core.buffers import BufferPool, memory_limits
-from ..core.errors import DeviceResourceError
+from ..core.buffers import BufferPool, halve_until_fits, memory_limits
 from ..core.kernels import kernel, max_group_size
 from ..core.runtime import Runtime, resolve_runtime
 from ..core.upload import Uploader, check_peak
 from ..core.volumes import FLT_MAX, Volume, as_array, as_volume, channels_last
+from .noise_stats import (
+    BINS,
+    CONFIDENCE,
+    MAX_ITERATIONS,
+    MIN_PATCHES_PER_DIMENSION,
+    PATCH,
+    RTOL,
+    dc_free_basis,
+    min_patches,
+    settled,
+    threshold_factor,
+    unpack,
+    variance,
+)
 
-__all__ = ["CONFIDENCE", "MAX_ITERATIONS", "MIN_PATCHES_PER_DIMENSION", "PATCH", "RTOL",
+__all__ = ["BINS", "CONFIDENCE", "MAX_ITERATIONS", "MIN_PATCHES_PER_DIMENSION", "PATCH", "RTOL",
            "NoiseLevelPlan", "estimate_sigma", "min_patches", "settled", "threshold_factor"]
 
-#: Patch side.
-PATCH = 9
-#: Share of pure-noise patches the texture threshold keeps.
-CONFIDENCE = 0.99
-#: A selection holds at least this many patches per dimension of a patch vector.
-MIN_PATCHES_PER_DIMENSION = 4
-#: Passes after the first (all patches), at most.
-MAX_ITERATIONS = 12
-#: The iteration stops when sigma² changes by at most this fraction.
-RTOL = 1e-3
-#: Histogram bins per channel: a float's bits >> 20, 8 bins per octave.
-BINS = 2048
 #: Plans kept per runtime.
 PLANS_KEPT = 4
 # Work-group sizes: texture kernel (and its patch rows per work-item), scatter kernel (the
@@ -88,81 +93,71 @@ SCATTER_GROUP, MIN_SCATTER_GROUP = 256, 16
 # Tiles of TILE x TILE patch positions; CHUNK selected patches staged in local memory at a time.
 TILE, CHUNK = 16, 32
 REDUCE_GROUP = 64
+# Scatter work-groups per channel: at most this many, and 4 per compute unit.
+MAX_GROUPS, GROUPS_PER_UNIT = 1024, 4
 
 
-def min_patches(patch: int = PATCH) -> int:
-    """The fewest patch positions an image must have."""
-    return MIN_PATCHES_PER_DIMENSION * patch * patch
+@dataclass(frozen=True)
+class _Band:
+    """Patch rows [y0, y0 + ph) and the image rows they cover, [y0, y0 + rows)."""
 
-
-def threshold_factor(patch: int = PATCH, confidence: float = CONFIDENCE) -> float:
-    """tau0 (see the module doc): (tr / r) times the Wilson-Hilferty chi²_r quantile."""
-    r = patch * patch - 1
-    z = NormalDist().inv_cdf(confidence)
-    a = 2.0 / (9.0 * r)
-    chi2 = r * (1.0 - a + z * math.sqrt(a)) ** 3
-    return 4.0 * patch * (patch - 1) / r * chi2
-
-
-def chen_variance(values: np.ndarray) -> float:
-    """Chen et al.'s criterion (module doc, step 3) on eigenvalues."""
-    values = np.sort(np.asarray(values, np.float64))
-    for m in range(len(values), 0, -1):
-        head = values[:m]
-        tau = float(head.mean())
-        if np.count_nonzero(head > tau) == np.count_nonzero(head < tau):
-            return tau
-    return float(values[0])
-
-
-def settled(levels: list[float], counts: list[int], count: int, level: float) -> float | None:
-    """Record a pass (its selection's size and level) in `levels` and `counts`; return the
-    estimate once the iteration has settled (module doc, step 4), else None."""
-    if count in counts:         # the same selection again: a cycle from its first pass
-        return float(np.mean(levels[counts.index(count):]))
-    if levels and abs(level - levels[-1]) <= RTOL * levels[-1]:
-        return level
-    levels.append(level)
-    counts.append(count)
-    return None
-
-
-def _dc_free_basis(d: int) -> np.ndarray:
-    q, _ = np.linalg.qr(np.column_stack([np.ones(d), np.eye(d)[:, :d - 1]]))
-    return q[:, 1:]
+    y0: int
+    ph: int
+    rows: int
+    groups: int     # scatter work-groups per channel
 
 
 class NoiseLevelPlan:
     """The compiled estimator for one image shape: `run(volume)` returns the per-channel
-    sigma; `statistics(volume, thresholds)` one pass's statistics (for checks).
-    `last_events` holds the (stage, event) pairs of the last call."""
+    sigma; `statistics(volume, thresholds)` one pass's statistics (for checks). Images too
+    large for the device (or for `tile_bytes`, which tests use to force it) are processed
+    in bands of patch rows (module doc). `last_events` holds the (stage, event) pairs of
+    the last call."""
 
     def __init__(self, runtime: Runtime, rows: int, cols: int, channels: int, *,
-                 patch: int = PATCH) -> None:
+                 patch: int = PATCH, tile_bytes: int | None = None) -> None:
         self.runtime = runtime
         self.rows, self.cols, self.channels, self.patch = rows, cols, channels, patch
         self.ph, self.pw = rows - patch + 1, cols - patch + 1
         d = patch * patch
         self.blocks = -(-(d + 1) // 4)      # the kernel's 4 x 4 blocks of the statistics
         self.entries = 16 * self.blocks * (self.blocks + 1) // 2
-        self.tiles = -(-self.ph // TILE) * -(-self.pw // TILE)
-        self.groups = max(1, min(self.tiles, 4 * int(runtime.profile.compute_units), 1024))
-        largest, total = memory_limits(runtime)
-        pixels = channels * rows * cols
-        sizes = (4 * pixels, 8 * pixels, 4 * channels * self.ph * self.pw,
-                 4 * channels * self.groups * self.entries)   # planar, staging, texture, partial
-        if max(sizes) > largest or sum(sizes) > total:
-            raise DeviceResourceError(
-                f"a {rows}x{cols} image with {channels} channel(s) needs {sum(sizes)} bytes of "
-                f"device memory (at most {largest} per buffer, {total} in all here); estimate "
-                "sigma on a part of it")
+        # The partial statistics take at most a quarter of the memory a band may use.
+        _, total = memory_limits(runtime, tile_bytes)
+        self.max_groups = max(1, min(MAX_GROUPS,
+                                     GROUPS_PER_UNIT * int(runtime.profile.compute_units),
+                                     total // (16 * channels * self.entries)))
+        self.bands = self._plan_bands(tile_bytes)
         self._build()
         self._pool = BufferPool(runtime.context)
         self.uploader = Uploader(runtime, self._pool)
         self._zeros = np.zeros(channels * BINS, np.uint32)
         self._thr = np.zeros(channels, np.float32)
-        self._basis = _dc_free_basis(d)
+        self._basis = dc_free_basis(d)
         self.last_events: list[tuple[str, Any]] = []
+
+    def _band(self, y0: int, ph: int) -> _Band:
+        tiles = -(-ph // TILE) * -(-self.pw // TILE)
+        return _Band(y0, ph, ph + self.patch - 1, max(1, min(tiles, self.max_groups)))
+
+    def _plan_bands(self, tile_bytes: int | None) -> list[_Band]:
+        largest, total = memory_limits(self.runtime, tile_bytes)
+        c = self.channels
+
+        def fits(_: int, ph: int) -> bool:
+            band = self._band(0, ph)
+            pixels = c * band.rows * self.cols
+            sizes = (4 * pixels, 8 * pixels, 4 * c * ph * self.pw,    # planar, staging, texture
+                     4 * c * self.max_groups * self.entries,           # partial statistics
+                     8 * c * BINS + 4 * c * self.entries)              # histograms, statistics
+            return max(sizes) <= largest and sum(sizes) <= total
+
+        _, per = halve_until_fits(
+            fits, 1, self.ph,
+            f"not even one row of {self.patch}x{self.patch} patches of a {self.cols}-pixel "
+            f"wide image with {c} channel(s) fits the device's memory ({largest} bytes per "
+            "buffer); estimate sigma on a narrower part of it")
+        return [self._band(y0, min(self.ph, y0 + per) - y0) for y0 in range(0, self.ph, per)]
 
     def _build(self) -> None:
         group = min(SCATTER_GROUP, 1 << (int(self.runtime.profile.max_work_group_size)
@@ -186,82 +181,102 @@ class NoiseLevelPlan:
 
     # ---- passes ----------------------------------------------------------------------------
 
+    def _planar(self) -> Any:
+        rows = max(band.rows for band in self.bands)
+        return self._buffer("planar", 4 * self.channels * rows * self.cols)
+
+    def _texture_buffer(self) -> Any:
+        ph = max(band.ph for band in self.bands)
+        return self._buffer("texture", 4 * self.channels * ph * self.pw)
+
+    def _load(self, volume: Volume, band: _Band, after: Any = None) -> Any:
+        """Convert the band's image rows into the planar buffer (after event `after`, the
+        last reader of the previous band); returns the conversion's event."""
+        converted = self.uploader.convert(volume, 0, 1, band.y0, band.y0 + band.rows,
+                                          self._planar(),
+                                          wait_for=None if after is None else [after])
+        self.last_events += converted
+        return converted[-1][1]
+
+    def _texture_of(self, band: _Band, scale: float, hist: Any, wait_for: list[Any]) -> Any:
+        """Enqueue the texture strengths of the band's patches (added to `hist`)."""
+        rows = -(-band.ph // TEXTURE_ROWS)
+        done = self._texture(
+            self.runtime.queue, (-(-self.pw // TEXTURE_GROUP) * TEXTURE_GROUP, rows,
+                                 self.channels), (TEXTURE_GROUP, 1, 1),
+            self._planar(), np.int32(band.rows), np.int32(self.cols), np.int32(band.ph),
+            np.int32(self.pw), np.float32(scale), self._texture_buffer(), hist,
+            wait_for=wait_for)
+        self.last_events.append(("texture", done))
+        return done
+
+    def _cleared(self, name: str) -> tuple[Any, Any]:
+        hist = self._buffer(name, 4 * self.channels * BINS)
+        cleared = cl.enqueue_copy(self.runtime.queue, hist, self._zeros, is_blocking=False)
+        self.last_events.append(("clear", cleared))
+        return hist, cleared
+
     def _prepare(self, volume: Volume) -> tuple[float, np.ndarray]:
         """Convert the image and compute every patch's texture strength; returns the scale
-        applied to the values and the histogram (channels, BINS)."""
-        rt, c = self.runtime, self.channels
-        queue, i32 = rt.queue, np.int32
-        events = self.last_events = []
+        applied to the values and the histogram (channels, BINS). One band's conversion and
+        texture stay on the device for the first pass; with several bands the image is
+        converted once for its peak and once more for the histogram."""
+        self.last_events = []
         self.uploader.begin()
-        planar = self._buffer("planar", 4 * c * self.rows * self.cols)
-        events += self.uploader.convert(volume, 0, 1, 0, self.rows, planar)
-        converted = events[-1][1]
-        peak = self.uploader.peak([converted])
+        converted: list[Any] = []
+        for band in self.bands:     # one band: kept for the first pass; else only the peak
+            converted.append(self._load(volume, band, converted[-1] if converted else None))
+        peak = self.uploader.peak(converted[-1:])
         check_peak(peak, FLT_MAX)
         # Scaled values are below 1 (at least 1/2 at the peak): no sum overflows, and tiny
         # values keep their precision.
         scale = 1.0 if peak == 0.0 else 2.0 ** min(126, max(-126, -math.frexp(peak)[1]))
-        hist = self._buffer("hist", 4 * c * BINS)
-        cleared = cl.enqueue_copy(queue, hist, self._zeros, is_blocking=False)
-        events.append(("clear", cleared))
-        texture = self._buffer("texture", 4 * c * self.ph * self.pw)
-        rows = -(-self.ph // TEXTURE_ROWS)
-        done = self._texture(
-            queue, (-(-self.pw // TEXTURE_GROUP) * TEXTURE_GROUP, rows, c), (TEXTURE_GROUP, 1, 1),
-            planar, i32(self.rows), i32(self.cols), i32(self.ph), i32(self.pw),
-            np.float32(scale), texture, hist, wait_for=[converted, cleared])
-        events.append(("texture", done))
-        counts = np.empty((c, BINS), np.uint32)
-        cl.enqueue_copy(queue, counts, hist, wait_for=[done])
+        hist, cleared = self._cleared("hist")
+        if len(self.bands) == 1:
+            done = self._texture_of(self.bands[0], scale, hist, [converted[0], cleared])
+        else:
+            done = cleared
+            for band in self.bands:
+                done = self._texture_of(band, scale, hist, [self._load(volume, band, done),
+                                                            cleared])
+        counts = np.empty((self.channels, BINS), np.uint32)
+        cl.enqueue_copy(self.runtime.queue, counts, hist, wait_for=[done])
         return scale, counts
 
-    def _pass(self, thresholds: np.ndarray, scale: float) -> np.ndarray:
+    def _pass(self, volume: Volume, thresholds: np.ndarray, scale: float) -> np.ndarray:
         """Statistics (channels, entries) in the scaled units of the patches whose scaled
-        texture strength is below `thresholds` (float32 per channel)."""
+        texture strength is below `thresholds` (float32 per channel), summed over the bands
+        (in float64)."""
         rt, c, e = self.runtime, self.channels, self.entries
         queue, i32, g = rt.queue, np.int32, self.scatter_group
         events = self.last_events
         self._thr[:] = thresholds
         thr = self._buffer("thr", 4 * c)
         written = cl.enqueue_copy(queue, thr, self._thr, is_blocking=False)
-        partial = self._buffer("partial", 4 * c * self.groups * e)
-        texture = self._buffer("texture", 4 * c * self.ph * self.pw)
-        planar = self._buffer("planar", 4 * c * self.rows * self.cols)
-        waits = [written] + [ev for stage, ev in events if stage == "texture"]
-        scattered = self._scatter(
-            queue, (g * self.groups, 1, c), (g, 1, 1), planar, i32(self.rows), i32(self.cols),
-            i32(self.ph), i32(self.pw), np.float32(scale), texture, thr, i32(self.groups),
-            partial, wait_for=waits)
+        events.append(("thresholds", written))
+        partial = self._buffer("partial", 4 * c * self.max_groups * e)
         stats = self._buffer("stats", 4 * c * e)
-        reduced = self._reduce(queue, (-(-e // REDUCE_GROUP) * REDUCE_GROUP, c),
-                               (REDUCE_GROUP, 1), partial, i32(self.groups), stats,
-                               wait_for=[scattered])
-        events += [("thresholds", written), ("scatter", scattered), ("reduce", reduced)]
+        total = np.zeros((c, e))
         host = np.empty((c, e), np.float32)
-        cl.enqueue_copy(queue, host, stats, wait_for=[reduced])
-        return host.astype(np.float64)
-
-    def _unpack(self, row: np.ndarray, scale: float) -> tuple[int, np.ndarray, np.ndarray]:
-        """(count, sums, products) from the kernel's blocks of the sums of a a^T, a = (v, 1)."""
-        d, nb = self.patch * self.patch, self.blocks
-        full = np.zeros((4 * nb, 4 * nb))
-        blocks = iter(row.reshape(-1, 4, 4))
-        for bi in range(nb):
-            for bj in range(bi, nb):
-                full[4 * bi:4 * bi + 4, 4 * bj:4 * bj + 4] = next(blocks)
-        full = np.triu(full) + np.triu(full, 1).T
-        return (int(round(full[d, d])), full[:d, d] / scale,
-                full[:d, :d] / (scale * scale))
-
-    def _variance(self, row: np.ndarray) -> tuple[int, float]:
-        """(patches, Chen et al.'s level) of one channel's statistics (scaled units)."""
-        count, sums, products = self._unpack(row, 1.0)
-        if count == 0:
-            return 0, 0.0
-        mu = sums / count
-        cov = products / count - np.outer(mu, mu)
-        basis = self._basis
-        return count, max(chen_variance(np.linalg.eigvalsh(basis.T @ cov @ basis)), 0.0)
+        waits = [written] + [ev for stage, ev in events if stage == "texture"][-1:]
+        if len(self.bands) > 1:     # the previous pass's statistics were read already
+            scratch, cleared = self._cleared("hist_scratch")
+        scattered = None
+        for band in self.bands:
+            if len(self.bands) > 1:     # convert the band again, its texture beside it
+                loaded = self._load(volume, band, scattered)
+                waits = [written, self._texture_of(band, scale, scratch, [loaded, cleared])]
+            scattered = self._scatter(
+                queue, (g * band.groups, 1, c), (g, 1, 1), self._planar(), i32(band.rows),
+                i32(self.cols), i32(band.ph), i32(self.pw), np.float32(scale),
+                self._texture_buffer(), thr, i32(band.groups), partial, wait_for=waits)
+            reduced = self._reduce(queue, (-(-e // REDUCE_GROUP) * REDUCE_GROUP, c),
+                                   (REDUCE_GROUP, 1), partial, i32(band.groups), stats,
+                                   wait_for=[scattered])
+            events += [("scatter", scattered), ("reduce", reduced)]
+            cl.enqueue_copy(queue, host, stats, wait_for=[reduced])
+            total += host
+        return total
 
     # ---- public ------------------------------------------------------------------------------
 
@@ -271,8 +286,8 @@ class NoiseLevelPlan:
         scale, _ = self._prepare(volume)
         limits = np.asarray(thresholds, np.float64) * scale * scale
         limits = np.where(np.isfinite(limits), limits, FLT_MAX).astype(np.float32)
-        stats = self._pass(limits, scale)
-        return [self._unpack(row, scale) for row in stats]
+        stats = self._pass(volume, limits, scale)
+        return [unpack(row, self.patch, self.blocks, scale) for row in stats]
 
     def run(self, volume: Volume) -> np.ndarray:
         """sigma per channel, float64 (channels,), in the image's units."""
@@ -284,23 +299,23 @@ class NoiseLevelPlan:
         tau0 = threshold_factor(self.patch)
         thresholds = np.full(self.channels, FLT_MAX, np.float32)
         history: list[tuple[list[float], list[int]]] = [([], []) for _ in range(self.channels)]
-        variance = np.zeros(self.channels)
+        levels = np.zeros(self.channels)
         for _ in range(MAX_ITERATIONS + 1):
-            stats = self._pass(thresholds, scale)
+            stats = self._pass(volume, thresholds, scale)
             for ch in range(self.channels):
                 if thresholds[ch] < 0:      # settled earlier: nothing is selected any more
                     continue
-                count, level = self._variance(stats[ch])
-                variance[ch] = level
+                count, level = variance(stats[ch], self.patch, self.blocks, self._basis)
+                levels[ch] = level
                 final = settled(*history[ch], count, level)
                 if final is not None:
-                    variance[ch] = final
+                    levels[ch] = final
                     thresholds[ch] = -1.0
                 else:
                     thresholds[ch] = np.float32(max(tau0 * level, float(floor[ch])))
             if np.all(thresholds < 0):
                 break
-        return np.sqrt(variance) / scale
+        return np.sqrt(levels) / scale
 
 
 def _check_size(rows: int, cols: int, shape: tuple[int, ...]) -> None:

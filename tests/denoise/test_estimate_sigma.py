@@ -182,7 +182,31 @@ def test_sigma_stays_required():
             function(np.zeros((32, 32)))
 
 
-def test_image_larger_than_the_memory_limit(runtime):
+@pytest.mark.parametrize("channels", [1, 3])
+def test_images_larger_than_the_memory_limit_go_in_bands(runtime, channels):
+    clean = load_image("astronaut")[40:140, 60:150]
+    image = noisy(clean if channels == 3 else clean[..., 1], 10.0, 13).astype(np.float32)
+    whole = np.atleast_1d(clpatch.estimate_sigma(image, runtime=runtime))
+    small = clpatch.Runtime(runtime.device, memory_limit=60000 * channels)
+    plan = noise_level.NoiseLevelPlan(small, *image.shape[:2], channels)
+    assert len(plan.bands) >= 3
+    bands = plan.bands
+    assert bands[0].y0 == 0 and bands[-1].y0 + bands[-1].ph == plan.ph
+    assert all(a.y0 + a.ph == b.y0 for a, b in zip(bands, bands[1:]))
+    banded = plan.run(as_volume(image))
+    # the statistics are summed over bands in float64: equal to one band's to rounding
+    assert_close(banded, whole, rtol=1e-5, atol=0, what="sigma in bands")
+    assert_close(banded, np.atleast_1d(ref.estimate_sigma(image)), rtol=RTOL, atol=0,
+                 what="sigma in bands against the oracle")
+    device = cla.to_device(small.queue, image)
+    np.testing.assert_array_equal(np.atleast_1d(clpatch.estimate_sigma(device, runtime=small)),
+                                  banded)
+    # one pass's statistics in bands: the same selection as the oracle's
+    (count, _, _), *_ = plan.statistics(as_volume(image), [3e4] * channels)
+    assert count == ref.patch_statistics(image[..., 0] if channels == 3 else image, 3e4)[0]
+
+
+def test_not_even_one_band_fits(runtime):
     small = clpatch.Runtime(runtime.device, memory_limit=20000)
-    with pytest.raises(clpatch.DeviceResourceError, match="estimate sigma on a part of it"):
+    with pytest.raises(clpatch.DeviceResourceError, match="not even one row of 9x9 patches"):
         clpatch.estimate_sigma(np.zeros((100, 100)), runtime=small)
