@@ -40,12 +40,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from PIL import Image
 
 import clpatch
 
-ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_IMAGES = [ROOT.parent / "shared" / "data" / "images", ROOT / "tests" / "data"]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from shared_images import DEFAULT_FOLDERS, ROOT, load_images  # noqa: E402
+
 LUMA = np.array([0.299, 0.587, 0.114])
 
 try:
@@ -68,21 +68,6 @@ def psnr(output: np.ndarray, clean: np.ndarray) -> float:
 def to_gray(rgb: np.ndarray) -> np.ndarray:
     """8-bit luminance (ITU-R BT.601 weights), as float32."""
     return np.clip(np.rint(rgb[..., :3].astype(np.float64) @ LUMA), 0, 255).astype(np.float32)
-
-
-def load_images(folder: Path, only: list[str] | None) -> list[tuple[str, np.ndarray]]:
-    """(name, float32 image) for every PNG of `folder`: (H, W) gray or (H, W, 3) RGB."""
-    out = []
-    for path in sorted(folder.glob("*.png")):
-        if only and path.stem not in only:
-            continue
-        with Image.open(path) as im:
-            if im.mode in ("1", "L", "LA"):
-                array = np.asarray(im.convert("L"), np.float32)
-            else:
-                array = np.asarray(im.convert("RGB"), np.float32)
-        out.append((path.stem, array))
-    return out
 
 
 def add_noise(clean: np.ndarray, sigma: float, seed: int) -> np.ndarray:
@@ -212,9 +197,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-colour", action="store_true", help="skip the colour table")
     args = parser.parse_args(argv)
 
-    folder = args.images or next((d for d in DEFAULT_IMAGES if d.is_dir()), None)
+    folder = args.images or next((d for d in DEFAULT_FOLDERS if d.is_dir()), None)
     if folder is None or not folder.is_dir():
-        parser.error(f"no image folder: {args.images or DEFAULT_IMAGES}")
+        parser.error(f"no image folder: {args.images or DEFAULT_FOLDERS}")
     images = load_images(folder, args.only)
     if not images:
         parser.error(f"no PNG images in {folder}" + (f" named {args.only}" if args.only else ""))

@@ -31,30 +31,18 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from PIL import Image
 
 import clpatch
 
-ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_IMAGES = [ROOT.parent / "shared" / "data" / "images", ROOT / "tests" / "data"]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from shared_images import DEFAULT_FOLDERS, load_images  # noqa: E402
+
 TARGET = 0.10
 
 try:
     from skimage.restoration import estimate_sigma as skimage_estimate
 except ImportError:  # pragma: no cover - depends on the environment
     skimage_estimate = None
-
-
-def load_images(folder: Path, only: list[str] | None) -> list[tuple[str, np.ndarray]]:
-    """(name, float64 image) for every PNG of `folder`: (H, W) gray or (H, W, 3) RGB."""
-    out = []
-    for path in sorted(folder.glob("*.png")):
-        if only and path.stem not in only:
-            continue
-        with Image.open(path) as im:
-            mode = "L" if im.mode in ("1", "L", "LA") else "RGB"
-            out.append((path.stem, np.asarray(im.convert(mode), np.float64)))
-    return out
 
 
 def noisy(clean: np.ndarray, name: str, sigma: float, seed: int) -> np.ndarray:
@@ -194,8 +182,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--markdown", type=Path, default=None)
     parser.add_argument("--only", nargs="*", default=None)
     args = parser.parse_args(argv)
-    folder = args.images or next(p for p in DEFAULT_IMAGES if p.is_dir())
-    images = load_images(folder, args.only)
+    folder = args.images or next(p for p in DEFAULT_FOLDERS if p.is_dir())
+    images = load_images(folder, args.only, np.float64)
     if not images:
         parser.error(f"no PNG images in {folder}")
     runtime = clpatch.Runtime(args.device)
