@@ -40,7 +40,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-__all__ = ["Halo", "Piece", "align_down", "bm3d_halo", "nlmeans_halo", "pieces", "search_halo"]
+__all__ = ["Halo", "Piece", "align_down", "bm3d_halo", "nlmeans_halo", "pieces", "search_halo",
+           "sub_window"]
 
 
 @dataclass(frozen=True)
@@ -118,9 +119,9 @@ def pieces(rows: int, cols: int, row_chunks: tuple[int, ...], col_chunks: tuple[
     for t0, t1 in _spans(frame_chunks):
         ta, tb = max(0, t0 - halo.frames), min(frames, t1 + halo.frames)
         for a, b in _spans(row_chunks):
-            ya, yb = _window(a, b, rows, max(row_chunks), halo)
+            ya, yb = sub_window(a, b, rows, max(row_chunks), halo)
             for c, d in _spans(col_chunks):
-                xa, xb = _window(c, d, cols, max(col_chunks), halo)
+                xa, xb = sub_window(c, d, cols, max(col_chunks), halo)
                 out.append(Piece(a, b, c, d, ya, yb, xa, xb, t0, t1, ta, tb))
     return out
 
@@ -132,9 +133,10 @@ def _spans(chunks: tuple[int, ...]) -> list[tuple[int, int]]:
     return list(zip(ends[:-1], ends[1:], strict=True))
 
 
-def _window(lo: int, hi: int, size: int, largest: int, halo: Halo) -> tuple[int, int]:
-    """The sub-window of the span [lo, hi) of an axis of `size` (see `pieces`): it covers
-    [lo - halo, hi + halo) clipped to the axis and starts on the alignment."""
+def sub_window(lo: int, hi: int, size: int, largest: int, halo: Halo) -> tuple[int, int]:
+    """The sub-window of the span [lo, hi) of an axis of `size`, `largest` the longest span
+    of that axis (see `pieces`): it covers [lo - halo, hi + halo) clipped to the axis,
+    starts on the alignment and has the axis' common width where the axis allows."""
     span = largest + 2 * halo.pixels + halo.align       # the common width
     if span >= size:
         return 0, size

@@ -21,7 +21,7 @@ from ..match.matches import Matches, grid_positions
 from ..match.search import search_patches as search_image
 from ..match.window_params import check_fits, check_search_request
 from .graph import check_dask_array
-from .pieces import align_down, search_halo
+from .pieces import search_halo, sub_window
 from .worker import run_on_device
 
 __all__ = ["search_patches"]
@@ -75,16 +75,21 @@ def search_patches(image: Any, patch_size: int = 8, step: int = 4, window: int =
     halo = search_halo(p, s, request.window)
     kwargs = dict(patch_size=p, step=s, window=request.window, n=request.n, metric=request.metric)
     token = dask.base.tokenize(x, kwargs)
+    row_spans, col_spans = _spans(x.chunks[0], grid_y), _spans(x.chunks[1], grid_x)
+
+    def extent(grid: np.ndarray, spans: list[tuple[int, int]]) -> int:
+        return max(int(grid[g1 - 1]) + 1 - int(grid[g0]) for g0, g1 in spans)
+
+    # Sub-windows by the pieces' rule, over the pixel extent of each block's references.
+    tall, wide = extent(grid_y, row_spans), extent(grid_x, col_spans)
     pos_rows, dist_rows = [], []
-    for g0, g1 in _spans(x.chunks[0], grid_y):
+    for g0, g1 in row_spans:
         ys = grid_y[g0:g1]
-        ya = align_down(max(0, int(ys[0]) - halo.pixels), halo.align)
-        yb = min(rows, int(ys[-1]) + 1 + halo.pixels)
+        ya, yb = sub_window(int(ys[0]), int(ys[-1]) + 1, rows, tall, halo)
         pos_row, dist_row = [], []
-        for h0, h1 in _spans(x.chunks[1], grid_x):
+        for h0, h1 in col_spans:
             xs = grid_x[h0:h1]
-            xa = align_down(max(0, int(xs[0]) - halo.pixels), halo.align)
-            xb = min(cols, int(xs[-1]) + 1 + halo.pixels)
+            xa, xb = sub_window(int(xs[0]), int(xs[-1]) + 1, cols, wide, halo)
             task = dask.delayed(_run_search, pure=True, nout=2,
                                 name=f"clpatch-search-{token}-{g0}-{h0}")(
                 x[ya:yb, xa:xb], ya, xa, ys, xs, kwargs)
