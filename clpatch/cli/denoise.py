@@ -126,6 +126,10 @@ def denoise_image(name: str, image: np.ndarray, info: ImageInfo, args: argparse.
                            "directory of frames, a multi-page TIFF, a (T, H, W[, 3]) .npy array "
                            "or a video file")
     function = method_function(args.method)
+    if args.method == "bm3d" and info.channels not in (1, 3):
+        raise CommandError(f"--method bm3d filters grayscale or RGB images, and {name} is a "
+                           f"{info.mode} .npy array (every channel of a .npy array is data, "
+                           "none is alpha); use --method nlmeans, or save 1 or 3 channels")
     kwargs = {key: getattr(args, dest) for dest, key, _ in METHOD_OPTIONS
               if getattr(args, dest, None) is not None}
     accepted = inspect.signature(function).parameters
@@ -152,6 +156,8 @@ def denoise_image(name: str, image: np.ndarray, info: ImageInfo, args: argparse.
             write_image(args.output, result, info)
 
     lines = [f"image:      {name}: {_shape(image)}, {info.describe()}"]
+    if info.note:
+        lines.append(f"note:       {info.note}")
     if noise_line:
         lines.append(f"noise:      {noise_line}")
     if sigma_line:

@@ -28,12 +28,33 @@ def check_file(path: Path) -> None:
         raise ImageFileError(f"{path}: not a file")
 
 
+#: What `frame_array` does to the Pillow modes it converts, said to the user.
+CONVERSIONS = {
+    "P": "a palette image: denoised as RGB (or RGBA with its transparency) and written so",
+    "PA": "a palette image with alpha: denoised as RGBA and written so",
+    "1": "a 1-bit image: denoised as 8-bit grey levels (0 and 255) and written as 8-bit",
+    "La": "premultiplied alpha: un-premultiplied to LA",
+    "RGBa": "premultiplied alpha: un-premultiplied to RGBA",
+    "CMYK": "a CMYK image: denoised and written as RGB",
+    "YCbCr": "a YCbCr image: denoised and written as RGB",
+    "LAB": "a LAB image: denoised and written as RGB",
+    "HSV": "an HSV image: denoised and written as RGB",
+}
+
+
 def decode_frames(path: Path) -> tuple[list[np.ndarray], str]:
     """The frames of a file as native arrays, and its format name."""
+    frames, fmt, _ = decode_file(path)
+    return frames, fmt
+
+
+def decode_file(path: Path) -> tuple[list[np.ndarray], str, str | None]:
+    """The frames of a file as native arrays, its format name, and what was converted to
+    read it (`CONVERSIONS`; None when nothing was)."""
     check_file(path)
     if path.suffix.lower() == ".npy":
         try:
-            return [np.load(path, allow_pickle=False)], "NPY"
+            return [np.load(path, allow_pickle=False)], "NPY", None
         except (OSError, ValueError, EOFError) as exc:
             raise ImageFileError(f"{path}: not a readable .npy array ({first_line(exc)})") from None
 
@@ -42,6 +63,7 @@ def decode_frames(path: Path) -> tuple[list[np.ndarray], str]:
     try:
         with Image.open(path) as image:
             fmt = image.format or "unknown"
+            note = CONVERSIONS.get(image.mode)
             deep_colour = is_16bit_colour(image, path, fmt)
             if not deep_colour:
                 frames = [frame_array(image, k) for k in range(getattr(image, "n_frames", 1))]
@@ -49,7 +71,7 @@ def decode_frames(path: Path) -> tuple[list[np.ndarray], str]:
             frames = _decode_16bit_colour(path, fmt)
     except UnidentifiedImageError:
         if is_tiff(path):  # layouts Pillow does not know, e.g. 16-bit gray + alpha
-            return _decode_16bit_colour(path, "TIFF"), "TIFF"
+            return _decode_16bit_colour(path, "TIFF"), "TIFF", None
         raise ImageFileError(f"{path}: not an image file clpatch can read "
                              "(PNG, TIFF, JPEG, other formats Pillow reads, or .npy)") from None
     except Image.DecompressionBombError as exc:
@@ -58,7 +80,7 @@ def decode_frames(path: Path) -> tuple[list[np.ndarray], str]:
         raise
     except (OSError, ValueError, SyntaxError, struct.error, zlib.error) as exc:
         raise ImageFileError(f"{path}: cannot read the image ({first_line(exc)})") from None
-    return frames, fmt
+    return frames, fmt, note
 
 
 def frame_array(image: Any, index: int) -> np.ndarray:
@@ -78,6 +100,18 @@ def frame_array(image: Any, index: int) -> np.ndarray:
     if array.dtype.byteorder not in ("=", "|"):  # e.g. big-endian 16-bit TIFF
         array = array.astype(array.dtype.newbyteorder("="))
     return array
+
+
+def pillow_frames(path: Path) -> int:
+    """The number of frames Pillow finds in an image file (1 for single images); 0 when
+    Pillow cannot open it."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(path) as image:
+            return int(getattr(image, "n_frames", 1))
+    except (UnidentifiedImageError, OSError, ValueError, SyntaxError):
+        return 0
 
 
 def is_16bit_colour(image: Any, path: Path, fmt: str) -> bool:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .decode import decode_frames
+from .decode import CONVERSIONS, decode_file, decode_frames
 from .errors import ImageFileError, first_line
 from .noise import add_noise, psnr
 from .optional import require_tifffile
@@ -40,6 +40,9 @@ __all__ = [
 WRITE_FORMATS = {".png": "PNG", ".tif": "TIFF", ".tiff": "TIFF", ".jpg": "JPEG", ".jpeg": "JPEG",
                  ".npy": "NPY"}
 MODES = {1: "L", 2: "LA", 3: "RGB", 4: "RGBA"}  # channels -> mode
+LAYOUT_CHANNELS = {"L": 1, "LA": 1, "RGB": 3, "RGBA": 3}  # mode -> channels denoised
+NPY_MODES = {1: "L", 2: "2-channel", 3: "RGB", 4: "4-channel"}  # a .npy array has no alpha
+NATIVE_NPY = (np.uint8, np.uint16, np.float32)
 JPEG_QUALITY = 95
 
 
@@ -51,14 +54,19 @@ class ImageInfo:
         array, whose values are taken to be on the 0–255 scale.
     mode: "L", "LA", "RGB" or "RGBA": the layout of the file (palette and CMYK images are
         read as RGB or RGBA, 1-bit images as L).
-    alpha: the alpha channel as read (uint8 / uint16, or float32 for `.npy`), else None.
+        A `.npy` array has no alpha channel: its 2 or 4 channels are all data ("2-channel",
+        "4-channel" modes, written back to `.npy` only).
+    alpha: the alpha channel as read (uint8 / uint16), else None.
     format: "PNG", "TIFF", "JPEG", "NPY", or the Pillow format name of other files.
+    note: what was converted to read the file (a palette, 1-bit, CMYK image; a float64 or
+        integer `.npy` array read as float32), for the command line to say; else None.
     """
 
     bit_depth: int | None
     mode: str
     alpha: np.ndarray | None = field(default=None, repr=False, compare=False)
     format: str = "PNG"
+    note: str | None = field(default=None, compare=False)
 
     @property
     def peak(self) -> float:
@@ -68,6 +76,11 @@ class ImageInfo:
     @property
     def colour(self) -> bool:
         return self.mode in ("RGB", "RGBA")
+
+    @property
+    def channels(self) -> int:
+        """Channels of the image that is denoised (alpha apart)."""
+        return LAYOUT_CHANNELS.get(self.mode) or int(self.mode.split("-")[0])
 
     def describe(self, fmt: str | None = None) -> str:
         """E.g. '8-bit RGBA PNG' or 'float32 L NPY'; with `fmt`, what `write_image` writes in
@@ -89,9 +102,10 @@ def read_image(path: str | Path) -> tuple[np.ndarray, ImageInfo]:
     arrays of other shapes are refused with a ValueError.
     """
     path = Path(path)
-    frames, fmt = decode_frames(path)
+    frames, fmt, note = decode_file(path)
     if len(frames) != 1:
-        raise ImageFileError(f"{path}: has {len(frames)} frames; only single images can be read here")
+        raise ImageFileError(f"{path}: has {len(frames)} frames; only single images can be read "
+                             "here (clpatch denoise reads multi-frame files as video)")
     array = frames[0]
     if array.ndim == 3 and array.shape[2] == 1:
         array = array[:, :, 0]
@@ -101,17 +115,28 @@ def read_image(path: str | Path) -> tuple[np.ndarray, ImageInfo]:
     if array.shape[0] == 0 or array.shape[1] == 0:
         raise ImageFileError(f"{path}: the image is empty ({array.shape[0]}x{array.shape[1]})")
     channels = 1 if array.ndim == 2 else array.shape[2]
-    mode = MODES[channels]
+    mode = (NPY_MODES if fmt == "NPY" else MODES)[channels]
     bit_depth = bit_depth_of(path, array, fmt)
+    if fmt == "NPY" and array.dtype not in NATIVE_NPY:
+        note = f"{array.dtype} values read as float32 (and written back as float32)"
     if bit_depth is None:
         array = array.astype(np.float32)
         if not np.all(np.isfinite(array)):
             raise ImageFileError(f"{path}: the array holds NaN or infinite values")
+    if note == CONVERSIONS["P"] and mode == "RGB" and _grey(array):
+        array, mode = array[:, :, 0], "L"
+        note = "a palette image of grey levels: denoised as 8-bit L and written so"
     alpha = None
     if mode in ("LA", "RGBA"):
         alpha = array[:, :, -1].copy()
         array = array[:, :, 0] if mode == "LA" else array[:, :, :3]
-    return np.ascontiguousarray(array, dtype=np.float32), ImageInfo(bit_depth, mode, alpha, fmt)
+    return (np.ascontiguousarray(array, dtype=np.float32),
+            ImageInfo(bit_depth, mode, alpha, fmt, note))
+
+
+def _grey(rgb: np.ndarray) -> bool:
+    return bool(np.array_equal(rgb[:, :, 0], rgb[:, :, 1])
+                and np.array_equal(rgb[:, :, 0], rgb[:, :, 2]))
 
 
 def read_array(path: str | Path) -> tuple[np.ndarray, bool]:
@@ -162,6 +187,9 @@ def output_format(path: str | Path, info: ImageInfo) -> str:
         raise ImageFileError(f"{path}: JPEG cannot store 16-bit images; write .png or .tif instead")
     if fmt == "JPEG" and info.alpha is not None:
         raise ImageFileError(f"{path}: JPEG cannot store an alpha channel; write .png or .tif instead")
+    if fmt != "NPY" and info.mode not in LAYOUT_CHANNELS:
+        raise ImageFileError(f"{path}: a {info.mode} .npy array is written as .npy only (an "
+                             "image file would take its last channel for alpha); write .npy")
     return fmt
 
 
@@ -173,7 +201,7 @@ def quantize(array: np.ndarray, depth: int) -> np.ndarray:
 
 
 def write_image(path: str | Path, array: np.ndarray, info: ImageInfo) -> None:
-    """Write `array` ((H, W) or (H, W, 3), in the units `read_image` gave) as `info` says.
+    """Write `array` ((H, W) or (H, W, C), in the units `read_image` gave) as `info` says.
 
     The format comes from the extension (see `output_format`). Values are rounded and
     clipped to the bit depth's range (0–255, 0–65535; a float `.npy` source is written as
@@ -185,10 +213,10 @@ def write_image(path: str | Path, array: np.ndarray, info: ImageInfo) -> None:
     path = Path(path)
     fmt = output_format(path, info)
     array = np.asarray(array)
-    expected = 3 if info.colour else 2
-    if array.ndim != expected or (info.colour and array.shape[2] != 3):
+    c = info.channels
+    if array.ndim != (2 if c == 1 else 3) or (c > 1 and array.shape[2] != c):
         raise ImageFileError(f"{path}: a {info.mode} image must be written from an array of "
-                             f"{expected} dimensions{' (H, W, 3)' if info.colour else ' (H, W)'}, "
+                             f"shape {'(H, W)' if c == 1 else f'(H, W, {c})'}, "
                              f"got shape {array.shape}")
     if info.alpha is not None and info.alpha.shape != array.shape[:2]:
         raise ImageFileError(f"{path}: the alpha channel is {info.alpha.shape}, the image {array.shape[:2]}")

@@ -1,7 +1,8 @@
 """Video files for the command line: reading and writing frame sequences, one frame at a time.
 
 A video is a sequence of frames of one shape and bit depth, each (H, W) grayscale or
-(H, W, 3) RGB; alpha channels are refused. Four containers are read and written:
+(H, W, 3) RGB; alpha channels are refused. Four containers are read and written, and
+animated images are read:
 
 - ``"directory"``: a directory of image files (anything `images.read_image` reads, picked by
   extension: see FRAME_EXTENSIONS), in natural order (``frame2`` before ``frame10``); hidden
@@ -21,6 +22,8 @@ A video is a sequence of frames of one shape and bit depth, each (H, W) grayscal
 - ``"npy"``: a NumPy array file (T, H, W) or (T, H, W, C), C in 1 or 3, of any real dtype,
   memory-mapped for reading (``np.load(mmap_mode="r")``) and written through
   ``np.lib.format.open_memmap``, so the writer needs the frame count up front.
+- ``"frames"`` (read only): an animated GIF, PNG or WebP file (any file Pillow reads with
+  more than one frame), decoded frame by frame with Pillow; palette frames are read as RGB.
 - ``"file"``: .mp4, .avi, .mkv, .mov and .webm files, through the optional ``imageio``
   package and its ffmpeg plugin (``pip install "clpatch[video]"``): lossy, 8-bit, even frame
   sizes only, and always read as RGB (a grayscale video comes back as (H, W, 3)).
@@ -55,7 +58,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .decode import is_tiff
+from .decode import is_tiff, pillow_frames
 from .errors import ImageFileError
 from .optional import VIDEO_EXTRA_HINT
 from .video_info import (
@@ -70,6 +73,7 @@ from .video_info import (
 from .video_readers import (
     frame_files,
     open_directory,
+    open_frames,
     open_npy,
     open_tiff,
     open_video_file,
@@ -111,7 +115,7 @@ def is_video_path(path: str | Path) -> bool:
             return tiff_pages(path)[1] > 1
         except (ImageFileError, OSError):
             return False
-    return False
+    return pillow_frames(path) > 1      # an animated GIF, PNG or WebP
 
 
 
@@ -137,6 +141,8 @@ def open_video(path: str | Path) -> tuple[VideoInfo, Iterator[np.ndarray]]:
         return open_video_file(path)
     if suffix in TIFF_EXTENSIONS or is_tiff(path):
         return open_tiff(path)
+    if pillow_frames(path) > 1:
+        return open_frames(path)
     raise ImageFileError(f"{path}: not a video; use a directory of frames, a multi-page "
                          f".tif/.tiff, a (T, H, W[, 3]) .npy array or "
                          f"{'/'.join(sorted(VIDEO_EXTENSIONS))}")

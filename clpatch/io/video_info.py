@@ -23,7 +23,8 @@ DEFAULT_FPS = 25.0
 class VideoInfo:
     """What `open_video` learnt about a video, for writing a result back in the same form.
 
-    kind: "directory", "tiff", "npy" or "file" (see the `video` module docstring).
+    kind: "directory", "tiff", "npy", "file" or "frames" (read only: an animated image; see
+        the `video` module docstring).
     frames: the number of frames T (at least 1).
     shape: one frame's shape, (H, W) or (H, W, 3).
     dtype: the frames' dtype on disk (uint8, uint16; float32 for frames `read_image` reads

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from .decode import frame_array, is_16bit_colour, is_tiff, tifffile_page_array
+from .decode import frame_array, is_16bit_colour, is_tiff, pillow_frames, tifffile_page_array
 from .errors import ImageFileError, first_line
 from .images import ImageInfo, bit_depth_of, read_image
 from .optional import require_imageio_ffmpeg, require_tifffile
@@ -148,19 +148,35 @@ def _tiff_native_pages(path: Path, backend: str) -> Iterator[np.ndarray]:
 def open_tiff(path: Path) -> tuple[VideoInfo, Iterator[np.ndarray]]:
     """A multi-page TIFF file, read page by page (Pillow, or tifffile for 16-bit colour)."""
     backend, count = tiff_pages(path)
+    return _open_pages(path, backend, count, "tiff", "TIFF", "page")
+
+
+def open_frames(path: Path) -> tuple[VideoInfo, Iterator[np.ndarray]]:
+    """A multi-frame image file other than TIFF (an animated GIF, PNG or WebP), read frame
+    by frame by Pillow (palette frames as RGB)."""
+    from PIL import Image
+
+    with Image.open(path) as image:
+        fmt = image.format or "unknown"
+    return _open_pages(path, "pillow", pillow_frames(path), "frames", fmt, "frame")
+
+
+def _open_pages(path: Path, backend: str, count: int, kind: str, fmt: str,
+                unit: str) -> tuple[VideoInfo, Iterator[np.ndarray]]:
+    """The pages (`unit`s) of a multi-page file, read one at a time by `backend`."""
     if count < 1:
-        raise ImageFileError(f"{path}: the TIFF file has no pages")
+        raise ImageFileError(f"{path}: the {fmt} file has no {unit}s")
     pages = _tiff_native_pages(path, backend)
     try:
-        first = _tiff_page(path, 0, next(pages))
+        first = _tiff_page(path, 0, next(pages), unit)
     except ImageFileError:
         raise
     except Exception as exc:  # Pillow and tifffile raise many kinds of errors on bad data
-        raise ImageFileError(f"{path}: cannot read the TIFF file ({first_line(exc)})") from None
-    depth = bit_depth_of(path, first, "TIFF")
+        raise ImageFileError(f"{path}: cannot read the {fmt} file ({first_line(exc)})") from None
+    depth = bit_depth_of(path, first, fmt)
     shape = first.shape if first.ndim == 2 else first.shape[:2] + (3,)
-    info = VideoInfo("tiff", count, shape, first.dtype, 65535.0 if depth == 16 else 255.0,
-                     ImageInfo(depth, "RGB" if len(shape) == 3 else "L", None, "TIFF"), path)
+    info = VideoInfo(kind, count, shape, first.dtype, 65535.0 if depth == 16 else 255.0,
+                     ImageInfo(depth, "RGB" if len(shape) == 3 else "L", None, fmt), path)
 
     def frames() -> Iterator[np.ndarray]:
         yield first.astype(np.float32)
@@ -168,28 +184,28 @@ def open_tiff(path: Path) -> tuple[VideoInfo, Iterator[np.ndarray]]:
             try:
                 page = next(pages, None)
             except Exception as exc:  # as above
-                raise ImageFileError(f"{path}: cannot read page {index} "
+                raise ImageFileError(f"{path}: cannot read {unit} {index} "
                                      f"({first_line(exc)})") from None
             if page is None:
-                raise ImageFileError(f"{path}: has {index} pages, not the {count} it announced")
-            page = _tiff_page(path, index, page)
+                raise ImageFileError(f"{path}: has {index} {unit}s, not the {count} it announced")
+            page = _tiff_page(path, index, page, unit)
             if page.shape != first.shape or page.dtype != first.dtype:
-                raise ImageFileError(f"{path}: page {index} is {page.dtype} {page.shape}; "
-                                     f"page 0 is {first.dtype} {first.shape}")
+                raise ImageFileError(f"{path}: {unit} {index} is {page.dtype} {page.shape}; "
+                                     f"{unit} 0 is {first.dtype} {first.shape}")
             yield page.astype(np.float32)
 
     return info, frames()
 
 
-def _tiff_page(path: Path, index: int, page: np.ndarray) -> np.ndarray:
+def _tiff_page(path: Path, index: int, page: np.ndarray, unit: str = "page") -> np.ndarray:
     """A native page checked to be (H, W) or (H, W, 3) (single channels squeezed)."""
     if page.ndim == 3 and page.shape[2] == 1:
         page = page[:, :, 0]
     if page.ndim == 3 and page.shape[2] in (2, 4):
-        raise ImageFileError(f"{path}: page {index} has an alpha channel; video frames must be "
+        raise ImageFileError(f"{path}: {unit} {index} has an alpha channel; video frames must be "
                              "grayscale or RGB: drop the alpha channel first")
     if page.ndim not in (2, 3) or (page.ndim == 3 and page.shape[2] != 3) or 0 in page.shape:
-        raise ImageFileError(f"{path}: page {index} has shape {page.shape}, not (H, W) or (H, W, 3)")
+        raise ImageFileError(f"{path}: {unit} {index} has shape {page.shape}, not (H, W) or (H, W, 3)")
     return page
 
 

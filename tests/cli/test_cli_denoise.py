@@ -115,6 +115,37 @@ def test_denoise_rgba_keeps_alpha(capsys, tmp_path, runtime):
     assert_same_output(values[..., :3], expected_output(rgb, 20, runtime))
 
 
+def test_npy_channels_are_all_filtered(capsys, tmp_path, runtime):
+    """A (H, W, 4) .npy array has no alpha: the command filters all four channels, as the
+    library does; BM3D, which filters 1 or 3 channels, says so before any work."""
+    image = np.dstack([noisy(crop("camera"), 20, seed=s) for s in range(4)]).astype(np.float32)
+    src, dst = tmp_path / "four.npy", tmp_path / "out.npy"
+    np.save(src, image)
+    code, out, err = run(capsys, "denoise", src, dst, "--sigma", 20, "--window", 11, "-n", 8,
+                         "--device", spec_of(runtime))
+    assert code == 0, err
+    assert "float32 4-channel NPY" in out
+    expected = nlmeans(image, 20, window=11, n=8, runtime=runtime)
+    np.testing.assert_array_equal(np.load(dst), expected)
+    code, _, err = run(capsys, "denoise", src, tmp_path / "b.npy", "--method", "bm3d",
+                       "--sigma", 20, "--device", spec_of(runtime))
+    assert code != 0 and "filters grayscale or RGB images, and four.npy is a 4-channel" in err
+    code, _, err = run(capsys, "denoise", src, tmp_path / "b.png", "--sigma", 20)
+    assert code != 0 and "is written as .npy only" in err
+
+
+def test_palette_image_says_how_it_is_read(capsys, tmp_path, runtime):
+    rgb = noisy(crop("astronaut"), 20)
+    src, dst = tmp_path / "palette.png", tmp_path / "out.png"
+    Image.fromarray(rgb).convert("P").save(src)
+    code, out, err = run(capsys, "denoise", src, dst, "--sigma", 20, "--window", 11, "-n", 8,
+                         "--device", spec_of(runtime))
+    assert code == 0, err
+    assert "note:       a palette image: denoised as RGB" in out
+    with Image.open(dst) as written:
+        assert written.mode == "RGB"
+
+
 def test_denoise_16bit_rgb_png(capsys, tmp_path, runtime):
     """Pillow reads 16-bit colour PNG as 8 bits; clpatch decodes and writes it itself."""
     image = noisy(crop("astronaut").astype(np.uint16) * 257, 20 * 257, peak=65535)

@@ -31,16 +31,69 @@ def test_read_write_round_trip(tmp_path, channels, dtype, suffix):
     shifted[0, 1] = peak + 40
     imageio.write_image(path, shifted, info)
     image, read_info = imageio.read_image(path)
-    assert image.dtype == np.float32 and image.shape == colour.shape
-    assert read_info.bit_depth == info.bit_depth and read_info.mode == info.mode
     expected = colour.astype(np.float32)
     expected[0, 0], expected[0, 1] = 0, peak
+    if suffix == ".npy" and channels in (2, 4):
+        # a .npy array has no alpha: the written alpha comes back as a channel of data
+        assert read_info.mode == f"{channels}-channel" and read_info.alpha is None
+        assert image.dtype == np.float32 and image.shape == data.shape
+        np.testing.assert_array_equal(image[..., :-1].reshape(expected.shape), expected)
+        np.testing.assert_array_equal(image[..., -1], data[..., -1])
+        return
+    assert image.dtype == np.float32 and image.shape == colour.shape
+    assert read_info.bit_depth == info.bit_depth and read_info.mode == info.mode
     np.testing.assert_array_equal(image, expected)
     if channels in (2, 4):
         np.testing.assert_array_equal(read_info.alpha, data[..., -1])
         assert read_info.alpha.dtype == dtype
     else:
         assert read_info.alpha is None
+
+
+def test_npy_channels_are_all_data(tmp_path):
+    """2 and 4 channels of a .npy array are filtered and written back like the others (no
+    alpha); image formats, which would take the last one for alpha, are refused."""
+    data = np.random.default_rng(3).random((9, 11, 4)).astype(np.float32) * 255
+    np.save(tmp_path / "four.npy", data)
+    image, info = imageio.read_image(tmp_path / "four.npy")
+    np.testing.assert_array_equal(image, data)
+    assert (info.mode, info.channels, info.alpha, info.note) == ("4-channel", 4, None, None)
+    imageio.write_image(tmp_path / "out.npy", image + 1, info)
+    np.testing.assert_array_equal(np.load(tmp_path / "out.npy"), data + 1)
+    for suffix in (".png", ".tif", ".jpg"):
+        with pytest.raises(imageio.ImageFileError, match=r"a 4-channel \.npy array is written "
+                                                         r"as \.npy only"):
+            imageio.write_image(tmp_path / f"out{suffix}", image, info)
+    with pytest.raises(imageio.ImageFileError, match=r"shape \(H, W, 4\)"):
+        imageio.write_image(tmp_path / "bad.npy", image[..., :3], info)
+
+
+@pytest.mark.parametrize("make,mode,note", [
+    (lambda g, c: Image.fromarray(g).convert("P"), "L", "a palette image of grey levels"),
+    (lambda g, c: Image.fromarray(c).convert("P"), "RGB", "a palette image: denoised as RGB"),
+    (lambda g, c: Image.fromarray(g).convert("1"), "L", "a 1-bit image: denoised as 8-bit"),
+    (lambda g, c: Image.fromarray(c).convert("CMYK"), "RGB", "a CMYK image"),
+    (lambda g, c: Image.fromarray(g), "L", None),
+])
+def test_converted_files_say_so(tmp_path, make, mode, note):
+    rng = np.random.default_rng(4)
+    grey = rng.integers(0, 256, (12, 10)).astype(np.uint8)
+    colour = rng.integers(0, 256, (12, 10, 3)).astype(np.uint8)
+    path = tmp_path / ("image.tif" if note and "CMYK" in note else "image.png")
+    make(grey, colour).save(path)
+    image, info = imageio.read_image(path)
+    assert info.mode == mode and image.shape == ((12, 10) if mode == "L" else (12, 10, 3))
+    assert (info.note is None) if note is None else info.note.startswith(note)
+    if note and "grey levels" in note:
+        np.testing.assert_array_equal(image, grey)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.int16, np.int32])
+def test_npy_of_other_dtypes_say_so(tmp_path, dtype):
+    np.save(tmp_path / "a.npy", np.arange(20, dtype=dtype).reshape(4, 5))
+    image, info = imageio.read_image(tmp_path / "a.npy")
+    assert image.dtype == np.float32 and info.bit_depth is None
+    assert info.note == f"{np.dtype(dtype)} values read as float32 (and written back as float32)"
 
 
 def test_png_decoder_matches_pillow():

@@ -252,6 +252,24 @@ def test_single_page_tiff_is_a_one_frame_video(tmp_path):
     assert info.frames == 1 and video.shape == (1, H, W)
 
 
+@pytest.mark.parametrize("suffix", [".gif", ".png", ".webp"])
+def test_animated_images_are_videos(tmp_path, suffix):
+    """An animated GIF, PNG or WebP is read frame by frame (palette GIF frames as RGB); a
+    single-frame one stays an image."""
+    video = frames_of(np.uint8, colour=True)
+    pages = [Image.fromarray(frame) for frame in video]
+    path = tmp_path / f"clip{suffix}"
+    options = {"lossless": True} if suffix == ".webp" else {}
+    pages[0].save(path, save_all=True, append_images=pages[1:], **options)
+    assert is_video_path(path)
+    got, info = read_video(path)
+    assert info.kind == "frames" and info.frames == T and got.shape == (T, H, W, 3)
+    if suffix != ".gif":        # GIF quantises colours to a palette
+        np.testing.assert_array_equal(got, video.astype(np.float32))
+    pages[0].save(tmp_path / f"one{suffix}")
+    assert not is_video_path(tmp_path / f"one{suffix}")
+
+
 # ---- npy laziness and the heuristics -------------------------------------------------------
 
 def test_npy_reading_is_lazy(tmp_path):
