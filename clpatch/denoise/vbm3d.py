@@ -15,10 +15,26 @@ shows no loss). Defaults follow the original VBM3D as implemented by Ehret (the 
 3000 and 1500 (mean squared difference per pixel, 0–255 units), λ 2.7, Bior1.5 / DCT and Haar.
 The original's distance penalty on the predictive search is not used.
 
+Guide video (`guide=`, BM3D-CUDA's `ref`, KNLMeansCL's `rclip`): a video of the frames' shape
+(e.g. a pre-filtered clip) that replaces, by `guide_role`:
+- "match" (default): the video the predictive searches run on, in both stages: stage 1
+  matches on the guide instead of the noisy frames, stage 2 instead of the basic estimate.
+  Hard thresholding and Wiener filtering still act on the noisy frames, and the Wiener oracle
+  is still the basic estimate. With one stage only stage 1's matching changes, so
+  guide=frames then gives exactly the unguided result (with two stages it does not: stage 2
+  then matches on the noisy frames).
+- "oracle": the basic estimate. Stage 1 is skipped; stage 2 matches on the guide and uses its
+  spectra as the Wiener oracle (needs stages=2). The device's own basic estimate as guide
+  gives the two-stage result.
+A colour guide goes through the opponent transform as the frames do; matching uses its Y.
+The frames alone set data_range and the fixed-point aggregation's peak.
+
 Streaming: `VBM3DPlan.stream(frames)` takes any iterable of frames and yields denoised frames
 in order, 4·radius + 1 frames behind the input. Device memory holds rings of frame slots
 (noisy and basic frames: 4·radius + 2 slots, the two accumulators 2·radius + 2 slots each),
-so it is bounded by the temporal window, never by the video's length. Each frame goes
+so it is bounded by the temporal window, never by the video's length (a guide to match on
+takes one more ring of 4·radius + 2 slots; `stream(frames, sigma, guide=guide_frames)`
+reads the guide's frames in step with the frames). Each frame goes
 through: upload (and the opponent transform for colour), stage-1 search and filtering of its
 references once the frames ``radius`` ahead are in, the basic estimate once no more stage-1
 group can reach it, then stage 2 likewise, then the output. Frames whose rings do not fit
@@ -41,7 +57,7 @@ from ..core.validate import check_choice
 from ..core.volumes import as_volume, channels_last
 from .bm3d_params import AGGREGATIONS
 from .strength import Strength
-from .vbm3d_params import VIDEO_SEARCHES, video_stage_params
+from .vbm3d_params import VIDEO_SEARCHES, check_guide_role, video_stage_params
 from .vbm3d_plan import VBM3DPlan
 
 __all__ = ["VBM3DPlan", "vbm3d"]
@@ -56,8 +72,8 @@ def vbm3d(frames: Any, sigma: float, *, patch_size: int | None = None,
           transform_2d: Any = None, transform_1d: Any = None, lambda_3d: float | None = None,
           stages: int | None = None, aggregation: str | None = None,
           data_range: float | None = None, channel_axis: int | None = None,
-          variant: str | None = None, peak: float | None = None,
-          runtime: Runtime | None = None) -> Any:
+          variant: str | None = None, peak: float | None = None, guide: Any = None,
+          guide_role: str = "match", runtime: Runtime | None = None) -> Any:
     """Denoise a video with VBM3D (grayscale) or its colour version (RGB, opponent space).
 
     frames: (T, H, W) or (T, H, W, 3), any real dtype, NumPy or pyopencl array.
@@ -73,6 +89,11 @@ def vbm3d(frames: Any, sigma: float, *, patch_size: int | None = None,
     data_range: as in clpatch.bm3d. channel_axis: where the colour channels are (None: last).
     variant: the search variant, "naive", "window" or "patch" (None: the device's rule).
     peak: as in clpatch.bm3d (pieces of a larger video pass its peak: clpatch.dask does).
+    guide: None, or a guide video of exactly the frames' shape (channel_axis applies to it
+        too), any real dtype, NumPy, array-like or pyopencl array (whatever the frames are).
+    guide_role: what the guide replaces (see the module doc): "match" (the searches of both
+        stages run on it) or "oracle" (it is the basic estimate: stage 1 is skipped, stage 2
+        matches on it and uses it as the Wiener oracle; needs stages=2).
     Returns float32 of the input's shape, NumPy for NumPy input, device array for device input.
     For videos too long for memory, use `VBM3DPlan.stream`, which reads frames one at a time.
     """
@@ -88,6 +109,9 @@ def vbm3d(frames: Any, sigma: float, *, patch_size: int | None = None,
         transform_1d=transform_1d, lambda_3d=lambda_3d, stages=stages)
     check_choice("aggregation", aggregation, AGGREGATIONS, allow_none=True)
     check_choice("variant", variant, VIDEO_SEARCHES, allow_none=True)
+    check_guide_role(guide_role, guide is not None, count)
+    if guide is not None:
+        guide, _ = channels_last(guide, channel_axis, video=True)
     p = p1.patch_size
     if p > volume.rows or p > volume.cols:
         raise ValueError(f"patch_size {p} is larger than the frames ({volume.rows}x{volume.cols})")
@@ -97,5 +121,5 @@ def vbm3d(frames: Any, sigma: float, *, patch_size: int | None = None,
     plan = rt.plan_cache().plan(key, lambda: VBM3DPlan(
         rt, volume.rows, volume.cols, volume.channels, (p1, p2), count, radius,
         aggregation=aggregation, variant=variant), PLANS_KEPT)
-    return restore(plan.apply(frames, strength))
+    return restore(plan.apply(frames, strength, guide=guide, guide_role=guide_role))
 

@@ -5,6 +5,12 @@ as the frames it needs are in (`clpatch.denoise.vbm3d` describes the schedule).
 A whole frame is one band; frames too large for the device are split into bands
 (`clpatch.denoise.vbm3d_tiles`), each its own pass over the frames, all sharing the plan's
 buffers (sized for the tallest band). Positions and rows are band coordinates throughout.
+
+A guide video (`clpatch.vbm3d`'s guide, `role`): "match" puts its frames in a ring of their
+own that the searches of both stages run on, instead of the noisy frames (stage 1) and the
+basic estimate (stage 2); "oracle" puts them in the basic estimate's ring, skips stage 1 and
+its accumulator, and stage 2 matches on them and uses them as its Wiener oracle. The guide's
+frames go through the same conversion and opponent transform as the noisy ones.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ import numpy as np
 
 from ..core.staging import download
 from ..core.volumes import Volume
-from .vbm3d_tiles import Band
+from .vbm3d_tiles import Band, Layout
 
 __all__ = ["BandPass", "FrameRef", "VideoSettings"]
 
@@ -63,21 +69,27 @@ class BandPass:
     float32 array, or None when the plan finalizes into `device_out` (a device video).
     Only frames in `wanted` (None: all) are finalized, and only the references they need
     are searched and filtered; `target(t)`, when given, is the array the rows of frame t
-    are copied into.
+    are copied into. `layout`: the bands `band` is one of (None: the plan's unguided ones);
+    `role`: the guide's (None: no guide), whose frames `put_guide` puts in.
     """
 
     def __init__(self, plan: Any, band: Band, settings: VideoSettings | None,
                  events: list[tuple[str, Any]], *, device_out: Any = None,
                  wanted: range | None = None,
-                 target: Callable[[int], np.ndarray] | None = None) -> None:
+                 target: Callable[[int], np.ndarray] | None = None,
+                 layout: Layout | None = None, role: str | None = None) -> None:
         self.plan, self.band, self.settings, self.events = plan, band, settings, events
         self.device_out, self.wanted, self.target = device_out, wanted, target
+        self.layout = layout if layout is not None else plan.layout(False)
+        self.role = role
         self.rows = band.rows
         self.frame = plan.channels * self.rows * plan.cols       # floats of one frame slot
         pool, item = plan.pool, 8 if plan.aggregation == "fixed" else 4
-        held = plan.channels * plan.band_rows * plan.cols        # the tallest band's slot
+        held = plan.channels * self.layout.rows * plan.cols      # the tallest band's slot
         self.noisy = pool.get("noisy", plan.slots * held * 4)
-        self.acc = [pool.get("acc1", plan.acc_slots * held * 2 * item)]
+        self.guide = pool.get("guide", plan.slots * held * 4) if role == "match" else None
+        self.acc = [None if role == "oracle"
+                    else pool.get("acc1", plan.acc_slots * held * 2 * item)]
         self.basic = None
         if len(plan.stages) == 2:
             self.basic = pool.get("basic", plan.slots * held * 4)
@@ -88,28 +100,42 @@ class BandPass:
 
     # ---- frames in -------------------------------------------------------------------------
 
-    def upload(self, frame: FrameRef) -> None:
-        """The next frame into its slot of the noisy ring; clears its accumulator slot."""
+    def upload(self, frame: FrameRef, guide: FrameRef | None = None) -> None:
+        """The next frame into its slot of the noisy ring (and its guide frame into the
+        guide's, see `put_guide`); clears its accumulator slot."""
         t = self.state.uploaded
         self.put_frame(frame, t)
-        self._clear(0, t)
+        if guide is not None:
+            self.put_guide(guide, t)
+        if self.acc[0] is not None:
+            self._clear(0, t)
         self.state.uploaded += 1
 
     def put_frame(self, frame: FrameRef, t: int) -> None:
         """The band's rows of `frame` into the slot of frame t of the noisy ring, as planar
         float (opponent colours for colour), converted on the device."""
+        self._put(frame, t, self.noisy)
+
+    def put_guide(self, frame: FrameRef, t: int) -> None:
+        """The band's rows of guide frame t into its slot of the guide's ring (the basic
+        estimate's for the "oracle" role), as `put_frame` does for the noisy frame."""
+        if self.role is None:
+            raise ValueError("this pass has no guide (role None)")
+        self._put(frame, t, self.guide if self.role == "match" else self.basic)
+
+    def _put(self, frame: FrameRef, t: int, ring: Any) -> None:
         plan = self.plan
         slot = t % plan.slots
         volume = frame.volume
         transfers = None if volume.on_device else plan.host_transfers()
         self.events.extend(plan.uploader.convert(
-            volume, frame.index, frame.index + 1, self.band.y_lo, self.band.y_hi, self.noisy,
+            volume, frame.index, frame.index + 1, self.band.y_lo, self.band.y_hi, ring,
             slot * self.frame, transfers=transfers))
         if plan.colour:
             i32 = np.int32
             self.events.append(("transform", plan.stages[0].opponent(
-                plan.runtime.queue, (plan.cols, self.rows, 1), None, self.noisy, i32(slot),
-                i32(1), i32(self.rows), i32(plan.cols), self.noisy, i32(0))))
+                plan.runtime.queue, (plan.cols, self.rows, 1), None, ring, i32(slot),
+                i32(1), i32(self.rows), i32(plan.cols), ring, i32(0))))
 
     # ---- the schedule ----------------------------------------------------------------------
 
@@ -172,8 +198,8 @@ class BandPass:
         stage = plan.stages[s]
         g0, g1 = self.band.refs[s]
         gy, gx, n = g1 - g0, len(stage.grid_x), stage.params.n
-        pos = plan.pool.get(f"pos{s}", plan.band_refs[s] * gx * n * 12)
-        dist = plan.pool.get(f"dist{s}", plan.band_refs[s] * gx * n * 4)
+        pos = plan.pool.get(f"pos{s}", self.layout.refs[s] * gx * n * 12)
+        dist = plan.pool.get(f"dist{s}", self.layout.refs[s] * gx * n * 4)
         t_lo, t_hi = max(0, t - plan.radius), min(last, t + plan.radius)
         self.events.append((f"search{stage.params.stage}", stage.search_band(
             guide, plan.slots, self.rows, self.ys[s], gy, t, t_lo, t_hi, pos, dist)))
@@ -186,8 +212,9 @@ class BandPass:
             np.int32((t % self.plan.acc_slots) * count), np.int32(count))))
 
     def _reference_frame(self, s: int, t: int) -> None:
-        """Search and filter the band's references of frame t in stage s + 1."""
-        if not self._needed(s, t):
+        """Search and filter the band's references of frame t in stage s + 1 (stage 1 is
+        skipped when the guide is the basic estimate)."""
+        if not self._needed(s, t) or self.acc[s] is None:
             return
         plan, settings = self.plan, self.settings
         i32, f32 = np.int32, np.float32
@@ -196,7 +223,10 @@ class BandPass:
         g0, g1 = self.band.refs[s]
         gy, gx = g1 - g0, len(stage.grid_x)
         last = (self.state.total if self.state.total is not None else self.state.uploaded) - 1
-        pos, dist = self.search(s, t, last, self.noisy if s == 0 else self.basic)
+        matched = self.noisy if s == 0 else self.basic        # the "oracle" guide is basic
+        if self.role == "match":
+            matched = self.guide
+        pos, dist = self.search(s, t, last, matched)
         if p.stage == 1:
             shrink = [p.lambda_3d * float(v) for v in settings.sigmas]
         else:
@@ -220,8 +250,12 @@ class BandPass:
 
     def _finalize_basic(self, t: int) -> None:
         """The basic estimate of frame t into its slot of the basic ring; frees the frame's
-        stage-1 accumulator slot and clears its stage-2 one."""
+        stage-1 accumulator slot and clears its stage-2 one. (The "oracle" guide is the basic
+        estimate, in the ring since its upload: only the clearing is left.)"""
         plan, i32 = self.plan, np.int32
+        if self.acc[0] is None:
+            self._clear(1, t)
+            return
         slot = t % plan.slots
         self.events.append(("finalize1", plan.stages[0].finalize_planar(
             plan.runtime.queue, (plan.cols, self.rows, 1), None,

@@ -5,13 +5,11 @@ device; `clpatch.denoise.vbm3d` describes the method."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 import numpy as np
 import pyopencl as cl
-import pyopencl.array as cla
 
 from ..core.buffers import BufferPool
 from ..core.runtime import Runtime
@@ -21,10 +19,11 @@ from ..core.validate import check_float, check_int
 from ..core.volumes import Volume, as_volume, default_data_range, magnitude_limit
 from .bm3d_params import channel_sigmas, choose_aggregation, fixed_point_scales
 from .strength import Strength
-from .vbm3d_params import VideoStageParams, choose_video_search, contributions
+from .vbm3d_params import VideoStageParams, check_guide_role, choose_video_search, contributions
 from .vbm3d_pass import BandPass, FrameRef, VideoSettings
 from .vbm3d_stage import VideoStage
-from .vbm3d_tiles import chunk_frames, halo_frames, plan_bands
+from .vbm3d_stream import chunks, guide_iterator, one_band
+from .vbm3d_tiles import Layout, chunk_frames, plan_layout
 
 __all__ = ["VBM3DPlan"]
 
@@ -42,6 +41,11 @@ class VBM3DPlan:
     upload, convert, transform, search1/2, filter1/2, finalize1/2, clear (for benchmarks;
     a long video makes a long list).
     `memory_bytes` is the former name of `tile_bytes`.
+
+    `run`, `apply` and `stream` take a guide video (`guide`, `guide_role`: see
+    `clpatch.vbm3d`); any plan takes one. Matching on a guide ("match") holds one more ring
+    of frames, so those runs have bands of their own (`layout(True)`, planned on first use);
+    `bands`, `band_rows` and `band_refs` are those of runs without a guide.
     """
 
     def __init__(self, runtime: Runtime, rows: int, cols: int, channels: int,
@@ -63,10 +67,13 @@ class VBM3DPlan:
         self.variant, self.variant_reason = choose_video_search(runtime.profile, variant)
         self.slots = 4 * temporal_radius + 2          # noisy and basic frames
         self.acc_slots = 2 * temporal_radius + 2      # each accumulator
-        self.bands = plan_bands(self, tile_bytes if tile_bytes is not None else memory_bytes)
-        self.band_rows = max(band.rows for band in self.bands)
-        self.band_refs = [max(band.refs[s][1] - band.refs[s][0] for band in self.bands)
-                          for s in range(len(self.params))]
+        self._tile_bytes = tile_bytes if tile_bytes is not None else memory_bytes
+        self._layouts = {False: plan_layout(self, self._tile_bytes)}
+        self._sized_for: tuple[int, tuple[int, ...]] | None = None
+        unguided = self._layouts[False]
+        self.bands = list(unguided.bands)
+        self.band_rows = unguided.rows
+        self.band_refs = list(unguided.refs)
         #: Output frames per chunk of a stream through several bands.
         self.chunk_frames = chunk_frames(temporal_radius, len(self.params))
         self.stages = [VideoStage(self, sp) for sp in self.params]
@@ -76,14 +83,28 @@ class VBM3DPlan:
         self.keep_events = False
         self.last_events: list[tuple[str, Any]] = []
 
+    def layout(self, guided: bool) -> Layout:
+        """The bands of runs with (`guided`: a ring of guide frames to match on) or without
+        one. Switching to bands of other sizes than the last run's drops the buffers sized
+        for those, so that device memory stays within the budget."""
+        found = self._layouts.get(guided)
+        if found is None:
+            found = self._layouts[guided] = plan_layout(self, self._tile_bytes, guided)
+        sized = (found.rows, found.refs)
+        if self._sized_for is not None and self._sized_for != sized:
+            self.pool = BufferPool(self.runtime.context)
+            self.uploader.pool = self.pool
+        self._sized_for = sized
+        return found
+
     def host_transfers(self) -> Transfers:
         """The pinned staging that host frames and results move through."""
         if self.transfers is None:
             self.transfers = Transfers(self.runtime)
         return self.transfers
 
-    def _settings(self, strength: Strength, peak: float | None, dtype: Any,
-                  frame: Any = None) -> VideoSettings:
+    def settings(self, strength: Strength, peak: float | None, dtype: Any,
+                 frame: Any = None) -> VideoSettings:
         """The video's settings; data_range (None: from `dtype` and `peak`, else from the
         first `frame`) and peak (None: 4 · data_range, which frames must then respect)."""
         data_range = strength.data_range
@@ -103,46 +124,55 @@ class VBM3DPlan:
 
     # ---- whole videos ----------------------------------------------------------------------
 
-    def run(self, video: Any, sigma: float, *, data_range: float | None = None) -> Any:
+    def run(self, video: Any, sigma: float, *, data_range: float | None = None,
+            guide: Any = None, guide_role: str = "match") -> Any:
         """Denoise a whole video (T, H, W[, C]) of the planned frame shape: float32 of the
         same shape, NumPy for NumPy input, a device array for device input (converted frame
-        by frame on the device)."""
-        return self.apply(video, Strength.check(sigma, data_range=data_range))
+        by frame on the device). guide, guide_role: as in `clpatch.vbm3d` (the guide has the
+        video's shape; NumPy or device array whatever the video is)."""
+        return self.apply(video, Strength.check(sigma, data_range=data_range), guide=guide,
+                          guide_role=guide_role)
 
-    def apply(self, video: Any, strength: Strength) -> Any:
+    def apply(self, video: Any, strength: Strength, *, guide: Any = None,
+              guide_role: str = "match") -> Any:
         """`run` with the strength arguments checked already (`Strength.check`)."""
+        role = check_guide_role(guide_role, guide is not None, len(self.stages))
         volume = as_volume(video, name="frames", video=True)
         video = volume.array            # an array-like is an array from here on
         if (volume.rows, volume.cols, volume.channels) != (self.rows, self.cols, self.channels):
             raise ValueError(f"frames shape {tuple(video.shape)} differs from the planned frame "
                              f"shape {(self.rows, self.cols, self.channels)}")
         limit = magnitude_limit(self.params[0].patch_size, 1)
+        layout = self.layout(role == "match")
         if volume.on_device:
             if volume.array.context != self.runtime.context:
                 raise ValueError("frames live in another OpenCL context than the runtime's")
-            peak = self._device_peak(volume)
+            peak = self._device_peak(volume, layout)
             output = self.runtime.empty(tuple(video.shape), np.float32)
         else:
             # One pass for the fixed-point scale's peak; NaN and inf carry through min/max.
             peak = max(abs(float(np.min(video))), abs(float(np.max(video))))
             output = np.empty(tuple(video.shape), np.float32)
         check_peak(peak, limit, "frames")
+        guided = None if role is None else self._guide_volume(guide, volume, layout, limit)
         if strength.peak is not None:        # a larger video's peak (clpatch.dask's pieces)
             if peak > strength.peak:
                 raise ValueError(f"frames values reach |x| = {peak:.6g}, above the peak "
                                  f"{strength.peak:.6g} passed")
             peak = strength.peak
-        settings = self._settings(strength, peak, volume.dtype)
+        settings = self.settings(strength, peak, volume.dtype)
         events: list[tuple[str, Any]] = []
         self.last_events = events
         # Each band is one pass over every frame (a single band: the frames' one pass).
-        for band in self.bands:
+        for band in layout.bands:
             rows = None if volume.on_device else output[:, band.a:band.b]
             band_pass = BandPass(self, band, settings, events,
                                  device_out=output if volume.on_device else None,
-                                 target=None if rows is None else rows.__getitem__)
+                                 target=None if rows is None else rows.__getitem__,
+                                 layout=layout, role=role)
             for t in range(volume.frames):
-                band_pass.upload(FrameRef(volume, t))
+                band_pass.upload(FrameRef(volume, t),
+                                 None if guided is None else FrameRef(guided, t))
                 for _ in band_pass.advance(False):
                     pass
             for _ in band_pass.advance(True):
@@ -151,145 +181,57 @@ class VBM3DPlan:
             self.last_events = []
         return output
 
-    def _device_peak(self, volume: Volume) -> float:
+    def _device_peak(self, volume: Volume, layout: Layout) -> float:
         """The largest |value| of a device video (converted frame by frame, band by band,
         into the noisy ring as scratch by the checking conversion kernel)."""
-        scratch = self.pool.get("noisy", self.slots * self.channels * self.band_rows
+        scratch = self.pool.get("noisy", self.slots * self.channels * layout.rows
                                 * self.cols * 4)
         self.uploader.begin()
         for t in range(volume.frames):
-            for band in self.bands:
+            for band in layout.bands:
                 self.uploader.convert(volume, t, t + 1, band.a, band.b, scratch)
         return self.uploader.peak()
+
+    def _guide_volume(self, guide: Any, volume: Volume, layout: Layout, limit: float) -> Volume:
+        """The checked guide of a whole video `volume`: its shape, context and values (finite,
+        within `limit`); it never changes the frames' peak or data range."""
+        guided = as_volume(guide, name="guide", video=True)
+        if tuple(guided.array.shape) != tuple(volume.array.shape):
+            raise ValueError(f"guide shape {tuple(guided.array.shape)} differs from the frames' "
+                             f"shape {tuple(volume.array.shape)}")
+        if guided.on_device:
+            if guided.array.context != self.runtime.context:
+                raise ValueError("guide lives in another OpenCL context than the runtime's")
+            top = self._device_peak(guided, layout)
+        else:
+            top = max(abs(float(np.min(guided.array))), abs(float(np.max(guided.array))))
+        check_peak(top, limit, "guide")
+        return guided
 
     # ---- streams ---------------------------------------------------------------------------
 
     def stream(self, frames: Iterable[Any], sigma: float, *, data_range: float | None = None,
-               peak: float | None = None) -> Iterator[np.ndarray]:
+               peak: float | None = None, guide: Iterable[Any] | None = None,
+               guide_role: str = "match") -> Iterator[np.ndarray]:
         """Denoise frames one at a time: yields float32 frames (H, W) or (H, W, 3) in order.
 
         data_range: as in `clpatch.bm3d` (None: from the first frame's dtype and values).
         peak: the largest |value| of the video, for the fixed-point aggregation's scale
         (None: 4 · data_range; a frame beyond it raises ValueError).
+        guide: an iterable of guide frames in step with `frames` (each of a frame's shape,
+        any real dtype), guide_role: what it replaces, as in `clpatch.vbm3d`; it must end
+        when `frames` ends. data_range and peak never come from the guide.
         Frames of one band come out 4 · temporal_radius frames behind the input; frames in
         several bands by chunks of `chunk_frames`, once the frames a chunk needs are in.
         """
         strength = Strength.check(sigma, data_range=data_range)
         if peak is not None:
             peak = check_float("peak", peak)
-        if len(self.bands) == 1:
-            return self._stream(iter(frames), strength, peak)
-        return self._chunks(iter(frames), strength, peak)
-
-    def _frame_array(self, frame: Any, index: int) -> np.ndarray:
-        if isinstance(frame, cla.Array):
-            frame = frame.get()
-        frame = np.asarray(frame)
-        shape = (self.rows, self.cols) if self.channels == 1 else (self.rows, self.cols, 3)
-        if frame.shape != shape and not (self.channels == 1 and frame.shape == shape + (1,)):
-            raise ValueError(f"frame {index} has shape {frame.shape}, expected {shape}")
-        if frame.dtype.kind not in "uif":
-            raise TypeError(f"frame {index} must have a real numeric dtype, got {frame.dtype}")
-        return frame
-
-    def _frame_ref(self, frame: np.ndarray) -> FrameRef:
-        block = frame.reshape(1, self.rows, self.cols, self.channels)
-        return FrameRef(as_volume(block, name="frame", video=True), 0)
-
-    def _stream(self, frames: Iterator[Any], strength: Strength,
-                peak: float | None) -> Iterator[np.ndarray]:
-        """The stream of frames that are one band: each frame is uploaded, its values
-        checked by the conversion kernel, and every output it completes yielded."""
-        events: list[tuple[str, Any]] = []
-        self.last_events = events
-        limit = magnitude_limit(self.params[0].patch_size, 1)
-        band_pass = None
-        count = 0
-        for frame in frames:
-            frame = self._frame_array(frame, count)
-            if band_pass is None:
-                settings = self._settings(strength, peak, frame.dtype, frame)
-                band_pass = BandPass(self, self.bands[0], settings, events)
-            self.uploader.begin()
-            band_pass.upload(self._frame_ref(frame))
-            self._check_frame(self.uploader.peak(), count, settings.bound, limit)
-            count += 1
-            for _, out in band_pass.advance(False):
-                yield out
-        if band_pass is None:
-            raise ValueError("frames is empty: VBM3D needs at least one frame")
-        for _, out in band_pass.advance(True):
-            yield out
-        if not self.keep_events:
-            self.last_events = []
-
-    def _chunks(self, frames: Iterator[Any], strength: Strength,
-                peak: float | None) -> Iterator[np.ndarray]:
-        """The stream of frames in several bands: chunks of `chunk_frames` output frames,
-        each denoised band after band from the input frames within the halo around it
-        (`clpatch.denoise.vbm3d_tiles`); input frames are held on the host until no chunk
-        needs them. Frame values are checked on the host as they arrive."""
-        events: list[tuple[str, Any]] = []
-        self.last_events = events
-        limit = magnitude_limit(self.params[0].patch_size, 1)
-        halo, size = halo_frames(self.radius, len(self.stages)), max(1, self.chunk_frames)
-        held: list[np.ndarray] = []         # input frames first, first + 1, ...
-        first = start = count = 0           # start: the next chunk's first output frame
-        settings = None
-        for frame in frames:
-            frame = np.array(self._frame_array(frame, count))     # a copy: frames are held
-            if settings is None:
-                settings = self._settings(strength, peak, frame.dtype, frame)
-            top = max(abs(float(np.min(frame))), abs(float(np.max(frame))))
-            self._check_frame(top, count, settings.bound, limit)
-            held.append(frame)
-            count += 1
-            if count == start + size + halo:
-                yield from self._chunk(held, first, start, start + size, count, settings,
-                                       events, end=False)
-                start += size
-                drop = max(0, start - halo) - first
-                del held[:drop]
-                first += drop
-        if settings is None:
-            raise ValueError("frames is empty: VBM3D needs at least one frame")
-        if start < count:
-            yield from self._chunk(held, first, start, count, count, settings, events, end=True)
-        if not self.keep_events:
-            self.last_events = []
-
-    def _chunk(self, held: list[np.ndarray], first: int, t0: int, t1: int, f1: int,
-               settings: VideoSettings, events: list, *, end: bool) -> Iterator[np.ndarray]:
-        """Output frames [t0, t1) from input frames [t0 - halo, f1) (`held` from `first`;
-        `end`: f1 is the end of the video), band by band."""
-        f0 = max(0, t0 - halo_frames(self.radius, len(self.stages)))
-        shape = (self.rows, self.cols) if self.channels == 1 else (self.rows, self.cols, 3)
-        out = np.empty((t1 - t0, *shape), np.float32)
-        for band in self.bands:
-            rows = out[:, band.a:band.b]
-            band_pass = BandPass(self, band, settings, events, wanted=range(t0 - f0, t1 - f0),
-                                 target=lambda t, rows=rows: rows[t - (t0 - f0)])
-            for f in range(f0, f1):
-                band_pass.upload(self._frame_ref(held[f - first]))
-                for _ in band_pass.advance(False):
-                    pass
-            if end:
-                for _ in band_pass.advance(True):
-                    pass
-        yield from out
-
-    def _check_frame(self, top: float, index: int, bound: float | None, limit: float) -> None:
-        """Frame `index`'s largest |value| `top` (NaN/inf when it held any) against the
-        float32 limit and the peak the fixed-point scales assume (`bound`)."""
-        if not math.isfinite(top):
-            raise ValueError(f"frame {index} contains NaN or infinite values")
-        if top > limit:
-            raise ValueError(f"frame {index}: values must satisfy |x| <= {limit:.3g} so that "
-                             f"float32 patch distances cannot overflow (largest |x| is {top:.3g})")
-        if bound is not None and self.aggregation == "fixed" and top > bound:
-            raise ValueError(f"frame {index} has values up to {top:.6g}, beyond the assumed peak "
-                             f"{bound:.6g} (4 x data_range); pass peak= (or data_range=) "
-                             "to VBM3DPlan.stream")
+        role = check_guide_role(guide_role, guide is not None, len(self.stages))
+        guides = None if role is None else guide_iterator(guide)
+        layout = self.layout(role == "match")
+        run = one_band if len(layout.bands) == 1 else chunks
+        return run(self, iter(frames), strength, peak, guides, role, layout)
 
     # ---- inspection ------------------------------------------------------------------------
 

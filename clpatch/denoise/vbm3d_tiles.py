@@ -17,6 +17,11 @@ others frame by frame without holding all of them, so each chunk of output frame
 denoised band after band from the input frames around it. Output frame t depends on input
 frames t − halo ... t + halo only (`halo_frames`: 2 · temporal_radius per stage), so a
 chunk's frames come out exactly as in one pass over the whole video.
+
+A guide video matched on (guide_role "match") takes one more ring of frame slots: its runs
+have their own bands (`plan_layout(plan, tile_bytes, guided=True)`), made when first needed.
+The "oracle" role puts the guide in the basic estimate's ring and skips stage 1: the bands of
+unguided runs hold it.
 """
 
 from __future__ import annotations
@@ -31,7 +36,8 @@ from ..core.errors import DeviceResourceError
 from ..match.matches import grid_positions
 from .vbm3d_params import VideoStageParams
 
-__all__ = ["Band", "band_sizes", "chunk_frames", "halo_frames", "plan_bands", "reach"]
+__all__ = ["Band", "Layout", "band_sizes", "chunk_frames", "halo_frames", "plan_bands",
+           "plan_layout", "reach"]
 
 _INT_MAX = 2 ** 31 - 1
 #: Output frames per chunk of a tiled stream, in halos: a chunk of `CHUNK_HALOS` · halo
@@ -55,6 +61,18 @@ class Band:
     @property
     def rows(self) -> int:
         return self.y_hi - self.y_lo
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The bands of one kind of run of a plan (with or without a guide ring) and what its
+    shared buffers are sized for: the tallest band's rows, and per stage the most rows of
+    the reference grid one band searches."""
+
+    bands: tuple[Band, ...]
+    rows: int
+    refs: tuple[int, ...]
+    guided: bool
 
 
 def reach(params: VideoStageParams, radius: int) -> int:
@@ -90,9 +108,11 @@ def _band(grids: list[tuple[VideoStageParams, np.ndarray, int]], rows: int, a: i
     return Band(a, b, y_lo, y_hi, tuple(refs))
 
 
-def band_sizes(plan: Any, band: Band, columns: list[int] | None = None) -> dict[str, int]:
+def band_sizes(plan: Any, band: Band, columns: list[int] | None = None, *,
+               guided: bool = False) -> dict[str, int]:
     """Bytes of each device buffer a band of `plan` (a VBM3DPlan) needs; `columns`: the
-    reference columns of each stage (None: counted here)."""
+    reference columns of each stage (None: counted here); `guided`: with the ring of guide
+    frames the searches run on (guide_role "match")."""
     frame = plan.channels * band.rows * plan.cols
     item = 8 if plan.aggregation == "fixed" else 4
     two = len(plan.params) == 2
@@ -100,6 +120,7 @@ def band_sizes(plan: Any, band: Band, columns: list[int] | None = None) -> dict[
         columns = [len(grid_positions(plan.cols, p.patch_size, p.step)) for p in plan.params]
     sizes = {"noisy frames": plan.slots * frame * 4,
              "basic frames": plan.slots * frame * 4 if two else 0,
+             "guide frames": plan.slots * frame * 4 if guided else 0,
              "stage-1 accumulator": plan.acc_slots * frame * 2 * item,
              "stage-2 accumulator": plan.acc_slots * frame * 2 * item if two else 0,
              "upload staging": frame * 8,
@@ -109,19 +130,27 @@ def band_sizes(plan: Any, band: Band, columns: list[int] | None = None) -> dict[
     return sizes
 
 
-def _envelope(plan: Any, bands: list[Band], columns: list[int]) -> dict[str, int]:
+def _envelope(plan: Any, bands: list[Band], columns: list[int], guided: bool) -> dict[str, int]:
     """Bytes of each device buffer of a plan going through `bands`: the buffers are shared,
     each as large as the largest band needs."""
-    sized = [band_sizes(plan, band, columns) for band in bands]
+    sized = [band_sizes(plan, band, columns, guided=guided) for band in bands]
     return {name: max(sizes[name] for sizes in sized) for name in sized[0]}
 
 
-def plan_bands(plan: Any, tile_bytes: int | None) -> list[Band]:
+def plan_layout(plan: Any, tile_bytes: int | None, guided: bool = False) -> Layout:
+    """The `Layout` of `plan_bands`."""
+    bands = plan_bands(plan, tile_bytes, guided)
+    refs = tuple(max(band.refs[s][1] - band.refs[s][0] for band in bands)
+                 for s in range(len(plan.params)))
+    return Layout(tuple(bands), max(band.rows for band in bands), refs, guided)
+
+
+def plan_bands(plan: Any, tile_bytes: int | None, guided: bool = False) -> list[Band]:
     """Bands of output rows covering the frames of `plan` (a VBM3DPlan), as tall as fit the
-    device's memory (or `tile_bytes`): the whole frame when it fits, else the fewest bands
-    of about equal height that fit (a band's memory grows with its height: the tallest
-    that fits is found by bisection). DeviceResourceError when even bands of one output
-    row do not fit."""
+    device's memory (or `tile_bytes`), with a ring of guide frames when `guided`: the whole
+    frame when it fits, else the fewest bands of about equal height that fit (a band's
+    memory grows with its height: the tallest that fits is found by bisection).
+    DeviceResourceError when even bands of one output row do not fit."""
     largest, total = memory_limits(plan.runtime, tile_bytes)
     rows = plan.rows
     grids = [(p, grid_positions(rows, p.patch_size, p.step), reach(p, plan.radius))
@@ -133,7 +162,7 @@ def plan_bands(plan: Any, tile_bytes: int | None) -> list[Band]:
 
     def fits(per_band: int) -> bool:
         split = bands(per_band)
-        sizes = _envelope(plan, split, columns)
+        sizes = _envelope(plan, split, columns, guided)
         # The kernels index the rings with 32-bit integers.
         frame = plan.channels * max(band.rows for band in split) * plan.cols
         indexable = max(plan.acc_slots * frame * 2, plan.slots * frame) <= _INT_MAX
@@ -147,10 +176,11 @@ def plan_bands(plan: Any, tile_bytes: int | None) -> list[Band]:
         lo, hi = (mid, hi) if fits(mid) else (lo, mid)
     if lo == 0:
         split = bands(1)
-        sizes = _envelope(plan, split, columns)
+        sizes = _envelope(plan, split, columns, guided)
         name, big = max(sizes.items(), key=lambda kv: kv[1])
         raise DeviceResourceError(
-            f"VBM3D on {plan.rows}x{plan.cols}x{plan.channels} frames with temporal radius "
+            f"VBM3D{' with a guide' if guided else ''} on {plan.rows}x{plan.cols}x{plan.channels} "
+            f"frames with temporal radius "
             f"{plan.radius} does not fit the device's memory even in bands of one output row: "
             f"such bands hold up to {max(band.rows for band in split)} rows of every frame "
             f"and need {sum(sizes.values())} bytes ({name}: {big} bytes in one buffer), more "

@@ -52,7 +52,7 @@ def smooth_video(frames: int, rows: int, cols: int, seed: int, channels: int = 1
     return (clean + np.random.default_rng(seed).normal(0, SIGMA, clean.shape)).astype(np.float32)
 
 
-def integer_video(frames: int, rows: int, cols: int, seed: int) -> np.ndarray:
+def integer_video(frames: int, rows: int, cols: int, seed: int = 0) -> np.ndarray:
     """A textured frame moving by (1, 2) pixels per frame plus small integer noise: integer
     values, so every patch distance is exact in float32 and ties are real ties."""
     rng = np.random.default_rng(seed)

@@ -23,22 +23,13 @@ from clpatch.denoise.vbm3d_params import (
     video_stage_params,
 )
 from clpatch.denoise.vbm3d_tiles import band_sizes
+from clpatch.selftest.inputs import integer_video
 from tests.helpers import assert_close
 from tests.reference import vbm3d as ref
 from tests.reference.video import add_noise, load_image, motion_video, psnr, temporal_flicker
 
 SIGMA = 20.0
 ATOL = 1e-3   # float32 kernels against the float64 oracle (observed ~1e-4 on 0-255 data)
-
-
-def integer_video(frames: int, rows: int, cols: int, seed: int = 0) -> np.ndarray:
-    """A textured frame moving by (1, 2) pixels per frame plus small integer noise: integer
-    values, so every patch distance is exact in float32 and ties are real ties."""
-    rng = np.random.default_rng(seed)
-    base = rng.integers(0, 256, (rows, cols))
-    video = [np.roll(base, (t, 2 * t), (0, 1)) + rng.integers(0, 3, (rows, cols))
-             for t in range(frames)]
-    return np.stack(video).astype(np.float32)
 
 
 def smooth_video(frames: int, rows: int, cols: int, seed: int = 0, channels: int = 1):

@@ -63,6 +63,16 @@ Pipeline (:func:`vbm3d_reference`):
 - the matching thresholds ``tau_match`` are given for 0–255 data and are multiplied by
   ``(data_range / 255)²`` (``lambda_3d·σ`` is already in the image's units).
 
+Guide video (:func:`vbm3d_reference`'s ``guide``, of the video's shape, colour guides in the
+opponent space like the video, matching on its channel 0):
+
+- ``guide_role="match"``: the searches of both stages run on the guide (stage 1 instead of
+  the noisy video, stage 2 instead of the basic estimate); the filtering is unchanged (hard
+  thresholding of the noisy video; Wiener filtering of the noisy video with the basic
+  estimate as oracle);
+- ``guide_role="oracle"``: the guide is the basic estimate: no stage 1; stage 2 searches on
+  the guide and uses it as the Wiener oracle (needs ``stages=2``).
+
 Parameters (:data:`DEFAULTS`, (stage 1, stage 2) pairs where per-stage; every parameter but
 ``stages`` accepts a scalar for both stages or a pair): Davy–Ehret §4.2's search defaults
 (p = 8, window_ref 7, window_pred 5, q = 2, n = 8, step 6 / 4), with their 8×8 patches in
@@ -385,11 +395,13 @@ def vbm3d_stage(noisy_work, sigmas, stage_params_dict: dict[str, Any], stage: in
     return (num / den).T.reshape(frames, rows, cols, channels)
 
 
-def vbm3d_reference(video, sigma: float, *, data_range: float = 255.0, **params: Any) -> np.ndarray:
+def vbm3d_reference(video, sigma: float, *, data_range: float = 255.0, guide=None,
+                    guide_role: str = "match", **params: Any) -> np.ndarray:
     """VBM3D of a (T, H, W) grayscale or colour VBM3D of a (T, H, W, 3) RGB video (float64,
     the input's shape). params: any key of :data:`DEFAULTS` (scalars or (stage 1, stage 2)
     pairs where per-stage; ``stages=1`` returns the basic estimate). The matching thresholds
-    are scaled by ``(data_range / 255)²``."""
+    are scaled by ``(data_range / 255)²``. guide: None or a video of the input's shape,
+    guide_role "match" or "oracle" (module docstring)."""
     sigma = float(sigma)
     if not np.isfinite(sigma) or sigma <= 0:
         raise ValueError(f"sigma must be a finite number > 0, got {sigma}")
@@ -407,11 +419,33 @@ def vbm3d_reference(video, sigma: float, *, data_range: float = 255.0, **params:
     stages = params.pop("stages", DEFAULTS["stages"])
     if stages not in (1, 2):
         raise ValueError(f"stages must be 1 or 2, got {stages!r}")
+    if guide_role not in ("match", "oracle"):
+        raise ValueError(f"guide_role must be 'match' or 'oracle', got {guide_role!r}")
     p1 = stage_params(1, data_range, **params)
-    basic = vbm3d_stage(work, sigmas, p1, 1)
-    out = basic
-    if stages == 2:
-        out = vbm3d_stage(work, sigmas, stage_params(2, data_range, **params), 2, basic=basic)
+    p2 = stage_params(2, data_range, **params)
+    if guide is None:
+        if guide_role != "match":
+            raise ValueError("guide_role 'oracle' needs a guide")
+        basic = vbm3d_stage(work, sigmas, p1, 1)
+        out = basic
+        if stages == 2:
+            out = vbm3d_stage(work, sigmas, p2, 2, basic=basic)
+    else:
+        g = np.asarray(guide, dtype=np.float64)
+        if g.shape != shape:
+            raise ValueError(f"guide shape {g.shape} != video shape {shape}")
+        g_work = g @ OPP.T if colour else g.reshape(work.shape)
+        if guide_role == "oracle":
+            if stages != 2:
+                raise ValueError("guide_role 'oracle' needs stages=2")
+            out = vbm3d_stage(work, sigmas, p2, 2, basic=g_work)
+        else:
+            def groups(prm):
+                return vbm3d_search_all(g_work[..., 0], **{k: prm[k] for k in SEARCH_KEYS})
+
+            out = vbm3d_stage(work, sigmas, p1, 1, groups=groups(p1))
+            if stages == 2:
+                out = vbm3d_stage(work, sigmas, p2, 2, basic=out, groups=groups(p2))
     if colour:
         return out @ OPP_INV.T
     return out.reshape(shape)
