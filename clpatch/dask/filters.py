@@ -21,7 +21,7 @@ from ..denoise.nlmeans import nlmeans as nlmeans_image
 from ..denoise.nlmeans import nlmeans_video as nlmeans_frames
 from ..denoise.strength import Strength
 from ..denoise.vbm3d import vbm3d as vbm3d_frames
-from ..denoise.vbm3d_params import video_stage_params
+from ..denoise.vbm3d_params import check_guide_role, video_stage_params
 from ..denoise.vbm3d_tiles import halo_frames, reach
 from ..match.matcher import available_candidates
 from ..match.matches import usable_n
@@ -43,6 +43,19 @@ def _channels_last(x: da.Array, channel_axis: int | None, colour_ndim: int) -> t
     if axis == x.ndim - 1:
         return x, lambda out: out
     return da.moveaxis(x, axis, -1), lambda out: da.moveaxis(out, -1, axis)
+
+
+def _guide(guide: Any, x: da.Array, channel_axis: int | None, colour_ndim: int) -> da.Array | None:
+    """The guide as a Dask array with its channels last like x's (None stays None); a shape
+    other than x's is a ValueError naming it."""
+    if guide is None:
+        return None
+    g = check_dask_array(guide, "guide", (colour_ndim - 1, colour_ndim))
+    g, _ = _channels_last(g, channel_axis, colour_ndim)
+    if g.shape != x.shape:
+        raise ValueError(f"guide must have the input's shape {x.shape} (channels last), "
+                         f"got {g.shape}")
+    return g
 
 
 def _nlmeans(x: Any, sigma: float, *, video: bool, temporal_window: int, patch_size: int,
@@ -156,7 +169,7 @@ def vbm3d(frames: Any, sigma: float, *, patch_size: int | None = None,
           transform_2d: Any = None, transform_1d: Any = None, lambda_3d: float | None = None,
           stages: int | None = None, aggregation: str | None = None,
           data_range: float | None = None, channel_axis: int | None = None,
-          peak: float | None = None) -> da.Array:
+          peak: float | None = None, guide: Any = None, guide_role: str = "match") -> da.Array:
     """`clpatch.vbm3d` on a Dask array (T, H, W) or (T, H, W, 3) chunked in time and space; a
     lazy float32 Dask array with the input's chunks (channels in one chunk).
 
@@ -165,10 +178,12 @@ def vbm3d(frames: Any, sigma: float, *, patch_size: int | None = None,
     within temporal_radius frames, so each stage reads patch_size + 2r pixels and
     2 · temporal_radius frames beyond what it must get right, as BM3D's stages do
     (`clpatch.dask.pieces`): for the defaults 2 · (8 + 2 · 11) = 60 pixels and 16 frames.
-    Other arguments as in `clpatch.vbm3d` (and `peak` as in `clpatch.dask.bm3d`).
+    Other arguments as in `clpatch.vbm3d` (and `peak` as in `clpatch.dask.bm3d`); a guide
+    (a Dask or NumPy array of the frames' shape, any chunks) is cut into the same pieces.
     """
     x = check_dask_array(frames, "frames", (3, 4))
     x, restore = _channels_last(x, channel_axis, 4)
+    g = _guide(guide, x, channel_axis, 4)
     if x.ndim == 4 and x.shape[-1] not in (1, 3):
         raise ValueError(f"frames must be (T, H, W), (T, H, W, 1) or (T, H, W, 3), got shape {x.shape}")
     Strength.check(sigma, data_range=data_range, peak=peak)
@@ -177,6 +192,7 @@ def vbm3d(frames: Any, sigma: float, *, patch_size: int | None = None,
                   transform_2d=transform_2d, transform_1d=transform_1d, lambda_3d=lambda_3d,
                   stages=stages)
     p1, p2, count, radius = video_stage_params(**params)
+    check_guide_role(guide_role, g is not None, count)
     rows, cols = x.shape[1:3]
     if p1.patch_size > rows or p1.patch_size > cols:
         raise ValueError(f"patch_size {p1.patch_size} is larger than the frames ({rows}x{cols})")
@@ -184,6 +200,8 @@ def vbm3d(frames: Any, sigma: float, *, patch_size: int | None = None,
     spatial = bm3d_halo([(sp.patch_size, sp.step, 2 * reach(sp, radius) + 1, 1) for sp in used])
     halo = Halo(spatial.pixels, spatial.align, halo_frames(radius, count))
     kwargs = dict(aggregation=aggregation, data_range=data_range, **params)
+    if g is not None:
+        kwargs["guide_role"] = guide_role
     out = map_pieces(x, halo, vbm3d_frames, (sigma,), kwargs, video=True,
-                     peak=global_peak(x, peak), name="clpatch-vbm3d")
+                     peak=global_peak(x, peak), name="clpatch-vbm3d", guide=g)
     return restore(out)

@@ -3,8 +3,9 @@
 `map_pieces` builds, for every output chunk of a (T,) H, W (, C) array, a task that receives
 the chunk's sub-window of the input (a slice of the Dask array, so Dask gathers it from
 every input chunk it overlaps: chunks smaller than the halo are fine) and the whole image's
-peak |value| (one reduction task shared by all), runs the method on the sub-window with this
-process's runtime and returns the core. The pieces are joined with `dask.array.concatenate`
+peak |value| (one reduction task shared by all), and the same sub-window of the guide when
+there is one, runs the method on the sub-window with this process's runtime and returns the
+core. The pieces are joined with `dask.array.concatenate`
 along explicit axes; the result has the input's chunks in time and space (channels in one
 chunk).
 """
@@ -51,12 +52,16 @@ def global_peak(x: da.Array, peak: float | None) -> Any:
     return da.abs(x.astype(np.float32)).max()
 
 
-def _run_piece(block: np.ndarray, peak: Any, piece: Piece, video: bool,
-               method: Callable[..., Any], args: tuple, kwargs: dict[str, Any]) -> np.ndarray:
-    """One task: the method on the sub-window `block`, the core cut out of its result."""
+def _run_piece(block: np.ndarray, peak: Any, guide: np.ndarray | None, piece: Piece,
+               video: bool, method: Callable[..., Any], args: tuple,
+               kwargs: dict[str, Any]) -> np.ndarray:
+    """One task: the method on the sub-window `block` (and `guide`'s, when given), the core
+    cut out of its result."""
     peak = float(peak)
     if not math.isfinite(peak):
         raise ValueError("image contains NaN or infinite values")
+    if guide is not None:
+        kwargs = {**kwargs, "guide": guide}
 
     def call(runtime: Runtime) -> np.ndarray:
         return method(block, *args, peak=peak, runtime=runtime, **kwargs)
@@ -67,19 +72,23 @@ def _run_piece(block: np.ndarray, peak: Any, piece: Piece, video: bool,
 
 
 def map_pieces(x: da.Array, halo: Halo, method: Callable[..., Any], args: tuple,
-               kwargs: dict[str, Any], *, video: bool, peak: Any, name: str) -> da.Array:
+               kwargs: dict[str, Any], *, video: bool, peak: Any, name: str,
+               guide: da.Array | None = None) -> da.Array:
     """`method(sub_window, *args, peak=peak, runtime=..., **kwargs)` over every output chunk
     of `x` ((T,) H, W (, C), channels last), joined into a float32 Dask array with x's
-    chunks (channels in one chunk)."""
+    chunks (channels in one chunk). With `guide` (x's shape, any chunks), each call also
+    gets `guide=` the same sub-window of the guide."""
     lead = 1 if video else 0
     colour = x.ndim == lead + 3
     if colour and len(x.chunks[-1]) > 1:
         x = x.rechunk({x.ndim - 1: -1})
+    if guide is not None and guide.shape != x.shape:
+        raise ValueError(f"guide must have the input's shape {x.shape}, got {guide.shape}")
     frames = x.shape[0] if video else 1
     frame_chunks = x.chunks[0] if video else (1,)
     rows, cols = x.shape[lead], x.shape[lead + 1]
     tail = x.shape[lead + 2:]
-    token = dask.base.tokenize(x, halo, method, args, kwargs, peak)
+    token = dask.base.tokenize(x, halo, method, args, kwargs, peak, guide)
     blocks: dict[tuple[int, ...], da.Array] = {}
     row_chunks, col_chunks = x.chunks[lead], x.chunks[lead + 1]
     for piece in pieces(rows, cols, row_chunks, col_chunks, halo, frames, frame_chunks):
@@ -87,7 +96,8 @@ def map_pieces(x: da.Array, halo: Halo, method: Callable[..., Any], args: tuple,
         if video:
             window = (slice(piece.ta, piece.tb), *window)
         task = dask.delayed(_run_piece, pure=True, name=f"{name}-{token}-{piece.t0}-{piece.a}-{piece.c}")(
-            x[window], peak, piece, video, method, args, kwargs)
+            x[window], peak, None if guide is None else guide[window], piece, video, method,
+            args, kwargs)
         shape = (piece.b - piece.a, piece.d - piece.c, *tail)
         if video:
             shape = (piece.t1 - piece.t0, *shape)

@@ -111,6 +111,26 @@ def test_vbm3d_in_time_and_space(on_device, stages):
     np.testing.assert_array_equal(cdask.vbm3d(x, SIGMA, **kw).compute(), expected)
 
 
+@pytest.mark.parametrize("role", ["match", "oracle"])
+def test_vbm3d_guide_in_pieces(on_device, role):
+    """The guide is cut into the frames' pieces: bit-identical to one guided call."""
+    if not on_device.profile.int64_atomics:
+        pytest.skip("no 64-bit atomics: VBM3D's deterministic aggregation needs them")
+    video = noisy((5, 52, 44), seed=12)
+    guide = noisy((5, 52, 44), seed=13)
+    kw = dict(temporal_radius=1, patch_size=4, step=(3, 2), window_ref=3, window_pred=3, n=4)
+    expected = clpatch.vbm3d(video, SIGMA, runtime=on_device, guide=guide, guide_role=role, **kw)
+    assert not np.array_equal(expected, clpatch.vbm3d(video, SIGMA, runtime=on_device, **kw))
+    x = da.from_array(video, chunks=(2, 20, 30))
+    g = da.from_array(guide, chunks=(5, 13, 44))     # its own chunks: cut like the frames
+    got = cdask.vbm3d(x, SIGMA, guide=g, guide_role=role, **kw).compute()
+    np.testing.assert_array_equal(got, expected)
+    with pytest.raises(ValueError, match="guide must have the input's shape"):
+        cdask.vbm3d(x, SIGMA, guide=guide[:, :50], **kw)
+    with pytest.raises(ValueError, match="guide_role='oracle' needs a guide"):
+        cdask.vbm3d(x, SIGMA, guide_role="oracle", **kw)
+
+
 def test_search_matches_the_whole_image(on_device):
     image = noisy((41, 36), seed=5)
     expected = clpatch.search_patches(image, patch_size=5, step=3, window=9, n=6, runtime=on_device)
