@@ -20,7 +20,7 @@ from types import TracebackType
 import pyopencl as cl
 
 from ..core.errors import ClpatchError
-from ..io.outputs import OutputError, check_output, same_file
+from ..io.outputs import OutputError, TemporaryOutput, check_output, same_file
 from ..io.video import output_kind
 from .common import CommandError, first_line
 
@@ -46,6 +46,27 @@ def check_outputs(outputs: Sequence[str | None], *, inputs: Sequence[str | None]
                          overwrite_option=OVERWRITE_OPTION)
         except OutputError as exc:
             raise CommandError(str(exc)) from None
+
+
+def check_report(path: str | None) -> None:
+    """Before any work: a report file (`--json`; None: not asked for) can be written where it
+    is named (its folder exists and is writable, it is not a directory). An existing report
+    is replaced: reports are regenerated, never inputs."""
+    if path:
+        try:
+            check_output(path, overwrite=True)
+        except OutputError as exc:
+            raise CommandError(str(exc)) from None
+
+
+def write_report(path: str, text: str) -> None:
+    """Write a report file whole: through a temporary beside it, renamed into place, so an
+    interrupted write leaves the previous report (if any) untouched."""
+    try:
+        with TemporaryOutput(path) as output:
+            output.temporary.write_text(text)
+    except OSError as exc:
+        raise CommandError(f"{path}: cannot write the report ({first_line(exc)})") from None
 
 
 class Writing:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 from typing import Any
 
 from ..core.registry import operations, variant_names
@@ -26,6 +25,7 @@ from ..tune.explain import explain as explain_choice
 from ..tune.explain import takes_search
 from ..tune.knn_tune import tune_knn
 from .common import CommandError, add_device_option
+from .outputs import check_report, write_report
 
 
 def _csv_ints(text: str) -> list[int]:
@@ -75,6 +75,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 
 def cmd_autotune(args: argparse.Namespace) -> int:
+    check_report(args.json)
     runtime = Runtime(args.device, profiling=True)
     cache = runtime.use_tuning(args.output) if args.output else runtime.tuning
     if args.knn:
@@ -97,7 +98,7 @@ def cmd_autotune(args: argparse.Namespace) -> int:
         done.append(result)
         cache.save()
         if args.json:
-            Path(args.json).write_text(results_json(done, jobs))
+            write_report(args.json, results_json(done, jobs))
 
     results = autotune(runtime, requests, quick=args.quick, size=size, repeats=args.repeats,
                        cache=cache, verbose=args.verbose, on_result=save, jobs=jobs)
@@ -127,13 +128,14 @@ def _autotune_knn(args: argparse.Namespace, runtime: Runtime, cache: Any) -> int
         print(f"knn {metric} p{p} c{c}: {item['config']['method']} {item['time_ms']:.3f} ms "
               f"(rule: {item['rule_config']['method']} {item['rule_time_ms']:.3f} ms)")
     if args.json:
-        Path(args.json).write_text(json.dumps(summaries, indent=1))
+        write_report(args.json, json.dumps(summaries, indent=1))
     print(f"\ntuning cache written to {cache.path}")
     return 0
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
     methods = [m for m in METHODS] if args.method == "all" else [args.method]
+    check_report(args.json)
     runtime = Runtime(args.device, profiling=True)
     if args.method == "all":
         methods = [m for m in methods if m in BENCHES]
@@ -142,8 +144,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     print(f"device: {runtime.device.name.strip()} ({runtime.device.platform.name.strip()})")
     print(format_table(rows))
     if args.json:
-        Path(args.json).write_text(json.dumps({"device": runtime.device.name.strip(),
-                                               "results": rows}, indent=1))
+        write_report(args.json, json.dumps({"device": runtime.device.name.strip(),
+                                            "results": rows}, indent=1))
     return 0
 
 

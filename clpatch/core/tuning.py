@@ -145,9 +145,14 @@ class TuningCache:
                 entries = {**other.entries, **entries}
             data = {**self._expected_header(), "entries": entries}
             target.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=target.parent, suffix=".tmp")
-            with os.fdopen(fd, "w") as fh:
-                json.dump(data, fh, indent=1, sort_keys=True)
-            os.replace(tmp, target)
+            fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.",
+                                       suffix=".tmp")
+            try:    # written whole, then renamed into place; a failure leaves no temporary
+                with os.fdopen(fd, "w") as fh:
+                    json.dump(data, fh, indent=1, sort_keys=True)
+                os.replace(tmp, target)
+            except BaseException:
+                os.unlink(tmp)
+                raise
         return target
 

@@ -19,6 +19,7 @@ from PIL import Image
 from clpatch.cli import denoise as cli_denoise
 from clpatch.cli import knn as cli_knn
 from clpatch.cli import search as cli_search
+from clpatch.cli import tuning as cli_tuning
 from clpatch.cli import video as cli_video
 from clpatch.io import images as imageio
 from clpatch.io.video import VideoWriter, read_video
@@ -64,7 +65,7 @@ def forbid_work(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("work started before the output was checked")
 
-    for module in (cli_denoise, cli_video, cli_search, cli_knn):
+    for module in (cli_denoise, cli_video, cli_search, cli_knn, cli_tuning):
         monkeypatch.setattr(module, "Runtime", refuse)
     monkeypatch.setattr(cli_video, "_denoised", refuse)
     monkeypatch.setattr(cli_search, "search_patches", refuse)
@@ -249,6 +250,9 @@ def test_unwritable_places_fail_before_any_work(capsys, tmp_path, image, video, 
          "is a directory"),
         (["knn", image, "-o", missing / "out.npz"], missing / "out.npz", "does not exist"),
         (["demo", "-o", locked / "demo.png"], locked / "demo.png", "is not writable"),
+        (["autotune", "--quick", "--json", locked / "t.json"], locked / "t.json",
+         "is not writable"),
+        (["bench", "--json", missing / "b.json"], missing / "b.json", "does not exist"),
     ]
     for argv, path, fragment in cases:
         code, out, err = run(capsys, *argv)
@@ -258,6 +262,26 @@ def test_unwritable_places_fail_before_any_work(capsys, tmp_path, image, video, 
 
 
 # ---- an interrupted or failed run leaves nothing half-written ------------------------------
+
+def test_reports_are_written_whole(tmp_path, monkeypatch):
+    """A --json report goes through a temporary renamed into place: a failure while writing
+    it leaves the previous report and no temporary."""
+    from clpatch.cli import outputs as cli_outputs
+
+    report = tmp_path / "r.json"
+    report.write_text("previous")
+    cli_outputs.write_report(str(report), "new")
+    assert report.read_text() == "new" and names(tmp_path) == ["r.json"]
+
+    def failing(self, text):
+        raise OSError("disk full")
+    monkeypatch.setattr(Path, "write_text", failing)
+    with pytest.raises(cli_outputs.CommandError, match=r"r\.json: cannot write the report "
+                                                       r"\(disk full\)"):
+        cli_outputs.write_report(str(report), "newer")
+    monkeypatch.undo()
+    assert report.read_text() == "new" and names(tmp_path) == ["r.json"]
+
 
 @pytest.mark.parametrize("previous", [True, False])
 def test_interrupted_image_denoising(capsys, runtime, tmp_path, image, monkeypatch, previous):
