@@ -35,6 +35,27 @@ Aggregation: ``"fixed"`` (64-bit integer atomics on fixed point, bit-for-bit det
 the default where the device has them) or ``"cas"`` (float atomics emulated with
 compare-and-swap, any device). The matching thresholds are in units of a 0–255 image and
 are rescaled by ``(data_range / 255)²``.
+
+Guide image (``guide=``, KNLMeansCL's ``rclip``, BM3D-CUDA's ``ref``): an image of the
+input's shape and units (e.g. a pre-filtered image, or another exposure) that the groups are
+matched on, in the role ``guide_role``:
+
+- ``"match"`` (default): the groups of BOTH stages are matched on the guide — stage 1 on it
+  instead of the noisy image, stage 2 on it instead of the basic estimate. The hard
+  thresholding and the Wiener filtering still act on the noisy image, and stage 2's Wiener
+  oracle is still stage 1's basic estimate. With ``stages=1`` only stage 1's matching
+  changes, so ``guide=image`` then gives exactly the unguided result; with two stages it
+  does not (stage 2 then matches on the noisy image instead of the basic estimate).
+- ``"oracle"``: the guide IS the basic estimate: stage 1 is skipped, and stage 2 matches
+  its groups on the guide and takes its Wiener oracle (the spectra B) from it. It needs
+  ``stages=2``; the device's own basic estimate (``stages=1``) as guide gives the two-stage
+  result.
+
+Colour: the guide goes through the same opponent transform; its Y plane is matched on, and
+in the "oracle" role its three opponent channels are the basic estimate of the three
+channels. The matching thresholds, data_range and the fixed-point peak come from the image
+only, never from the guide. A guide of another dtype or kind of array than the image (NumPy
+or device) is accepted.
 """
 
 from __future__ import annotations
@@ -47,6 +68,7 @@ from ..core.volumes import as_volume, channels_last
 from ..match.matcher import available_candidates, check_search
 from ..match.matches import usable_n
 from ..match.window_config import SearchConfig
+from .bm3d_guide import check_guide_role, guide_like
 from .bm3d_params import stage_params
 from .bm3d_plan import BM3DPlan
 from .strength import Strength
@@ -63,8 +85,8 @@ def bm3d(image: Any, sigma: float, *, preset: str = "fast", patch_size: int | No
          mu2: float | None = None, tau_match: Any = None, stagger: bool | None = None,
          aggregation: str | None = None, data_range: float | None = None,
          channel_axis: int | None = None, variant: str | SearchConfig | None = None,
-         search: str = "window", peak: float | None = None,
-         runtime: Runtime | None = None) -> Any:
+         search: str = "window", peak: float | None = None, guide: Any = None,
+         guide_role: str = "match", runtime: Runtime | None = None) -> Any:
     """Denoise an image with BM3D (grayscale) or CBM3D (RGB), Davy–Ehret's GPU design.
 
     image: (H, W), (H, W, 1) or (H, W, 3) RGB, any real dtype, NumPy or pyopencl array.
@@ -94,10 +116,23 @@ def bm3d(image: Any, sigma: float, *, preset: str = "fast", patch_size: int | No
         data_range is judged from (None: the image's own). Pieces of one larger image pass
         the whole image's peak so that each gives exactly what one call on the whole image
         would (`clpatch.dask` does); a ValueError is raised when the image exceeds it.
+    guide: None, or an image of exactly `image`'s shape (before `channel_axis` is applied,
+        which applies to it alike) in the image's units, any real dtype, NumPy, array-like
+        or pyopencl array (of either kind, whatever the image's), finite, that the groups
+        are matched on (see the module doc); it never sets data_range or peak.
+    guide_role: what the guide replaces: "match" (default: the matching of both stages;
+        the filtering and stage 2's Wiener oracle still use the noisy image and the basic
+        estimate) or "oracle" (the guide is the basic estimate: stage 1 is skipped, stage 2
+        matches on the guide and takes its Wiener oracle from it; needs stages=2). A role
+        other than "match" needs a guide.
     Returns float32 of the input's shape, NumPy for NumPy input, device array for device input.
     """
     strength = Strength.check(sigma, data_range=data_range, peak=peak)
+    check_guide_role(guide_role, guide is not None, stages if isinstance(stages, int) else None)
+    original = image
     image, restore = channels_last(image, channel_axis, video=False)
+    if guide is not None:       # checked against the caller's layout, then moved alike
+        guide = guide_like(guide, original, channel_axis)
     volume = as_volume(image, video=False)
     if volume.channels not in (1, 3):
         raise ValueError(f"image must be (H, W), (H, W, 1) or (H, W, 3), got shape {image.shape}")
@@ -108,7 +143,7 @@ def bm3d(image: Any, sigma: float, *, preset: str = "fast", patch_size: int | No
                     transform_1d=transform_1d, stages=stages, lambda_3d=lambda_3d, mu2=mu2,
                     tau_match=tau_match, stagger=stagger, aggregation=aggregation,
                     variant=variant, search=search)
-    return restore(plan.apply(image, strength))
+    return restore(plan.apply(image, strength, guide=guide, guide_role=guide_role))
 
 
 def plan_for(runtime: Runtime, rows: int, cols: int, channels: int, *,

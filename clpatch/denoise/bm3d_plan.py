@@ -16,11 +16,12 @@ from ..core.buffers import BufferPool, halve_until_fits, int_buffer, memory_limi
 from ..core.runtime import Runtime
 from ..core.staging import download
 from ..core.transfer import Transfers
-from ..core.upload import check_peak
+from ..core.upload import Uploader, check_peak
 from ..core.volumes import Volume, as_volume, check_planned, default_data_range
 from ..match.matcher import make_matcher
 from ..match.window_config import SearchConfig, SearchRequest, choose_search
 from . import bm3d_stream
+from .bm3d_guide import check_guide_role, guide_volume, upload_guide
 from .bm3d_params import (
     StageParams,
     channel_sigmas,
@@ -86,6 +87,7 @@ class BM3DPlan:
     pixel gathers exactly the contributions of an untiled run (bit for bit with the
     deterministic "fixed" aggregation). `last_events` holds (stage, event) pairs of the last
     run: convert, transform, search1, filter1, finalize1, search2, filter2, finalize2, clear.
+    A guided run's bands count the guide's buffer (`tiles_for(True)`), so may be lower.
     """
 
     def __init__(self, runtime: Runtime, rows: int, cols: int, channels: int,
@@ -104,6 +106,8 @@ class BM3DPlan:
         self.aggregation, self.aggregation_reason = choose_aggregation(runtime.profile, aggregation)
         self.stages = [_Stage(self, p, variant) for p in self.params]
         self.pool = BufferPool(runtime.context)
+        # The guide's conversion has its own check word: its peak is never the image's.
+        self.guide_uploader = Uploader(runtime, self.pool)
         # Large NumPy images move through pinned memory on a transfer queue (Transfers).
         large = rows * cols * channels * 4 >= PINNED_BYTES
         self.transfers = Transfers(runtime) if large and not device_output else None
@@ -112,7 +116,9 @@ class BM3DPlan:
         self._xs = [None if s.staggered else int_buffer(self.runtime.context, s.search.grid_x)
                     for s in self.stages]
         self._ys: dict[tuple[int, int, int], Any] = {}
+        self._tile_budget = tile_bytes
         self.tiles = self._plan_tiles(tile_bytes)
+        self._guided_tiles: list[_Tile] | None = None
         self.last_events: list[tuple[str, Any]] = []
 
     # ---- memory plan -----------------------------------------------------------------------
@@ -120,8 +126,9 @@ class BM3DPlan:
     def _tile(self, a: int, b: int) -> _Tile:
         return _Tile(a, b, tuple(s.search.chunk(0, 1, *s.rows_for(a, b)) for s in self.stages))
 
-    def _tile_bytes(self, tile: _Tile) -> tuple[int, int]:
-        """(largest buffer, all buffers) of a tile, in bytes."""
+    def _tile_bytes(self, tile: _Tile, guided: bool = False) -> tuple[int, int]:
+        """(largest buffer, all buffers) of a tile, in bytes (`guided`: with a guide's band
+        and its host staging)."""
         w, ch = self.cols, self.channels
         item = 8 if self.aggregation == "fixed" else 4
         largest = whole = 0
@@ -134,25 +141,35 @@ class BM3DPlan:
                      refs * stage.params.n * 12,            # positions and distances
                      ch * hb * w * 2 * item,                # numerator and denominator
                      (tile.b - tile.a) * w * ch * 4]        # output rows
+            if guided:
+                sizes += [ch * hb * w * 4, ch * hb * w * 8]  # guide band and its staging
             largest = max(largest, *sizes)
             whole = max(whole, sum(sizes))
         return largest, whole
 
-    def _plan_tiles(self, tile_bytes: int | None) -> list[_Tile]:
+    def _plan_tiles(self, tile_bytes: int | None, guided: bool = False) -> list[_Tile]:
         largest, total = memory_limits(self.runtime, tile_bytes)
 
         def tiles(rc: int) -> list[_Tile]:
             return [self._tile(a, min(self.rows, a + rc)) for a in range(0, self.rows, rc)]
 
         def fits(_: int, rc: int) -> bool:
-            return all(big <= largest and whole <= total for big, whole in map(self._tile_bytes,
-                                                                               tiles(rc)))
+            return all(big <= largest and whole <= total
+                       for big, whole in (self._tile_bytes(t, guided) for t in tiles(rc)))
 
         _, rows = halve_until_fits(
             fits, 1, self.rows,
             f"one image row of this input does not fit the device's memory ({largest} bytes per "
             "buffer); reduce the image width, window or n")
         return tiles(rows)
+
+    def tiles_for(self, guided: bool) -> list[_Tile]:
+        """The bands of a run without (`tiles`) or with a guide image."""
+        if not guided:
+            return self.tiles
+        if self._guided_tiles is None:
+            self._guided_tiles = self._plan_tiles(self._tile_budget, guided=True)
+        return self._guided_tiles
 
     # ---- running ---------------------------------------------------------------------------
 
@@ -172,31 +189,47 @@ class BM3DPlan:
             out.append(fixed_point_scales(p.stage, per_axis * per_axis * p.n, peak, noise))
         return out
 
-    def run(self, image: Any, sigma: float, *, data_range: float | None = None) -> Any:
-        """Denoise `image` (the planned shape): float32, same shape and kind of array."""
-        return self.apply(image, Strength.check(sigma, data_range=data_range))
+    def run(self, image: Any, sigma: float, *, data_range: float | None = None,
+            guide: Any = None, guide_role: str = "match") -> Any:
+        """Denoise `image` (the planned shape): float32, same shape and kind of array.
+        guide: None, or an image of `image`'s shape (any real dtype, NumPy or device array
+        of either kind) that the groups are matched on; guide_role: "match" (both stages
+        match on the guide) or "oracle" (the guide is the basic estimate: stage 2 only).
+        `clpatch.denoise.bm3d.bm3d` describes both."""
+        return self.apply(image, Strength.check(sigma, data_range=data_range), guide=guide,
+                          guide_role=guide_role)
 
-    def apply(self, image: Any, strength: Strength) -> Any:
+    def apply(self, image: Any, strength: Strength, *, guide: Any = None,
+              guide_role: str = "match") -> Any:
         """`run` with the strength arguments checked already (`Strength.check`)."""
+        role = check_guide_role(guide_role, guide is not None, len(self.stages))
         volume = as_volume(image, video=False)
         image = volume.array            # an array-like is an array from here on
         check_planned(volume, (1, self.rows, self.cols, self.channels), self.device_output,
                       self.runtime.context)
+        guided = None if guide is None else guide_volume(guide, volume, self.runtime.context)
+        tiles = self.tiles_for(guided is not None)
         # The upload measures the peak |value| (the fixed-point scales need it before any
         # filter runs): a single tile's upload is kept for both stages; a tiled image is
         # converted band by band once up front to measure it, unless the caller gave the
-        # peak (checked against the measured one after the run).
+        # peak (checked against the measured one after the run). The guide's conversion
+        # checks its values into a word of its own, read after the run.
         uploader = self.stages[0].search.uploader
         uploader.begin()
-        kept: dict[str, Any] = {}
+        if guided is not None:
+            self.guide_uploader.begin()
+        kept: dict[str, Any] = {"single": len(tiles) == 1}
         events: list[tuple[str, Any]] = []
         search = self.stages[0].search
         given = strength.peak
-        if len(self.tiles) == 1:
-            kept["noisy"] = self.upload_noisy(self.stages[0], volume, self.tiles[0].chunks[0],
+        if len(tiles) == 1:
+            kept["noisy"] = self.upload_noisy(self.stages[0], volume, tiles[0].chunks[0],
                                                events)
+            if guided is not None:
+                kept["guide"] = upload_guide(self, self.stages[0], guided, tiles[0].chunks[0],
+                                             events)
         elif given is None:
-            for tile in self.tiles:
+            for tile in tiles:
                 search.upload(volume, tile.chunks[0], "peak")
         peak = uploader.peak() if given is None else given
         check_peak(peak, search.check_limit())
@@ -213,14 +246,18 @@ class BM3DPlan:
             output = np.empty(tuple(image.shape), np.float32)
         # Between the stages: the noisy band and the basic estimate stay on the device when
         # the image is one tile; with several tiles the basic estimate goes through the host.
-        if len(self.stages) == 2 and len(self.tiles) > 1:
+        # The "oracle" role runs stage 2 only, on the guide as its basic estimate.
+        run = [1] if role == "oracle" else list(range(len(self.stages)))
+        if len(run) == 2 and len(tiles) > 1:
             kept["basic_host"] = np.empty((self.channels, self.rows, self.cols), np.float32)
-        for s, stage in enumerate(self.stages):
+        for s in run:
             last = s == len(self.stages) - 1
-            for tile in self.tiles:
-                self.run_stage(s, stage, volume, tile, sigmas, scales[s], tau_unit, last,
-                                output, kept, events)
+            for tile in tiles:
+                self.run_stage(s, self.stages[s], volume, tile, sigmas, scales[s], tau_unit,
+                               last, output, kept, events, guide=guided, guide_role=role)
         self.last_events = events
+        if guided is not None:
+            check_peak(self.guide_uploader.peak(), search.check_limit(), "guide")
         if given is not None:
             measured = uploader.peak()
             check_peak(measured, search.check_limit())
@@ -230,11 +267,14 @@ class BM3DPlan:
         return output
 
     def stream(self, frames: Iterable[Any], sigma: float, *, data_range: float | None = None,
-               peak: float | None = None) -> Iterator[np.ndarray]:
+               peak: float | None = None, guide: Iterable[Any] | None = None,
+               guide_role: str = "match") -> Iterator[np.ndarray]:
         """Denoise frames of the planned shape one at a time (a video frame by frame),
         overlapping each frame's copies with its neighbours' kernels; yields float32 frames
-        in order. See `clpatch.denoise.bm3d_stream.stream`."""
-        return bm3d_stream.stream(self, frames, sigma, data_range=data_range, peak=peak)
+        in order. guide: None, or an iterable of guide frames in step with `frames` (one
+        per frame, as `run`'s guide). See `clpatch.denoise.bm3d_stream.stream`."""
+        return bm3d_stream.stream(self, frames, sigma, data_range=data_range, peak=peak,
+                                  guide=guide, guide_role=guide_role)
 
     def upload_noisy(self, stage: _Stage, volume: Volume, chunk: Any,
                      events: list[tuple[str, Any]], *, staging: str = "staging",
@@ -255,11 +295,15 @@ class BM3DPlan:
     def run_stage(self, s: int, stage: _Stage, volume: Volume, tile: _Tile, sigmas: np.ndarray,
                   scales: tuple[float, float], tau_unit: float, last: bool, output: Any,
                   kept: dict[str, Any], events: list[tuple[str, Any]], *,
-                  slot: int | None = None) -> None:
-        """Enqueue stage `s` of one tile (its search, filter and finalize). With `slot` (a
-        stream's frame slot) the last stage finalizes into buffer f"out{slot}" once its
-        previous download (`stream_downloads[slot]`) is done, and leaves the download to
-        the caller."""
+                  slot: int | None = None, guide: Volume | None = None,
+                  guide_role: str = "match") -> None:
+        """Enqueue stage `s` of one tile (its search, filter and finalize). `kept` carries
+        the run's buffers between calls ("single": whether the run is one tile, "noisy" and
+        "guide": a single tile's uploads, "basic", "basic_host"). With `guide` (the guide
+        image) the groups are matched on it; with guide_role "oracle" it is also stage 2's
+        basic estimate. With `slot` (a stream's frame slot) the last stage finalizes into
+        buffer f"out{slot}" once its previous download (`stream_downloads[slot]`) is done,
+        and leaves the download to the caller."""
         queue = self.runtime.queue
         i32, f32 = np.int32, np.float32
         p = stage.params
@@ -267,27 +311,36 @@ class BM3DPlan:
         hb, w, ch = chunk.y_hi - chunk.y_lo, self.cols, self.channels
         gy, gx = chunk.g1 - chunk.g0, len(stage.search.grid_x)
         tag = str(p.stage)
-        single = len(self.tiles) == 1
+        single = kept["single"]
 
-        # The noisy band; a single tile's was uploaded by run() (and serves both stages).
+        # The noisy band (and the guide's); a single tile's was uploaded by run() (and
+        # serves both stages).
         if single:
             noisy = kept["noisy"]
+            guide_band = kept.get("guide")
         else:
             noisy = kept["noisy"] = self.upload_noisy(stage, volume, chunk, events)
-        # The band the groups are matched on: the noisy image (its Y plane first) or the
-        # basic estimate.
-        if s == 0:
-            guide = noisy
-        elif single:
-            guide = kept["basic"]
-        else:
-            guide = self.pool.get("basic_band", ch * hb * w * 4)
-            cl.enqueue_copy(queue, guide, np.ascontiguousarray(
-                kept["basic_host"][:, chunk.y_lo:chunk.y_hi]))
+            guide_band = None if guide is None else upload_guide(self, stage, guide, chunk,
+                                                                 events)
+        # The basic estimate of stage 2 (its Wiener oracle): the guide in the "oracle" role,
+        # else stage 1's, on the device for a single tile, else from the host.
+        basic = None
+        if p.stage == 2:
+            if guide_role == "oracle":
+                basic = guide_band
+            elif single:
+                basic = kept["basic"]
+            else:
+                basic = self.pool.get("basic_band", ch * hb * w * 4)
+                cl.enqueue_copy(queue, basic, np.ascontiguousarray(
+                    kept["basic_host"][:, chunk.y_lo:chunk.y_hi]))
+        # The band the groups are matched on (its Y plane first): the guide, else the noisy
+        # image (stage 1) or the basic estimate (stage 2).
+        match_on = guide_band if guide_band is not None else basic if p.stage == 2 else noisy
 
         pos = self.pool.get("pos", gy * gx * p.n * 8)
         dist = self.pool.get("dist", gy * gx * p.n * 4)
-        searched = stage.search.enqueue(guide, chunk, pos, dist, out_rows=gy)
+        searched = stage.search.enqueue(match_on, chunk, pos, dist, out_rows=gy)
         events.extend(("search" + tag, e) for e in searched)
 
         item = 8 if self.aggregation == "fixed" else 4
@@ -311,7 +364,7 @@ class BM3DPlan:
             shrink = [p.mu2 * float(v) ** 2 for v in sigmas]
         shrink = (shrink + [0.0, 0.0])[:3]
         tau = p.tau_match * tau_unit * p.patch_size ** 2
-        images = (noisy, guide) if p.stage == 2 else (noisy,)
+        images = (noisy, basic) if p.stage == 2 else (noisy,)
         rows_per_launch = max(1, GROUPS_PER_LAUNCH // max(1, gx))
         for r0 in range(0, gy, rows_per_launch):
             nrows = min(gy, r0 + rows_per_launch) - r0
@@ -326,11 +379,12 @@ class BM3DPlan:
         head = (acc, i32(hb), i32(w), i32(0), i32(1), i32(tile.a - chunk.y_lo), i32(rows), *inv)
         if not last:
             # The basic estimate, in the working (opponent) space.
-            basic = kept["basic"] = self.pool.get("basic", ch * rows * w * 4)
+            estimate = kept["basic"] = self.pool.get("basic", ch * rows * w * 4)
             events.append(("finalize" + tag, stage.finalize_planar(
-                queue, (w, rows, 1), None, *head, basic, i32(rows), i32(0))))
+                queue, (w, rows, 1), None, *head, estimate, i32(rows), i32(0))))
             if not single:
-                download(queue, kept["basic_host"][:, tile.a:tile.b], basic, shape=(ch, rows, w))
+                download(queue, kept["basic_host"][:, tile.a:tile.b], estimate,
+                         shape=(ch, rows, w))
             return
         if self.device_output:
             out, out_rows, out_y0 = output.data, self.rows, tile.a

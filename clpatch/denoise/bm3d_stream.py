@@ -6,6 +6,11 @@ while another's kernels do. Two slots of staging and output buffers alternate; e
 waits for the event of the previous use. The fixed-point scales need a peak before any
 frame is filtered: `peak` (default 4 · data_range, as VBM3D's stream), and each frame's own
 peak, measured by the conversion kernel and read back without a sync, must stay within it.
+
+A guide (`guide=`, an iterable of guide frames in step with the frames, as `BM3DPlan.run`'s
+guide for each frame, in the role `guide_role`) is uploaded through the same slots (staging
+buffers of its own) and its values are checked the same way, into a word of its own; there
+must be exactly one guide frame per frame.
 """
 
 from __future__ import annotations
@@ -19,26 +24,39 @@ from ..core.transfer import Transfers
 from ..core.upload import check_peak
 from ..core.validate import check_float
 from ..core.volumes import as_volume, check_planned, default_data_range
+from .bm3d_guide import check_guide_role, guide_volume, upload_guide
 from .bm3d_params import channel_sigmas
+
+_NO_FRAME = object()
 
 
 def stream(plan: Any, frames: Iterable[Any], sigma: float, *, data_range: float | None = None,
-           peak: float | None = None) -> Iterator[np.ndarray]:
+           peak: float | None = None, guide: Iterable[Any] | None = None,
+           guide_role: str = "match") -> Iterator[np.ndarray]:
     """Yield `plan` (a BM3DPlan for NumPy frames whose frame is one tile) applied to every
-    frame of `frames` (arrays of the planned shape, any real dtype)."""
+    frame of `frames` (arrays of the planned shape, any real dtype); `guide`: None or an
+    iterable of guide frames, one per frame (see `BM3DPlan.run`)."""
     sigma = check_float("sigma", sigma)
     if data_range is not None:
         data_range = check_float("data_range", data_range)
     if peak is not None:
         peak = check_float("peak", peak)
-    if plan.device_output or len(plan.tiles) != 1:
+    role = check_guide_role(guide_role, guide is not None, len(plan.stages))
+    guides = None
+    if guide is not None:
+        if isinstance(guide, np.ndarray) or not isinstance(guide, Iterable):
+            raise TypeError("guide of BM3DPlan.stream must be an iterable of guide frames (a "
+                            f"list or generator of arrays), got {type(guide).__name__}")
+        guides = iter(guide)
+    if plan.device_output or len(plan.tiles_for(guide is not None)) != 1:
         raise ValueError("BM3DPlan.stream needs a plan for NumPy frames that fit the device in "
                          "one tile (use run() frame by frame otherwise)")
-    return _frames(plan, iter(frames), sigma, data_range, peak)
+    return _frames(plan, iter(frames), sigma, data_range, peak, guides, role)
 
 
 def _frames(plan: Any, frames: Iterator[Any], sigma: float, data_range: float | None,
-            bound: float | None) -> Iterator[np.ndarray]:
+            bound: float | None, guides: Iterator[Any] | None,
+            role: str) -> Iterator[np.ndarray]:
     if plan.stream_transfers is None:        # made once per plan, reused by every stream
         plan.stream_transfers = plan.transfers or Transfers(plan.runtime)
     transfers = plan.stream_transfers
@@ -47,6 +65,7 @@ def _frames(plan: Any, frames: Iterator[Any], sigma: float, data_range: float | 
     tile = plan.tiles[0]
     sigmas = channel_sigmas(sigma, plan.colour)
     peaks = [np.zeros(1, np.uint32), np.zeros(1, np.uint32)]
+    guide_peaks = [np.zeros(1, np.uint32), np.zeros(1, np.uint32)]
     nbytes = plan.rows * plan.cols * plan.channels * 4
     scales: list[tuple[float, float]] = []
     tau_unit = 1.0
@@ -66,26 +85,45 @@ def _frames(plan: Any, frames: Iterator[Any], sigma: float, data_range: float | 
         slot = k % 2
         events: list[tuple[str, Any]] = []
         uploader.begin()
-        kept = {"noisy": plan.upload_noisy(stage0, volume, tile.chunks[0], events,
+        kept = {"single": True,
+                "noisy": plan.upload_noisy(stage0, volume, tile.chunks[0], events,
                                            staging=f"staging{slot}", transfers=transfers)}
         measured = uploader.read_peak(peaks[slot])
+        guided = guide_measured = None
+        if guides is not None:
+            given = next(guides, _NO_FRAME)
+            if given is _NO_FRAME:
+                raise ValueError(f"guide has fewer frames than frames: none for frame {k}")
+            guided = guide_volume(given, volume, plan.runtime.context)
+            plan.guide_uploader.begin()
+            kept["guide"] = upload_guide(plan, stage0, guided, tile.chunks[0], events,
+                                         staging=f"guide_staging{slot}", transfers=transfers)
+            guide_measured = plan.guide_uploader.read_peak(guide_peaks[slot])
         output = np.empty(frame.shape, np.float32)
-        for s, stage in enumerate(plan.stages):
-            plan.run_stage(s, stage, volume, tile, sigmas, scales[s], tau_unit,
-                           s == len(plan.stages) - 1, output, kept, events, slot=slot)
+        run = [1] if role == "oracle" else range(len(plan.stages))
+        for s in run:
+            plan.run_stage(s, plan.stages[s], volume, tile, sigmas, scales[s], tau_unit,
+                           s == len(plan.stages) - 1, output, kept, events, slot=slot,
+                           guide=guided, guide_role=role)
         plan.stream_downloads[slot] = transfers.start_download(
             plan.pool.get(f"out{slot}", nbytes), nbytes, f"out{slot}", wait_for=[events[-1][1]])
         plan.last_events = events
         if pending is not None:
             yield _finish(transfers, *pending, limit, bound)
-        pending = (k, slot, output, measured, peaks[slot])
+        pending = (k, slot, output, measured, peaks[slot], guide_measured, guide_peaks[slot])
     if pending is not None:
         yield _finish(transfers, *pending, limit, bound)
+    if guides is not None and next(guides, _NO_FRAME) is not _NO_FRAME:
+        raise ValueError("guide has more frames than frames")
 
 
 def _finish(transfers: Transfers, k: int, slot: int, output: np.ndarray, measured: Any,
-            word: np.ndarray, limit: float, bound: float) -> np.ndarray:
+            word: np.ndarray, guide_measured: Any, guide_word: np.ndarray, limit: float,
+            bound: float) -> np.ndarray:
     transfers.finish_download(f"out{slot}", output)
+    if guide_measured is not None:          # the guide frame's check word
+        guide_measured.wait()
+        check_peak(float(guide_word.view(np.float32)[0]), limit, f"guide frame {k}")
     measured.wait()
     top = float(word.view(np.float32)[0])
     check_peak(top, limit, f"frame {k}")

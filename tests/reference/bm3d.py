@@ -42,6 +42,12 @@ Grid: references every ``step`` rows and columns plus the last row and column; w
 ``stagger`` (the reference preset) grid row i uses the columns of :func:`staggered_columns`
 for the shift ``stagger_shifts(step)[i % step]`` (clpatch's shifts, the bm3d package's pattern
 for step 3).
+Guide image (``bm3d_reference(..., guide=, guide_role=)``, clpatch's ``guide=``): an image
+of the input's shape, put through the same opponent transform for colour, whose (Y) plane
+the groups are matched on: role ``"match"`` matches the groups of both stages on it (stage
+1 instead of the noisy image, stage 2 instead of the basic estimate; the filtering and the
+stage-2 oracle are unchanged); role ``"oracle"`` takes it as the basic estimate: stage 1 is
+skipped, stage 2 matches on it and uses it as the Wiener oracle (two stages needed).
 Not reproduced: the original's σ > 40 settings (τ = 5000, prefiltered matching). The bm3d
 package's white-noise λ = 3.0 and μ² = 0.4 are reachable through ``lambda_3d`` and ``mu2``.
 """
@@ -400,6 +406,14 @@ def _check_image(image) -> tuple[np.ndarray, bool]:
     raise ValueError(f"image must be (H, W), (H, W, 1) or (H, W, 3), got shape {np.shape(image)}")
 
 
+def match_groups(plane: np.ndarray, params: StageParams):
+    """:func:`block_match` of one stage's parameters (its grid staggered when
+    ``params.stagger``) on the single-channel image ``plane``."""
+    shifts = (stagger_shifts(params.step) or (0,)) if params.stagger else (0,)
+    return block_match(plane, params.patch_size, params.step, params.window, params.n,
+                       params.tau_match, shifts)
+
+
 def bm3d_stage(noisy: np.ndarray, sigmas, params: StageParams, basic: np.ndarray | None = None,
                groups=None) -> np.ndarray:
     """One BM3D stage on a working-space image (H, W, C) (opponent space for colour).
@@ -419,11 +433,8 @@ def bm3d_stage(noisy: np.ndarray, sigmas, params: StageParams, basic: np.ndarray
         if basic is None:
             raise ValueError("stage 2 needs the basic estimate")
         basic = np.asarray(basic, dtype=np.float64)
-    guide = noisy[..., 0] if params.stage == 1 else basic[..., 0]
     if groups is None:
-        shifts = (stagger_shifts(params.step) or (0,)) if params.stagger else (0,)
-        groups = block_match(guide, p, params.step, params.window, params.n, params.tau_match,
-                             shifts)
+        groups = match_groups(noisy[..., 0] if params.stage == 1 else basic[..., 0], params)
     _, _, positions, _, counts = groups
     kaiser = kaiser_window(p, params.beta)
     num = np.zeros((channels, rows * cols))
@@ -450,26 +461,51 @@ def bm3d_stage(noisy: np.ndarray, sigmas, params: StageParams, basic: np.ndarray
     return (num / den).T.reshape(rows, cols, channels)
 
 
-def bm3d_reference(image, sigma: float, preset: str = "fast", **overrides) -> np.ndarray:
+def bm3d_reference(image, sigma: float, preset: str = "fast", *, guide=None,
+                   guide_role: str = "match", **overrides) -> np.ndarray:
     """BM3D (grayscale) or CBM3D ((H, W, 3) RGB) of ``image``; float64, the input's shape.
 
     overrides: patch_size, step, window, n, transform_2d, transform_1d, tau_match, lambda_3d,
     mu2, beta (scalars or (stage 1, stage 2) pairs where per-stage), stagger, stages (1 = basic
     estimate only).
+    guide: None or an image of ``image``'s shape; guide_role: "match" (both stages match
+    their groups on the guide) or "oracle" (the guide is the basic estimate: stage 2 only,
+    matched on the guide, the guide as Wiener oracle); see the module doc.
     """
     sigma = float(sigma)
     if not np.isfinite(sigma) or sigma <= 0:
         raise ValueError(f"sigma must be a finite number > 0, got {sigma}")
+    if guide_role not in ("match", "oracle"):
+        raise ValueError(f"guide_role must be 'match' or 'oracle', got {guide_role!r}")
     p1, p2, stages = stage_params(preset, **overrides)
     img, colour = _check_image(image)
+    work_guide = None
+    if guide is not None:
+        if np.shape(guide) != np.shape(image):
+            raise ValueError(f"guide shape {np.shape(guide)} != image shape {np.shape(image)}")
+        work_guide, _ = _check_image(guide)
+    elif guide_role != "match":
+        raise ValueError("guide_role 'oracle' needs a guide")
     if colour:
         work = img @ OPP.T
         sigmas = sigma * np.sqrt((OPP ** 2).sum(1))
+        if work_guide is not None:
+            work_guide = work_guide @ OPP.T
     else:
         work = img
         sigmas = np.array([sigma])
-    basic = bm3d_stage(work, sigmas, p1)
-    out = basic if stages == 1 else bm3d_stage(work, sigmas, p2, basic=basic)
+    if work_guide is None:
+        basic = bm3d_stage(work, sigmas, p1)
+        out = basic if stages == 1 else bm3d_stage(work, sigmas, p2, basic=basic)
+    elif guide_role == "oracle":
+        if stages != 2:
+            raise ValueError("guide_role 'oracle' needs stages=2")
+        out = bm3d_stage(work, sigmas, p2, basic=work_guide)      # matched on the guide's Y
+    else:
+        plane = work_guide[..., 0]
+        basic = bm3d_stage(work, sigmas, p1, groups=match_groups(plane, p1))
+        out = basic if stages == 1 else bm3d_stage(work, sigmas, p2, basic=basic,
+                                                   groups=match_groups(plane, p2))
     if colour:
         return out @ OPP_INV.T
     return out.reshape(np.shape(image))
