@@ -31,12 +31,14 @@ __all__ = ["GUIDE_ROLES", "check_guide_role", "guide_like", "guide_volume", "upl
 GUIDE_ROLES = ("match", "oracle")
 
 
-def check_guide_role(guide_role: Any, guided: bool, stages: int | None = None) -> str:
-    """`guide_role` checked: one of GUIDE_ROLES; a role other than "match" needs a guide;
-    "oracle" needs both stages (`stages`: the number run, None when not known yet)."""
+def check_guide_role(guide_role: Any, guided: bool, stages: int | None = None,
+                     what: str = "image") -> str:
+    """`guide_role` checked: one of GUIDE_ROLES; a role other than "match" needs a guide
+    (`what`: "image" or "video", for the message); "oracle" needs both stages (`stages`: the
+    number run, None when not known yet). Shared by BM3D and VBM3D."""
     check_choice("guide_role", guide_role, GUIDE_ROLES)
     if not guided and guide_role != "match":
-        raise ValueError(f"guide_role={guide_role!r} needs a guide image (guide=None was given)")
+        raise ValueError(f"guide_role={guide_role!r} needs a guide {what} (guide=None was given)")
     if guide_role == "oracle" and stages == 1:
         raise ValueError("guide_role='oracle' makes the guide the basic estimate and runs "
                          "stage 2 only; it needs stages=2, got stages=1")

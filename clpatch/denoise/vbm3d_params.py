@@ -7,8 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..core.validate import check_choice, check_float, check_int, stage_pair
+from ..core.validate import check_float, check_int, stage_pair
 from ..match.video import VIDEO_SEARCHES, choose_video_search, video_layout
+from .bm3d_guide import GUIDE_ROLES
+from .bm3d_guide import check_guide_role as check_bm3d_role
 from .bm3d_params import group_and_transforms, merge_params
 
 __all__ = ["DEFAULTS", "GUIDE_ROLES", "VIDEO_SEARCHES", "VideoStageParams", "check_guide_role",
@@ -22,10 +24,6 @@ DEFAULTS: dict[str, Any] = dict(
     patch_size=8, step=(6, 4), window_ref=(7, 7), window_pred=(5, 5), q=(2, 2), n=(8, 8),
     temporal_radius=4, tau_match=(3000.0, 1500.0), transform_2d=("bior1.5", "dct"),
     transform_1d=("haar", "haar"), lambda_3d=2.7, beta=2.0, stages=2)
-#: What a guide video replaces: "match", the video both stages' searches run on; "oracle",
-#: the basic estimate (stage 1 is skipped; stage 2 matches on the guide and uses it as the
-#: Wiener oracle).
-GUIDE_ROLES = ("match", "oracle")
 _PER_STAGE = ("step", "window_ref", "window_pred", "q", "n", "tau_match", "transform_2d",
               "transform_1d", "beta")
 
@@ -91,16 +89,7 @@ def contributions(p: VideoStageParams, radius: int) -> int:
 
 
 def check_guide_role(guide_role: Any, guided: bool, stages: int) -> str | None:
-    """The role of a call's guide (`guided`: whether one was given): None without a guide;
-    ValueError naming guide_role for an unknown role, a role other than the default
-    "match" without a guide, and "oracle" with one stage (the guide replaces stage 1's
-    basic estimate, which stage 2 filters with)."""
-    check_choice("guide_role", guide_role, GUIDE_ROLES)
-    if not guided:
-        if guide_role != "match":
-            raise ValueError(f"guide_role={guide_role!r} needs a guide video (guide is None)")
-        return None
-    if guide_role == "oracle" and stages != 2:
-        raise ValueError("guide_role='oracle' makes the guide stage 2's basic estimate: it "
-                         f"needs stages=2, got stages={stages}")
-    return guide_role
+    """The role of a call's guide (`guided`: whether one was given), checked as BM3D's
+    (`clpatch.denoise.bm3d_guide.check_guide_role`); None without a guide."""
+    role = check_bm3d_role(guide_role, guided, stages, "video")
+    return role if guided else None
