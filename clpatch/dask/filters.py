@@ -16,6 +16,7 @@ import dask.array as da
 
 from ..core.validate import check_int
 from ..denoise.bm3d import bm3d as bm3d_image
+from ..denoise.bm3d_guide import check_guide_role as check_bm3d_role
 from ..denoise.bm3d_params import stage_params, stagger_shifts
 from ..denoise.nlmeans import nlmeans as nlmeans_image
 from ..denoise.nlmeans import nlmeans_video as nlmeans_frames
@@ -128,18 +129,21 @@ def bm3d(image: Any, sigma: float, *, preset: str = "fast", patch_size: int | No
          transform_1d: Any = None, stages: int | None = None, lambda_3d: float | None = None,
          mu2: float | None = None, tau_match: Any = None, stagger: bool | None = None,
          aggregation: str | None = None, data_range: float | None = None,
-         channel_axis: int | None = None, peak: float | None = None) -> da.Array:
+         channel_axis: int | None = None, peak: float | None = None, guide: Any = None,
+         guide_role: str = "match") -> da.Array:
     """`clpatch.bm3d` (CBM3D for RGB) on a Dask array (H, W), (H, W, 1) or (H, W, 3) chunked in
     space; a lazy float32 Dask array with the input's chunks (channels in one chunk).
 
     Each chunk reads a halo of patch_size + 2 · (window // 2) pixels per stage (stage 2 reads
     the basic estimate, which stage 1 must get right over stage 2's halo): 56 pixels for the
     fast preset, 92 for the reference one. peak: as in `clpatch.dask.nlmeans` (it also
-    decides the default data_range, as in one call on the whole image). Other arguments as
-    in `clpatch.bm3d`.
+    decides the default data_range, as in one call on the whole image). A guide (a Dask or
+    NumPy array of the image's shape, any chunks) is cut into the same pieces. Other
+    arguments as in `clpatch.bm3d`.
     """
     x = check_dask_array(image, "image", (2, 3))
     x, restore = _channels_last(x, channel_axis, 3)
+    g = _guide(guide, x, channel_axis, 3)
     if x.ndim == 3 and x.shape[-1] not in (1, 3):
         raise ValueError(f"image must be (H, W), (H, W, 1) or (H, W, 3), got shape {x.shape}")
     Strength.check(sigma, data_range=data_range, peak=peak)
@@ -147,6 +151,7 @@ def bm3d(image: Any, sigma: float, *, preset: str = "fast", patch_size: int | No
                   transform_1d=transform_1d, stages=stages, lambda_3d=lambda_3d, mu2=mu2,
                   tau_match=tau_match, stagger=stagger)
     p1, p2, count = stage_params(preset, **params)
+    check_bm3d_role(guide_role, g is not None, count)
     p = p1.patch_size
     rows, cols = x.shape[:2]
     if p > rows or p > cols:
@@ -158,8 +163,10 @@ def bm3d(image: Any, sigma: float, *, preset: str = "fast", patch_size: int | No
     halo = bm3d_halo([(sp.patch_size, sp.step, sp.window,
                        len(stagger_shifts(sp.step)) if sp.stagger else 1) for sp in used])
     kwargs = dict(preset=preset, aggregation=aggregation, data_range=data_range, **params)
+    if g is not None:
+        kwargs["guide_role"] = guide_role
     out = map_pieces(x, halo, bm3d_image, (sigma,), kwargs, video=False,
-                     peak=global_peak(x, peak), name="clpatch-bm3d")
+                     peak=global_peak(x, peak), name="clpatch-bm3d", guide=g)
     return restore(out)
 
 

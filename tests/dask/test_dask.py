@@ -112,6 +112,20 @@ def test_vbm3d_in_time_and_space(on_device, stages):
 
 
 @pytest.mark.parametrize("role", ["match", "oracle"])
+@pytest.mark.parametrize("shape", [(47, 41), (40, 44, 3)])
+def test_bm3d_guide_in_pieces(on_device, role, shape):
+    """The guide is cut into the image's pieces: bit-identical to one guided call."""
+    image, guide = noisy(shape, seed=14), noisy(shape, seed=15)
+    expected = clpatch.bm3d(image, SIGMA, runtime=on_device, guide=guide, guide_role=role)
+    assert not np.array_equal(expected, clpatch.bm3d(image, SIGMA, runtime=on_device))
+    g = da.from_array(guide, chunks=(20, 41, 3)[:len(shape)])
+    got = cdask.bm3d(chunked(image, (16, 13)), SIGMA, guide=g, guide_role=role).compute()
+    np.testing.assert_array_equal(got, expected)
+    with pytest.raises(ValueError, match="guide_role='oracle' needs a guide image"):
+        cdask.bm3d(chunked(image, (16, 13)), SIGMA, guide_role="oracle")
+
+
+@pytest.mark.parametrize("role", ["match", "oracle"])
 def test_vbm3d_guide_in_pieces(on_device, role):
     """The guide is cut into the frames' pieces: bit-identical to one guided call."""
     if not on_device.profile.int64_atomics:
