@@ -31,6 +31,14 @@ Aggregation (accumulation of overlapping estimates):
 
 Default: ``"buffers"`` where it applies, else ``"fixed"`` where the device has 64-bit atomics,
 else ``"cas"``.
+
+Guide image (``guide=``, KNLMeansCL's ``rclip``): steps 1 and 2 run on the guide instead
+of the noisy image — the neighbours and their distances ``d`` are the guide's (converted
+like the image: opponent colour space, luminance or all channels), and the weights take
+``2 · guide_sigma²`` for ``2σ²`` (``guide_sigma``: the guide's noise level, default σ;
+0 for a clean or pre-filtered guide). Steps 3 and 4 — the values averaged and the
+flat-patch variance — stay the noisy image's. ``guide=image`` gives the unguided result
+bit for bit. See `clpatch.denoise.nlmeans_guide`.
 """
 
 from __future__ import annotations
@@ -45,6 +53,7 @@ from ..match.matches import usable_n
 from ..match.window_config import SearchConfig
 from ..match.window_params import MAX_TEMPORAL_WINDOW, check_fits, check_search_request
 from .nlm_aggregation import AGGREGATIONS
+from .nlmeans_guide import check_guide_sigma_use, guide_channels_last
 from .nlmeans_plan import NLMeansPlan
 from .strength import Strength
 
@@ -58,11 +67,16 @@ def _denoise(image: Any, sigma: float, *, video: bool, patch_size: int, step: in
              n: int, temporal_window: int, h: float | None, flat_beta: float,
              aggregation: str | None, channel_axis: int | None, search_channels: str,
              variant: str | SearchConfig | None, averaging: str | None, search: str,
-             peak: float | None, runtime: Runtime | None) -> Any:
-    strength = Strength.check(sigma, h=h, flat_beta=flat_beta, peak=peak)
+             peak: float | None, guide: Any, guide_sigma: float | None,
+             runtime: Runtime | None) -> Any:
+    strength = Strength.check(sigma, h=h, flat_beta=flat_beta, peak=peak,
+                              guide_sigma=guide_sigma)
+    check_guide_sigma_use(guide, strength)
     check_search(search)
     image, restore = channels_last(image, channel_axis, video)
     volume = as_volume(image, video=video)
+    if guide is not None:
+        guide = guide_channels_last(guide, volume.array, channel_axis, video)
     request = check_search_request(patch_size=patch_size, step=step, n=n, window=window,
                                    channels=volume.channels, video=video, max_step=None)
     p = request.patch_size
@@ -70,7 +84,7 @@ def _denoise(image: Any, sigma: float, *, video: bool, patch_size: int, step: in
     check_fits(request, volume.frames, volume.rows, volume.cols, tw)
     k = usable_n(request.n, available_candidates(search, volume.rows, volume.cols,
                                                  volume.frames, p, request.window, tw))
-    rt = resolve_runtime(runtime, image)
+    rt = resolve_runtime(runtime, image, guide)
     key = ("nlmeans", volume.frames, volume.rows, volume.cols, volume.channels, video,
            volume.on_device, p, request.step, request.window, k, tw, aggregation,
            search_channels, variant, averaging, search)
@@ -79,7 +93,7 @@ def _denoise(image: Any, sigma: float, *, video: bool, patch_size: int, step: in
         step=request.step, window=request.window, n=k, temporal_window=tw, video=video,
         search_channels=search_channels, aggregation=aggregation, averaging=averaging,
         variant=variant, device_output=volume.on_device, search=search), PLANS_KEPT)
-    return restore(plan.apply(image, strength))
+    return restore(plan.apply(image, strength, guide=guide))
 
 
 def nlmeans(image: Any, sigma: float, *, patch_size: int = 8, step: int = 4, window: int = 21,
@@ -87,6 +101,7 @@ def nlmeans(image: Any, sigma: float, *, patch_size: int = 8, step: int = 4, win
             aggregation: str | None = None, channel_axis: int | None = None,
             search_channels: str = "luminance", variant: str | SearchConfig | None = None,
             averaging: str | None = None, search: str = "window", peak: float | None = None,
+            guide: Any = None, guide_sigma: float | None = None,
             runtime: Runtime | None = None) -> Any:
     """Denoise an image with the improved patchwise NL-means (Davy–Ehret Algorithm 1).
 
@@ -107,12 +122,19 @@ def nlmeans(image: Any, sigma: float, *, patch_size: int = 8, step: int = 4, win
            image's own). Pieces of one larger image pass the whole image's peak so that
            every piece rounds exactly as one call on the whole would (`clpatch.dask` does);
            a ValueError is raised when the image's values exceed it.
+    guide: an image of the same shape (same channel_axis; any real dtype, NumPy, array-like
+           or pyopencl array) on which the patches are searched and weighted instead of
+           the noisy image (KNLMeansCL's rclip): e.g. a pre-filtered image, or another
+           exposure. The values averaged remain the image's. None: the image itself.
+    guide_sigma: the guide's noise level (≥ 0) in the weights, in place of sigma (None:
+           sigma; 0 for a clean or pre-filtered guide). Only with a guide.
     Returns float32 of the input's shape, NumPy for NumPy input, device array for device input.
     """
     return _denoise(image, sigma, video=False, patch_size=patch_size, step=step, window=window,
                     n=n, temporal_window=0, h=h, flat_beta=flat_beta, aggregation=aggregation,
                     channel_axis=channel_axis, search_channels=search_channels, variant=variant,
-                    averaging=averaging, search=search, peak=peak, runtime=runtime)
+                    averaging=averaging, search=search, peak=peak, guide=guide,
+                    guide_sigma=guide_sigma, runtime=runtime)
 
 
 def nlmeans_video(frames: Any, sigma: float, *, temporal_window: int = 4, patch_size: int = 16,
@@ -120,16 +142,19 @@ def nlmeans_video(frames: Any, sigma: float, *, temporal_window: int = 4, patch_
                   flat_beta: float = 1.05, aggregation: str | None = None,
                   channel_axis: int | None = None, search_channels: str = "luminance",
                   variant: str | SearchConfig | None = None, averaging: str | None = None,
-                  search: str = "window", peak: float | None = None,
-                  runtime: Runtime | None = None) -> Any:
+                  search: str = "window", peak: float | None = None, guide: Any = None,
+                  guide_sigma: float | None = None, runtime: Runtime | None = None) -> Any:
     """Video NL-means: the search spans frames t − temporal_window … t + temporal_window
     (the paper's video NL-means, Table 11: 4 past and 4 future frames, 16 × 16 patches).
 
     frames: (T, H, W) or (T, H, W, C). Frames are processed a few at a time, so device
-    memory does not grow with T. Other arguments as in `nlmeans`.
+    memory does not grow with T. guide: a video of the same shape, searched (in every
+    frame of the temporal window) and weighted instead of `frames`. Other arguments as in
+    `nlmeans`.
     """
     return _denoise(frames, sigma, video=True, patch_size=patch_size, step=step, window=window,
                     n=n, temporal_window=temporal_window, h=h, flat_beta=flat_beta,
                     aggregation=aggregation, channel_axis=channel_axis,
                     search_channels=search_channels, variant=variant, averaging=averaging,
-                    search=search, peak=peak, runtime=runtime)
+                    search=search, peak=peak, guide=guide, guide_sigma=guide_sigma,
+                    runtime=runtime)

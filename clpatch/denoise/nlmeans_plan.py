@@ -1,18 +1,18 @@
 """`NLMeansPlan`: the compiled NL-means (search, averaging, aggregation) for one input shape
 and parameter set; `clpatch.denoise.nlmeans` has the method's description and the public
-functions."""
+functions, `clpatch.denoise.nlmeans_tiles` the memory plan, `clpatch.denoise.nlmeans_guide`
+the guide image."""
 
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pyopencl as cl
 
-from ..core.buffers import BufferPool, halve_until_fits, int_buffer, memory_limits
+from ..core.buffers import BufferPool, int_buffer
 from ..core.kernels import kernel, max_group_size
 from ..core.runtime import Runtime
 from ..core.staging import download
@@ -23,6 +23,8 @@ from ..core.volumes import Volume, as_volume, check_planned, magnitude_limit
 from ..match.matcher import make_matcher
 from ..match.window_config import SearchConfig, SearchRequest, choose_search
 from .nlm_aggregation import buffer_classes, choose_aggregation, coverage
+from .nlmeans_guide import GuideUpload, check_guide_sigma_use
+from .nlmeans_tiles import Tile, plan_tiles, reference_frames
 from .strength import Strength
 
 __all__ = ["NLMeansPlan"]
@@ -40,27 +42,19 @@ PIPELINE_BYTES = 8 << 20
 PIPELINE_BANDS = 4
 
 
-@dataclass(frozen=True)
-class _Tile:
-    """Reference frames [r0, r1) and output rows [a, b), with the search chunk they need."""
-
-    r0: int
-    r1: int
-    a: int
-    b: int
-    chunk: Any
-
-
 class NLMeansPlan:
     """A compiled NL-means for one input shape and parameter set, reusable across calls.
 
-    `run(image, sigma, h=None, flat_beta=1.05)` denoises one image or video of the planned
-    shape. Inputs larger than the device's memory are processed in overlapping tiles: a
-    tile of output rows searches and averages every reference patch that touches them, so
-    each output pixel gathers exactly the contributions of an untiled run, in the same
-    order. Videos are processed a few reference frames at a time (a stream), so device
-    memory does not grow with the number of frames. `last_events` holds the (stage,
-    event) pairs of the last run: convert, transform, search, clear, average, finalize.
+    `run(image, sigma, h=None, flat_beta=1.05, guide=None, guide_sigma=None)` denoises one
+    image or video of the planned shape, searching on `guide` when given (see
+    `clpatch.denoise.nlmeans_guide`; any plan takes a guide or none). Inputs larger than
+    the device's memory are processed in overlapping tiles: a tile of output rows searches
+    and averages every reference patch that touches them, so each output pixel gathers
+    exactly the contributions of an untiled run, in the same order. Videos are processed a
+    few reference frames at a time (a stream), so device memory does not grow with the
+    number of frames. `last_events` holds the (stage, event) pairs of the last run:
+    convert, transform, search, clear, average, finalize ("guide upload", "guide convert"
+    for a guide).
     """
 
     def __init__(self, runtime: Runtime, frames: int, rows: int, cols: int, channels: int, *,
@@ -124,7 +118,10 @@ class NLMeansPlan:
                           and rows * cols * channels * 4 >= PIPELINE_BYTES)
         self.transfers = Transfers(runtime) if self.pipelined else None
         self._downloads: dict[int, Any] = {}
-        self.tiles = self._plan_tiles(tile_bytes)
+        self.tile_bytes = tile_bytes
+        self.tiles = self._plan_tiles(False)
+        self._guided_tiles: list[Tile] | None = None
+        self._guide = GuideUpload(runtime, self._pool)
         self.last_events: list[tuple[str, Any]] = []
 
     # ---- kernels -------------------------------------------------------------------------
@@ -158,56 +155,23 @@ class NLMeansPlan:
         self._clear = kernel(program, "nlm_clear")
         self._opponent = kernel(program, "nlm_to_opponent") if self.colour else None
 
-    # ---- memory plan -----------------------------------------------------------------------
+    # ---- memory plan (`clpatch.denoise.nlmeans_tiles`) --------------------------------------
 
-    def _tile_for(self, r0: int, r1: int, a: int, b: int) -> _Tile:
-        p = self.patch_size
-        g0 = int(np.searchsorted(self.grid_y + p, a, side="right"))
-        g1 = int(np.searchsorted(self.grid_y, b, side="left"))
-        return _Tile(r0, r1, a, b, self.search.chunk(r0, r1, g0, g1))
+    def tiles_for(self, guided: bool) -> list[Tile]:
+        """The tiles of a run without or with a guide (whose block takes memory too)."""
+        if not guided:
+            return self.tiles
+        if self._guided_tiles is None:
+            self._guided_tiles = self._plan_tiles(True)
+        return self._guided_tiles
 
-    def _tile_bytes(self, tile: _Tile) -> tuple[int, int]:
-        """(largest buffer, all buffers) in bytes of one tile."""
-        c = tile.chunk
-        nf, hb, w, ch = c.f_hi - c.f_lo, c.y_hi - c.y_lo, self.cols, self.channels
-        nr = tile.r1 - tile.r0
-        refs = nr * (c.g1 - c.g0) * len(self.grid_x)
-        acc_item = {"buffers": 4 * self.classes ** 2, "fixed": 8, "cas": 4}[self.aggregation]
-        sizes = [nf * ch * hb * w * 4,                       # planar band
-                 nf * ch * hb * w * 8,                       # host staging (up to 8-byte items)
-                 nf * hb * w * 4 if self.luma else 0,        # luminance band
-                 refs * self.n * 4 * (self.search.dim + 1),  # positions and distances
-                 nr * ch * hb * w * acc_item,                # accumulators
-                 0 if self.device_output else nr * (tile.b - tile.a) * w * ch * 4]
-        return max(sizes), sum(sizes)
-
-    def _plan_tiles(self, tile_bytes: int | None) -> list[_Tile]:
-        largest, total = memory_limits(self.runtime, tile_bytes)
+    def _plan_tiles(self, guided: bool) -> list[Tile]:
         frames_per_tile = self.frames if self.reference is None else 1
         if self.video and self.reference is None:
-            frames_per_tile = min(self.frames, max(VIDEO_FRAMES_PER_TILE, 2 * self.temporal_window + 1))
+            frames_per_tile = min(self.frames,
+                                  max(VIDEO_FRAMES_PER_TILE, 2 * self.temporal_window + 1))
         rows_per_tile = -(-self.rows // PIPELINE_BANDS) if self.pipelined else self.rows
-
-        lo, hi = self._reference_frames()
-
-        def tiles(fc: int, rc: int) -> list[_Tile]:
-            return [self._tile_for(r0, min(hi, r0 + fc), a, min(self.rows, a + rc))
-                    for r0 in range(lo, hi, fc) for a in range(0, self.rows, rc)]
-
-        def fits(fc: int, rc: int) -> bool:
-            return all(big <= largest and whole <= total
-                       for big, whole in map(self._tile_bytes, tiles(fc, rc)))
-
-        return tiles(*halve_until_fits(
-            fits, frames_per_tile, rows_per_tile,
-            f"one image row of this input does not fit the device's memory "
-            f"({largest} bytes per buffer); reduce the image width, window or n"))
-
-    def _reference_frames(self) -> tuple[int, int]:
-        """The frames denoised: [lo, hi)."""
-        if self.reference is None:
-            return 0, self.frames
-        return self.reference, self.reference + 1
+        return plan_tiles(self, self.tile_bytes, frames_per_tile, rows_per_tile, guided=guided)
 
     def _buffer(self, name: str, nbytes: int) -> Any:
         return self._pool.get(name, nbytes)
@@ -222,25 +186,32 @@ class NLMeansPlan:
         bound = max(peak * k * k, 1e-30)
         return float(2.0 ** min(40, math.floor(math.log2(2.0 ** 62 / bound))))
 
-    def _check_peak(self, peak: float) -> None:
-        check_peak(peak, magnitude_limit(self.patch_size, self.channels))
+    def _check_peak(self, peak: float, name: str = "image") -> None:
+        check_peak(peak, magnitude_limit(self.patch_size, self.channels), name)
         limit = magnitude_limit(self.patch_size, self.channels) / math.sqrt(3.0)
         if self.colour and peak > limit:
-            raise ValueError(f"colour image values must satisfy |x| <= {limit:.3g}")
+            raise ValueError(f"colour {name} values must satisfy |x| <= {limit:.3g}")
 
     def run(self, image: Any, sigma: float, *, h: float | None = None,
-            flat_beta: float = 1.05) -> Any:
+            flat_beta: float = 1.05, guide: Any = None,
+            guide_sigma: float | None = None) -> Any:
         """Denoise `image` (the planned shape): float32, same shape, NumPy or device array
-        like the input."""
-        return self.apply(image, Strength.check(sigma, h=h, flat_beta=flat_beta))
+        like the input. `guide` (the image's shape, channels last, NumPy or device array):
+        search and weigh on it instead (`clpatch.denoise.nlmeans_guide`); `guide_sigma`:
+        its noise level (None: sigma; only with a guide)."""
+        return self.apply(image, Strength.check(sigma, h=h, flat_beta=flat_beta,
+                                                guide_sigma=guide_sigma), guide=guide)
 
-    def apply(self, image: Any, strength: Strength) -> Any:
+    def apply(self, image: Any, strength: Strength, *, guide: Any = None) -> Any:
         """`run` with the strength arguments checked already (`Strength.check`)."""
+        check_guide_sigma_use(guide, strength)
         sigma, h, flat_beta = strength.sigma, strength.nlm_h, strength.flat_beta
         volume = as_volume(image, video=self.video)
         image = volume.array            # an array-like is an array from here on
         check_planned(volume, (self.frames, self.rows, self.cols, self.channels),
                       self.device_output, self.runtime.context)
+        guided = None if guide is None else self._guide.check(guide, image, self.video)
+        tiles = self.tiles_for(guided is not None)
         # Values are checked by the conversion kernel. The fixed-point scale and the colour
         # bound need the peak |value| before averaging: then a single tile's upload is kept,
         # and a tiled input is converted tile by tile once up front to measure it, unless
@@ -257,16 +228,18 @@ class NLMeansPlan:
             if self.aggregation == "fixed":
                 scale = self._fixed_scale(given)
         if peak_first:
-            if len(self.tiles) == 1:
-                first = self.search.upload(volume, self.tiles[0].chunk)
+            if len(tiles) == 1:
+                first = self.search.upload(volume, tiles[0].chunk)
             else:
-                for tile in self.tiles:
+                for tile in tiles:
                     self.search.upload(volume, tile.chunk, "peak")
             peak = uploader.peak()
             self._check_peak(peak)
             if self.aggregation == "fixed":
                 scale = self._fixed_scale(peak)
-        scalars = (np.float32(2.0 * sigma * sigma), np.float32(1.0 / (h * h)),
+        # The weights' noise level is the searched image's (the guide's when given).
+        search_sigma = strength.nlm_guide_sigma if guided is not None else sigma
+        scalars = (np.float32(2.0 * search_sigma * search_sigma), np.float32(1.0 / (h * h)),
                    np.float32(flat_beta * sigma * sigma),
                    np.float32(1.0 / (self.patch_size ** 2 * self.searched_channels)),
                    np.float32(scale))
@@ -278,9 +251,11 @@ class NLMeansPlan:
         else:
             output = np.empty(shape, np.float32)
         pending = None      # (slot, rows of output) whose download is under way
-        for i, tile in enumerate(self.tiles):
+        if guided is not None:
+            self._guide.begin()
+        for i, tile in enumerate(tiles):
             started = self._run_tile(volume, tile, scalars, output, events,
-                                     first if i == 0 else None, i % 2)
+                                     first if i == 0 else None, i % 2, guided)
             if pending is not None:
                 self.transfers.finish_download(f"out{pending[0]}", pending[1])
             pending = started
@@ -293,13 +268,16 @@ class NLMeansPlan:
             if given is not None and measured > given:
                 raise ValueError(f"image values reach |x| = {measured:.6g}, above the peak "
                                  f"{given:.6g} passed")
+        if guided is not None:
+            self._check_peak(self._guide.peak(), "guide")
         return output
 
-    def _run_tile(self, volume: Volume, tile: _Tile, scalars: tuple, output: Any,
+    def _run_tile(self, volume: Volume, tile: Tile, scalars: tuple, output: Any,
                   events: list[tuple[str, Any]], uploaded: tuple[Any, list] | None,
-                  slot: int) -> tuple[int, np.ndarray] | None:
+                  slot: int, guide: Volume | None) -> tuple[int, np.ndarray] | None:
         """Enqueue one tile; a pipelined plan alternates two slots of staging and output
-        buffers and returns (slot, output rows) whose download it started."""
+        buffers and returns (slot, output rows) whose download it started. The search runs
+        on `guide` when given, converted like the image."""
         queue = self.runtime.queue
         i32 = np.int32
         chunk = tile.chunk
@@ -308,6 +286,10 @@ class NLMeansPlan:
         gy, gx, n, dim = chunk.g1 - chunk.g0, len(self.grid_x), self.n, self.search.dim
 
         search = self.search
+        if guide is not None:           # first: its check word is fresh (`GuideUpload.begin`)
+            guided, guide_uploads = self._guide.upload(
+                guide, chunk, slot=slot if self.pipelined else 0, transfers=self.transfers)
+            events.extend(guide_uploads)
         if uploaded is not None:
             planar, uploads = uploaded
         elif self.pipelined:
@@ -316,12 +298,18 @@ class NLMeansPlan:
         else:
             planar, uploads = search.upload(volume, chunk)
         events.extend(uploads)
-        searched = planar
+        # The averaged block, then the searched one when it is another (the guide's).
+        blocks = [planar] if guide is None else [planar, guided]
+        searched = blocks[-1]
         if self.colour:
+            # In place into the opponent space; with `luma` the luminance plane goes to
+            # "lum": the guide's transform, queued last, overwrites the image's there.
             lum = self._buffer("lum", nf * hb * w * 4) if self.luma else planar
-            events.append(("transform", self._opponent(
-                queue, (w, hb, nf), None, planar, i32(nf), i32(hb), i32(w), lum)))
-            searched = lum if self.luma else planar
+            for block in blocks:
+                events.append(("transform", self._opponent(
+                    queue, (w, hb, nf), None, block, i32(nf), i32(hb), i32(w),
+                    lum if self.luma else block)))
+            searched = lum if self.luma else blocks[-1]
 
         pos = self._buffer("pos", nr * gy * gx * n * dim * 4)
         dist = self._buffer("dist", nr * gy * gx * n * 4)
@@ -364,7 +352,7 @@ class NLMeansPlan:
         else:
             self._average_classes(average, chunk.g0, chunk.g1)
 
-        first_frame = self._reference_frames()[0]
+        first_frame = reference_frames(self)[0]
         if self.device_output:
             out, out_rows, out_y0, out_f0 = output.data, self.rows, tile.a, tile.r0 - first_frame
         else:

@@ -3,6 +3,8 @@
 Written for clarity, in float64, from the definition in clpatch/nlmeans.py's docstring:
 eq. 4 weights on the per-pixel mean squared distance, per-channel flat-patch test,
 bilinear aggregation of the whole estimated patch, orthonormal opponent colour space.
+With a guide image (KNLMeansCL's rclip) the search and the weights are the guide's (with the
+guide's noise level guide_sigma), the averaged values and the flat-patch test the image's.
 """
 
 from __future__ import annotations
@@ -32,20 +34,30 @@ def bilinear(patch: int) -> np.ndarray:
 def nlmeans_reference(image: np.ndarray, sigma: float, *, patch_size: int, step: int, window: int,
                       n: int, h: float | None = None, flat_beta: float = 1.05,
                       temporal_window: int = 0, video: bool = False,
-                      search_channels: str = "luminance", search=None) -> np.ndarray:
+                      search_channels: str = "luminance", search=None, guide=None,
+                      guide_sigma: float | None = None) -> np.ndarray:
     """Denoised float64 image of the input's shape.
 
     search: optional (positions, distances) of the neighbours, shaped like clpatch's
     SearchResult for a video ((T, gy, gx, n, 3) / (T, gy, gx, n)); by default the brute-force
     reference search is run (on the opponent luminance for colour with "luminance").
+    guide: optional image of the input's shape: the search runs on it (converted like the
+    image) and the weights use its distances with guide_sigma (None: sigma) for sigma.
     """
     h = sigma if h is None else h
+    if guide is None and guide_sigma is not None:
+        raise ValueError("guide_sigma needs a guide")
+    if guide is not None and np.shape(guide) != np.shape(image):
+        raise ValueError(f"guide shape {np.shape(guide)} != image shape {np.shape(image)}")
+    search_sigma = sigma if guide_sigma is None else guide_sigma
     vol = as_video(image, video)                       # (T, H, W, C)
+    gvol = vol if guide is None else as_video(guide, video)
     frames, rows, cols, channels = vol.shape
     colour = channels == 3
     if colour:
         vol = to_opponent(vol)
-    searched = vol[..., :1] if colour and search_channels == "luminance" else vol
+        gvol = to_opponent(gvol)
+    searched = gvol[..., :1] if colour and search_channels == "luminance" else gvol
     p = patch_size
     if search is None:
         _, _, distances, positions = brute_force_search(searched, p, step, window, n, "l2",
@@ -63,7 +75,7 @@ def nlmeans_reference(image: np.ndarray, sigma: float, *, patch_size: int, step:
             for b, rx in enumerate(gx):
                 pos = positions[t, a, b]
                 d = distances[t, a, b].astype(np.float64)
-                w = np.exp(-np.maximum(d * norm - 2 * sigma ** 2, 0) / h ** 2)
+                w = np.exp(-np.maximum(d * norm - 2 * search_sigma ** 2, 0) / h ** 2)
                 stack = np.stack([vol[q[0], q[1]:q[1] + p, q[2]:q[2] + p] if len(q) == 3 else
                                   vol[t, q[0]:q[0] + p, q[1]:q[1] + p] for q in pos])
                 estimate = np.tensordot(w, stack, axes=1) / w.sum()     # (p, p, C)
