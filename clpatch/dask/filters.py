@@ -20,6 +20,7 @@ from ..denoise.bm3d_guide import check_guide_role as check_bm3d_role
 from ..denoise.bm3d_params import stage_params, stagger_shifts
 from ..denoise.nlmeans import nlmeans as nlmeans_image
 from ..denoise.nlmeans import nlmeans_video as nlmeans_frames
+from ..denoise.nlmeans_guide import check_guide_sigma_use
 from ..denoise.strength import Strength
 from ..denoise.vbm3d import vbm3d as vbm3d_frames
 from ..denoise.vbm3d_params import check_guide_role, video_stage_params
@@ -62,12 +63,14 @@ def _guide(guide: Any, x: da.Array, channel_axis: int | None, colour_ndim: int) 
 def _nlmeans(x: Any, sigma: float, *, video: bool, temporal_window: int, patch_size: int,
              step: int, window: int, n: int, h: float | None, flat_beta: float,
              aggregation: str | None, channel_axis: int | None, search_channels: str,
-             peak: float | None) -> da.Array:
+             peak: float | None, guide: Any, guide_sigma: float | None) -> da.Array:
     lead = 1 if video else 0
     name = "frames" if video else "image"
     x = check_dask_array(x, name, (lead + 2, lead + 3))
     x, restore = _channels_last(x, channel_axis, lead + 3)
-    Strength.check(sigma, h=h, flat_beta=flat_beta, peak=peak)
+    g = _guide(guide, x, channel_axis, lead + 3)
+    check_guide_sigma_use(g, Strength.check(sigma, h=h, flat_beta=flat_beta, peak=peak,
+                                            guide_sigma=guide_sigma))
     channels = x.shape[-1] if x.ndim == lead + 3 else 1
     request = check_search_request(patch_size=patch_size, step=step, n=n, window=window,
                                    channels=channels, video=video, max_step=None)
@@ -84,16 +87,19 @@ def _nlmeans(x: Any, sigma: float, *, video: bool, temporal_window: int, patch_s
                   flat_beta=flat_beta, aggregation=aggregation, search_channels=search_channels)
     if video:
         kwargs["temporal_window"] = tw
+    if g is not None:
+        kwargs["guide_sigma"] = guide_sigma
     method = nlmeans_frames if video else nlmeans_image
     out = map_pieces(x, halo, method, (sigma,), kwargs, video=video, peak=global_peak(x, peak),
-                     name="clpatch-nlmeans")
+                     name="clpatch-nlmeans", guide=g)
     return restore(out)
 
 
 def nlmeans(image: Any, sigma: float, *, patch_size: int = 8, step: int = 4, window: int = 21,
             n: int = 16, h: float | None = None, flat_beta: float = 1.05,
             aggregation: str | None = None, channel_axis: int | None = None,
-            search_channels: str = "luminance", peak: float | None = None) -> da.Array:
+            search_channels: str = "luminance", peak: float | None = None, guide: Any = None,
+            guide_sigma: float | None = None) -> da.Array:
     """`clpatch.nlmeans` on a Dask array (H, W) or (H, W, C) chunked in space; a lazy float32
     Dask array with the input's chunks (channels in one chunk).
 
@@ -101,19 +107,22 @@ def nlmeans(image: Any, sigma: float, *, patch_size: int = 8, step: int = 4, win
     window // 2 pixels (moved to the grid: see `clpatch.dask.pieces`), on the device of
     the worker running it. peak: the image's peak |value| if known (None: one extra pass of
     Dask computes it; every chunk needs the same one for the fixed-point aggregation).
-    Other arguments as in `clpatch.nlmeans`.
+    A guide (a Dask or NumPy array of the image's shape, any chunks) is cut into the same
+    pieces. Other arguments as in `clpatch.nlmeans`.
     """
     return _nlmeans(image, sigma, video=False, temporal_window=0, patch_size=patch_size,
                     step=step, window=window, n=n, h=h, flat_beta=flat_beta,
                     aggregation=aggregation, channel_axis=channel_axis,
-                    search_channels=search_channels, peak=peak)
+                    search_channels=search_channels, peak=peak, guide=guide,
+                    guide_sigma=guide_sigma)
 
 
 def nlmeans_video(frames: Any, sigma: float, *, temporal_window: int = 4, patch_size: int = 16,
                   step: int = 8, window: int = 21, n: int = 16, h: float | None = None,
                   flat_beta: float = 1.05, aggregation: str | None = None,
                   channel_axis: int | None = None, search_channels: str = "luminance",
-                  peak: float | None = None) -> da.Array:
+                  peak: float | None = None, guide: Any = None,
+                  guide_sigma: float | None = None) -> da.Array:
     """`clpatch.nlmeans_video` on a Dask array (T, H, W) or (T, H, W, C) chunked in time and
     space: each chunk reads temporal_window frames before and after it (the frames its
     references search) and the spatial halo of `nlmeans`. Other arguments as in `nlmeans`.
@@ -121,7 +130,8 @@ def nlmeans_video(frames: Any, sigma: float, *, temporal_window: int = 4, patch_
     return _nlmeans(frames, sigma, video=True, temporal_window=temporal_window,
                     patch_size=patch_size, step=step, window=window, n=n, h=h,
                     flat_beta=flat_beta, aggregation=aggregation, channel_axis=channel_axis,
-                    search_channels=search_channels, peak=peak)
+                    search_channels=search_channels, peak=peak, guide=guide,
+                    guide_sigma=guide_sigma)
 
 
 def bm3d(image: Any, sigma: float, *, preset: str = "fast", patch_size: int | None = None,

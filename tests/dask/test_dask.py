@@ -111,6 +111,26 @@ def test_vbm3d_in_time_and_space(on_device, stages):
     np.testing.assert_array_equal(cdask.vbm3d(x, SIGMA, **kw).compute(), expected)
 
 
+@pytest.mark.parametrize("shape", [(47, 41), (40, 44, 3)])
+def test_nlmeans_guide_in_pieces(on_device, shape):
+    image, guide = noisy(shape, seed=16), noisy(shape, seed=17)
+    kw = dict(NLM, aggregation="fixed", guide_sigma=5.0)
+    expected = clpatch.nlmeans(image, SIGMA, runtime=on_device, guide=guide, **kw)
+    assert not np.array_equal(expected, clpatch.nlmeans(image, SIGMA, runtime=on_device, **NLM,
+                                                        aggregation="fixed"))
+    g = da.from_array(guide, chunks=(20, 41, 3)[:len(shape)])
+    got = cdask.nlmeans(chunked(image, (12, 17)), SIGMA, guide=g, **kw).compute()
+    np.testing.assert_array_equal(got, expected)
+    video = np.stack([image, guide])
+    vkw = dict(temporal_window=1, patch_size=4, step=2, window=7, n=6, aggregation="fixed")
+    expected = clpatch.nlmeans_video(video, SIGMA, runtime=on_device, guide=video[::-1], **vkw)
+    got = cdask.nlmeans_video(da.from_array(video, chunks=(1, 20, 30) + (3,) * (len(shape) - 2)),
+                              SIGMA, guide=video[::-1], **vkw).compute()
+    np.testing.assert_array_equal(got, expected)
+    with pytest.raises(ValueError, match="guide_sigma is the noise level of a guide image"):
+        cdask.nlmeans(chunked(image, (12, 17)), SIGMA, guide_sigma=1.0)
+
+
 @pytest.mark.parametrize("role", ["match", "oracle"])
 @pytest.mark.parametrize("shape", [(47, 41), (40, 44, 3)])
 def test_bm3d_guide_in_pieces(on_device, role, shape):
