@@ -41,6 +41,7 @@ from .common import (
     positive_number,
     seed_number,
 )
+from .guide import add_guide_options, check_guide_options, guide_line, image_guide
 from .outputs import Writing, check_outputs
 from .sigma import AUTO, SIGMA_HELP, resolve_sigma, sigma_option
 from .video import denoise_video
@@ -140,12 +141,13 @@ def denoise_image(name: str, image: np.ndarray, info: ImageInfo, args: argparse.
                                f"{args.method} (only to {', '.join(users)})")
     if "data_range" in accepted and info.bit_depth is not None:
         kwargs["data_range"] = float(info.peak)  # BM3D's thresholds follow the file's range
+    guided = image_guide(args, image, info)
     runtime = Runtime(args.device)
     sigma_line = resolve_sigma(args, image, runtime, name)  # --sigma auto
     builds = runtime.programs.builds
     with Writing(args.output):  # an interrupted run writes nothing, and says so
         start = time.perf_counter()
-        result = function(image, args.sigma, runtime=runtime, **kwargs)
+        result = function(image, args.sigma, runtime=runtime, **kwargs, **guided)
         seconds = time.perf_counter() - start
         builds = runtime.programs.builds - builds
         result = np.asarray(result, dtype=np.float32)
@@ -162,8 +164,10 @@ def denoise_image(name: str, image: np.ndarray, info: ImageInfo, args: argparse.
         lines.append(f"noise:      {noise_line}")
     if sigma_line:
         lines.append(f"sigma:      {sigma_line}")
+    lines.append(f"method:     {method_line(args.method, function, args.sigma, kwargs)}")
+    if guided:
+        lines.append(f"guide:      {guide_line(args)}")
     lines += [
-        f"method:     {method_line(args.method, function, args.sigma, kwargs)}",
         f"device:     {device_line(runtime)}",
         f"time:       {seconds:.3f} s" + builds_note(builds),
     ]
@@ -251,6 +255,7 @@ def cmd_denoise(args: argparse.Namespace) -> int:
         args.sigma = args.add_noise
     if args.add_noise is None and (args.seed is not None or args.save_noisy):
         raise CommandError("--seed and --save-noisy go with --add-noise")
+    check_guide_options(args)
     if args.chunks is not None:
         if args.sigma == AUTO:
             raise CommandError("--sigma auto does not go with --chunks: estimate sigma on a "
@@ -263,7 +268,7 @@ def cmd_denoise(args: argparse.Namespace) -> int:
     check_burst_only(args)
     video = is_video_path(args.input)
     _check_search(args, video)
-    check_outputs([args.output, args.save_noisy], inputs=[args.input, args.clean],
+    check_outputs([args.output, args.save_noisy], inputs=[args.input, args.clean, args.guide],
                   overwrite=args.overwrite, video=video)
     if video:
         return denoise_video(args, noise_seed(args.seed) if args.add_noise else None)
@@ -356,5 +361,6 @@ def add_command(commands: argparse._SubParsersAction) -> None:
                          help="with --chunks: run the chunks on the workers of this Dask "
                               "scheduler (e.g. tcp://host:8786), each on its own device; they "
                               "must see IN at the same path (default: this process)")
+    add_guide_options(denoise)
     add_device_option(denoise)
     denoise.set_defaults(func=cmd_denoise)

@@ -34,6 +34,7 @@ from ..denoise.vbm3d_params import choose_video_search, video_stage_params
 from ..io.noise import psnr_peak
 from ..io.video import VideoInfo, VideoWriter, open_video
 from .common import CommandError, as_written, builds_note, device_line
+from .guide import guide_line, video_guide
 from .outputs import Writing
 from .progress import Progress
 from .sigma import first_frame_sigma
@@ -93,9 +94,14 @@ def _method_line(args: argparse.Namespace, kwargs: dict[str, Any], runtime: Runt
 
 
 def _denoised(args: argparse.Namespace, info: VideoInfo, pairs: Iterator[tuple[Any, Any]],
-              kwargs: dict[str, Any], runtime: Runtime,
-              queue: collections.deque) -> Iterator[np.ndarray]:
-    """The denoised frames in order; every input pair read goes into `queue` first."""
+              kwargs: dict[str, Any], runtime: Runtime, queue: collections.deque,
+              guide: tuple[dict[str, Any], Iterator[np.ndarray] | None] = ({}, None),
+              ) -> Iterator[np.ndarray]:
+    """The denoised frames in order; every input pair read goes into `queue` first.
+    `guide`: the guide keywords and frames (`guide.video_guide`)."""
+    guide_kwargs, guide_frames = guide
+    if guide_frames is not None:
+        guide_kwargs = {**guide_kwargs, "guide": guide_frames}
     data_range = float(info.peak) if info.bit_depth is not None else None
 
     def inputs() -> Iterator[np.ndarray]:
@@ -110,13 +116,15 @@ def _denoised(args: argparse.Namespace, info: VideoInfo, pairs: Iterator[tuple[A
         p1, p2, stages, radius = video_stage_params(**given)
         plan = VBM3DPlan(runtime, rows, cols, channels, (p1, p2), stages, radius,
                          aggregation=kwargs.get("aggregation"))
-        yield from plan.stream(inputs(), args.sigma, data_range=data_range)
+        yield from plan.stream(inputs(), args.sigma, data_range=data_range, **guide_kwargs)
     elif args.method == "bm3d":      # frame by frame, copies overlapping the kernels
         plan = plan_for(runtime, rows, cols, channels, **kwargs)
-        yield from plan.stream(inputs(), args.sigma, data_range=data_range)
+        yield from plan.stream(inputs(), args.sigma, data_range=data_range, **guide_kwargs)
     else:
         video = np.stack(list(inputs()))
-        yield from nlmeans_video(video, args.sigma, runtime=runtime, **kwargs)
+        if guide_frames is not None:
+            guide_kwargs["guide"] = np.stack(list(guide_frames))
+        yield from nlmeans_video(video, args.sigma, runtime=runtime, **kwargs, **guide_kwargs)
 
 
 def denoise_video(args: argparse.Namespace, seed: int | None) -> int:
@@ -124,6 +132,7 @@ def denoise_video(args: argparse.Namespace, seed: int | None) -> int:
     when args.add_noise is given."""
     info, frames = open_video(args.input)
     kwargs = _options(args)
+    guide = video_guide(args, info)
     clean_frames: Iterator[np.ndarray] | None = None
     if args.clean:
         clean_info, clean_frames = open_video(args.clean)
@@ -141,7 +150,8 @@ def denoise_video(args: argparse.Namespace, seed: int | None) -> int:
                                                            overwrite=args.overwrite))
         with Writing(args.output, args.save_noisy) as writing:
             count, seconds, squared, sigma_line = _run(args, info, frames, clean_frames, kwargs,
-                                                       runtime, seed, writer, noisy_writer)
+                                                       runtime, seed, writer, noisy_writer,
+                                                       guide)
             for path, w in ((args.output, writer), (args.save_noisy, noisy_writer)):
                 if w is not None:
                     w.close()
@@ -153,8 +163,8 @@ def denoise_video(args: argparse.Namespace, seed: int | None) -> int:
 
 def _run(args: argparse.Namespace, info: VideoInfo, frames: Iterator[np.ndarray],
          clean_frames: Iterator[np.ndarray] | None, kwargs: dict[str, Any], runtime: Runtime,
-         seed: int | None, writer: VideoWriter | None,
-         noisy_writer: VideoWriter | None) -> tuple[int, float, dict[str, float], str | None]:
+         seed: int | None, writer: VideoWriter | None, noisy_writer: VideoWriter | None,
+         guide: tuple[dict[str, Any], Any]) -> tuple[int, float, dict[str, float], str | None]:
     """Denoises, writes and measures: (frames, seconds, summed per-frame MSE and the
     largest |value| of the clean frames, "clean_peak", the --sigma auto report line)."""
     pairs = _noisy(frames, args.add_noise, seed)
@@ -164,7 +174,7 @@ def _run(args: argparse.Namespace, info: VideoInfo, frames: Iterator[np.ndarray]
     count = 0
     start = time.perf_counter()
     with Progress(info.frames, f"{args.method} {Path(args.input).name}") as progress:
-        for result in _denoised(args, info, pairs, kwargs, runtime, queue):
+        for result in _denoised(args, info, pairs, kwargs, runtime, queue, guide):
             noisy, clean = queue.popleft()
             if clean_frames is not None:
                 clean = next(clean_frames)
@@ -193,8 +203,10 @@ def _summary(args: argparse.Namespace, info: VideoInfo, kwargs: dict[str, Any], 
                      "(not clipped)" + (f"; saved to {args.save_noisy}" if args.save_noisy else ""))
     if sigma_line:
         lines.append(f"sigma:      {sigma_line}")
-    lines += [f"method:     {_method_line(args, kwargs, runtime)}",
-              f"device:     {device_line(runtime)}",
+    lines.append(f"method:     {_method_line(args, kwargs, runtime)}")
+    if args.guide is not None:
+        lines.append(f"guide:      {guide_line(args)}")
+    lines += [f"device:     {device_line(runtime)}",
               f"time:       {seconds:.3f} s, {count / max(seconds, 1e-9):.1f} frames/s"
               + builds_note(builds)]
     if args.add_noise is not None or args.clean:
