@@ -88,7 +88,7 @@ def fake_video_denoiser(monkeypatch, interrupt_after: int | None = None,
                         value: float | None = None) -> None:
     """The video denoiser yields its input frames (or frames of `value`); with
     `interrupt_after`, Ctrl-C comes when that many frames were yielded (and written)."""
-    def frames(args, info, pairs, kwargs, runtime, queue):
+    def frames(args, info, pairs, kwargs, runtime, queue, guide=({}, None)):
         for k, (noisy, clean) in enumerate(pairs):
             if k == interrupt_after:
                 raise KeyboardInterrupt
