@@ -326,7 +326,7 @@ def add_command(commands: argparse._SubParsersAction) -> None:
     denoise.add_argument("--window", "-w", type=int, default=None,
                          help="search window side (default: the method's; nlmeans 21, bm3d by "
                               "preset)")
-    denoise.add_argument("-n", type=int, default=None,
+    denoise.add_argument("-n", "--n", type=int, default=None, dest="n",
                          help="similar patches per reference (default: the method's; nlmeans 16, "
                               "bm3d by preset; a power of 2 for bm3d)")
     denoise.add_argument("--h", type=positive_number, default=None,
@@ -340,13 +340,14 @@ def add_command(commands: argparse._SubParsersAction) -> None:
                          help="burst: the frame to denoise, counted from 0 (default 0)")
     denoise.add_argument("--tile", type=int, default=None,
                          help=f"burst: side of the ANN's tiles (default {DEFAULT_TILE})")
-    denoise.add_argument("--k", type=int, default=None,
+    denoise.add_argument("--k", "-k", type=int, default=None,
                          help="burst: similar patches per reference patch, from every frame "
                               "(default 16, at most 32)")
     denoise.add_argument("--aggregation", choices=AGGREGATIONS, default=None,
                          help="how overlapping patch estimates are summed (default: the "
                               "scheduler's choice for the device)")
-    denoise.add_argument("--temporal-radius", "-t", type=int, default=None,
+    denoise.add_argument("--temporal-radius", "--temporal-window", "-t", type=int, default=None,
+                         dest="temporal_radius",
                          help="videos: frames searched on each side (default: vbm3d 4, nlmeans 4)")
     denoise.add_argument("--overwrite", action="store_true",
                          help="replace an existing OUT (and --save-noisy file); for a directory "

@@ -101,13 +101,16 @@ def add_command(commands: argparse._SubParsersAction) -> None:
                         help="grid step of the reference patches (default 4)")
     search.add_argument("--window", "-w", type=int, default=21,
                         help="search window side, half-width window//2 (default 21)")
-    search.add_argument("-n", type=int, default=16, help="neighbours per reference (default 16)")
+    search.add_argument("-n", "--n", type=int, default=16, dest="n",
+                        help="neighbours per reference (default 16)")
     search.add_argument("--metric", choices=("l2", "l1"), default="l2",
                         help="sum of squared (l2) or absolute (l1) differences (default l2)")
     search.add_argument("--variant", choices=SEARCH_VARIANTS, default=None,
                         help="force a kernel variant (default: the scheduler's choice)")
-    search.add_argument("--temporal-window", "-t", type=int, default=0,
-                        help="video: search frames t-tw ... t+tw (default 0)")
+    search.add_argument("--temporal-window", "--temporal-radius", "-t", type=int, default=0,
+                        dest="temporal_window",
+                        help="video: search frames t-tw ... t+tw (default 0); the API's "
+                             "temporal_window")
     add_device_option(search)
     search.add_argument("--output", "-o", metavar="FILE.npz",
                         help="save positions, distances, grid_y and grid_x to this .npz file")

@@ -94,3 +94,18 @@ def test_bad_guide_options_fail_before_any_work(capsys, tmp_path, pair):
     code, _, err = run(capsys, "denoise", src, guide, "--sigma", 20, "--guide", guide,
                        "--overwrite")
     assert code == 1 and "is the input" in err and guide.read_bytes() == before
+
+
+def test_option_spellings_of_the_vocabulary_table(capsys, tmp_path, runtime):
+    """--n and -n, --temporal-window and --temporal-radius are the same options (README's
+    parameter table)."""
+    from clpatch.cli.main import build_parser
+
+    parser = build_parser()
+    a = parser.parse_args(["denoise", "a.png", "b.png", "--n", "4", "--temporal-window", "2"])
+    b = parser.parse_args(["denoise", "a.png", "b.png", "-n", "4", "--temporal-radius", "2"])
+    assert (a.n, a.temporal_radius) == (b.n, b.temporal_radius) == (4, 2)
+    c = parser.parse_args(["search", "a.png", "--n", "3", "--temporal-radius", "1"])
+    assert (c.n, c.temporal_window) == (3, 1)
+    d = parser.parse_args(["denoise", "a.png", "b.png", "-m", "burst", "-k", "8"])
+    assert d.k == 8
