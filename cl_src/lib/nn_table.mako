@@ -3,83 +3,99 @@
 ## so the table stays in registers: loops over the table are unrolled here, not by the
 ## OpenCL compiler.
 ##
-## The table is the arrays `bd` (distances) and `bp` (packed candidate offsets, see
-## pack_offset). The ordered kind keeps bd ascending (Algorithm 2); the unordered kind
-## keeps the current maximum in `bmax` (Algorithm 3) and is sorted once at the end.
+## The table is the array `bk` of n keys, one 64-bit integer per entry: the distance's
+## float bits in the high half, the packed candidate offset (see pack_defines) in the low
+## half. Distances are never negative (sums of squares or absolute values, +0 at least), so
+## their bits order like the floats and one unsigned comparison orders the keys by
+## (distance, packed offset): equal distances (common on integer-valued images, whose
+## distances are exact integers in float) go to the candidate of smaller offset (dt, dy, dx)
+## in lexicographic order, i.e. the smaller (t, y, x) of the candidate's top-left corner in
+## raster order. This is the project's one tie rule (DESIGN.md, tests/reference/search.py):
+## the table keeps the n smallest keys whatever the order the candidates are offered in, so
+## every variant, work-group shape, batch and table kind gives the same matches. The
+## ordered kind keeps the keys ascending (Algorithm 2); the unordered kind keeps the largest
+## key in `kmax` (Algorithm 3) and is sorted once at the end.
 <%namespace name="mt" file="/lib/matches.mako"/>
 
 ## Candidate offsets relative to the reference (frame, row, column), each in [-127, 127],
-## packed in one int: the table then holds one int per entry.
+## packed in one int, the low half of a table key. Each field is stored biased
+## by 128 (1 ... 255), so comparing two codes as ints compares (dt, dy, dx) lexicographically.
 <%def name="pack_defines()">
 #define PACK_OFFSET(dt, dy, dx) ((((dt) + 128) << 16) | (((dy) + 128) << 8) | ((dx) + 128))
 #define OFFSET_T(code) (((code) >> 16) - 128)
 #define OFFSET_Y(code) ((((code) >> 8) & 255) - 128)
 #define OFFSET_X(code) (((code) & 255) - 128)
+// Table keys: distance bits (high half) and packed offset (low half); see the file's header.
+#define NN_KEY(d, code) (((ulong)as_uint(d) << 32) | (ulong)(uint)(code))
+#define NN_DIST(key) as_float((uint)((key) >> 32))
+#define NN_CODE(key) ((int)(uint)(key))
 </%def>
 
 <%def name="declare(n, kind)">
-    float bd[${n}];
-    int bp[${n}];
+    ulong bk[${n}];
 % for i in range(n):
-    bd[${i}] = INFINITY;
-    bp[${i}] = PACK_OFFSET(0, 0, 0);
+    bk[${i}] = NN_KEY(INFINITY, PACK_OFFSET(0, 0, 0));
 % endfor
 % if kind == "unordered":
-    float bmax = INFINITY;
+    ulong kmax = NN_KEY(INFINITY, PACK_OFFSET(0, 0, 0));
 % endif
 </%def>
 
 ## Offer candidate `pos` at distance `d` (both expressions without side effects).
 <%def name="insert(n, kind, d, pos)">
+    {
+        const ulong key_ = NN_KEY(${d}, ${pos});
 % if kind == "ordered":
-    if (${d} < bd[${n - 1}]) {
-        ## Algorithm 2 without branches inside. On the sorted table, the new entry i is
-        ## max(old[i-1], min(old[i], d)): old[i-1] if it is larger than d (shifted up),
-        ## d at the first entry larger than d, old[i] below. Positions follow with selects.
-        ## Going downwards, bd[i-1] and bd[i] still hold the old values when read.
-% for i in range(n - 1, 0, -1):
-        bp[${i}] = bd[${i - 1}] > ${d} ? bp[${i - 1}] : (bd[${i}] > ${d} ? ${pos} : bp[${i}]);
-        bd[${i}] = fmax(bd[${i - 1}], fmin(bd[${i}], ${d}));
-% endfor
-        bp[0] = bd[0] > ${d} ? ${pos} : bp[0];
-        bd[0] = fmin(bd[0], ${d});
-    }
-% else:
-    if (${d} < bmax) {
-        ## Algorithm 3: replace the first entry holding the maximum, then find the new maximum.
-        bool done = false;
+        if (key_ < bk[${n - 1}]) {
+            ## Algorithm 2 without branches inside. The table is sorted, so after_i (old
+            ## entry i comes after the new key) is false up to some entry and true from there
+            ## on. The new entry i is old[i-1] where after_{i-1} (shifted up), the new key
+            ## where after_i alone (its place), old[i] below.
 % for i in range(n):
-        {
-            const bool hit = !done & (bd[${i}] == bmax);
-            bp[${i}] = hit ? ${pos} : bp[${i}];
-            bd[${i}] = hit ? ${d} : bd[${i}];
-            done = done | hit;
+            const bool after${i} = key_ < bk[${i}];
+% endfor
+            ## Going downwards, bk[i-1] and bk[i] still hold the old keys when read.
+% for i in range(n - 1, 0, -1):
+            bk[${i}] = after${i - 1} ? bk[${i - 1}] : (after${i} ? key_ : bk[${i}]);
+% endfor
+            bk[0] = after0 ? key_ : bk[0];
         }
+% else:
+        if (key_ < kmax) {
+            ## Algorithm 3: replace the entry holding the largest key (the first one while
+            ## empty entries share it), then find the new largest key.
+            bool done = false;
+% for i in range(n):
+            {
+                const bool hit = !done & (bk[${i}] == kmax);
+                bk[${i}] = hit ? key_ : bk[${i}];
+                done = done | hit;
+            }
 % endfor
-        bmax = bd[0];
+            kmax = bk[0];
 % for i in range(1, n):
-        bmax = bd[${i}] > bmax ? bd[${i}] : bmax;
+            kmax = max(kmax, bk[${i}]);
 % endfor
-    }
+        }
 % endif
+    }
 </%def>
 
-## The distance a candidate must beat to enter the table.
-<%def name="threshold(n, kind)">${"bd[%d]" % (n - 1) if kind != "unordered" else "bmax"}</%def>
+## The distance a candidate must not exceed to enter the table: a cheap pre-test on the
+## distance alone (a candidate at exactly this distance may still lose on the tie rule,
+## which insert() decides).
+<%def name="threshold(n, kind)">NN_DIST(${"bk[%d]" % (n - 1) if kind != "unordered" else "kmax"})</%def>
 
-## Leave the table ascending by distance (the unordered kind is sorted by an odd-even
-## transposition network: n rounds of fixed compare-exchanges).
+## Leave the table ascending (the unordered kind is sorted by an odd-even transposition
+## network: n rounds of fixed compare-exchanges).
 <%def name="finish(n, kind)">
 % if kind == "unordered":
 % for r in range(n):
 % for i in range(r % 2, n - 1, 2):
     {
-        const bool swap = bd[${i}] > bd[${i + 1}];
-        const float d0 = swap ? bd[${i + 1}] : bd[${i}];
-        const float d1 = swap ? bd[${i}] : bd[${i + 1}];
-        const int p0 = swap ? bp[${i + 1}] : bp[${i}];
-        const int p1 = swap ? bp[${i}] : bp[${i + 1}];
-        bd[${i}] = d0; bd[${i + 1}] = d1; bp[${i}] = p0; bp[${i + 1}] = p1;
+        const ulong k0 = min(bk[${i}], bk[${i + 1}]);
+        const ulong k1 = max(bk[${i}], bk[${i + 1}]);
+        bk[${i}] = k0; bk[${i + 1}] = k1;
     }
 % endfor
 % endfor
@@ -92,9 +108,9 @@
 <%def name="write(n, video, first, t, ry, rx)">
 % for k in range(n):
     {
-        const int code = bp[${k}];
+        const int code = NN_CODE(bk[${k}]);
         const int e = ${mt.entry_from(first, k)};
-        ${mt.dist("out_dist", "e")} = bd[${k}];
+        ${mt.dist("out_dist", "e")} = NN_DIST(bk[${k}]);
 % if video:
         ${mt.pos_t("out_pos", "e", 3)} = frame_base + ${t} + OFFSET_T(code);
         ${mt.pos_y("out_pos", "e", 3)} = band_y0 + ${ry} + OFFSET_Y(code);

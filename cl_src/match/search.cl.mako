@@ -1,7 +1,9 @@
 ## Exact windowed patch search (Davy-Ehret 4.1): for every reference patch, the n
 ## candidates of smallest distance among all patches whose top-left corner lies in the
 ## window of half-width `radius` around the reference's (and, for video, in frames
-## t - tw ... t + tw), clipped to the image.
+## t - tw ... t + tw), clipped to the image. Equal distances resolve by the tie rule of
+## lib/nn_table.mako (the smaller candidate offset (dt, dy, dx), lexicographically), so the
+## variants, which visit the window in different orders, all give the same matches.
 ##
 ## Rendered with: variant ("naive" | "rowband" | "square"), patch (P), n (N), channels (C),
 ## metric ("l2" | "l1"), table ("ordered" | "unordered"), video (bool), and per variant
@@ -43,7 +45,8 @@ ${nn.pack_defines()}
 
 ## The trackers' half of a batch of K window offsets dy0 ... dy0 + K - 1 (column dx, frame
 ## tc): the distance of offset k is `dist_expr % k`. Each work-item first marks the offsets
-## whose candidate is valid and beats its table's threshold, then inserts only those. A
+## whose candidate is valid and not above its table's threshold distance (one comparison;
+## the insert decides ties at the threshold by the key order), then inserts only those. A
 ## work-group's lanes run in lockstep on GPUs, so the insert path costs the lanes of a
 ## warp the largest count among them, instead of one pass per offset where any lane inserts.
 <%def name="tracker_batch(dist_expr, patch, K, N, table)">
@@ -64,7 +67,7 @@ ${nn.pack_defines()}
                     {
                         const int cy = ry + dy0 + ${k};
                         const bool ok = col_ok && dy0 + ${k} <= dy_hi && cy >= 0 && cy <= H - ${patch};
-                        pending |= (ok && ${dist_expr.replace("%s", str(k))} < ${nn.threshold(N, table)}) ? ${1 << k}u : 0u;
+                        pending |= (ok && ${dist_expr.replace("%s", str(k))} <= ${nn.threshold(N, table)}) ? ${1 << k}u : 0u;
                     }
 % endfor
                     while (pending != 0u) {

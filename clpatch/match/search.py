@@ -9,7 +9,11 @@ Semantics (fixed by the design so that every variant is checkable against NumPy)
   itself is a candidate); for video, in frames t − tw … t + tw, clipped to the video;
 - the distance is the sum over the patch and its channels of squared (L2) or absolute
   (L1) differences;
-- the result is the n candidates of smallest distance, ascending.
+- the result is the n candidates of smallest distance, ascending;
+- equal distances (common on 8-bit images, whose distances are exact integers) resolve by
+  one rule in every variant and on every device profile: the candidate of smaller offset
+  (dt, dy, dx) from the reference, compared lexicographically, i.e. the smaller (t, y, x)
+  of its top-left corner in raster order, comes first. Profiles change speed, never results.
 """
 
 from __future__ import annotations
@@ -46,7 +50,8 @@ def search_patches(image: Any, patch_size: int = 8, step: int = 4, window: int =
     temporal_window: for video, frames t − tw … t + tw are searched.
     runtime: device to run on (default: the input's queue, else the default device).
     Returns `Matches` (alias `SearchResult`): NumPy arrays for NumPy input, device arrays
-    for device input.
+    for device input. Equal distances are ordered by the candidate's (t, y, x) in raster
+    order (the module doc's tie rule), whatever the variant and device.
     """
     tw = check_int("temporal_window", temporal_window, 0, MAX_TEMPORAL_WINDOW)
     volume = as_volume(image, video=video, temporal_window=tw)

@@ -43,7 +43,8 @@ class SearchConfig:
 
     variant: "naive" | "convolution" | "square" | "column"
     table:   neighbour table kind, "ordered" (Algorithm 2) or "unordered" (Algorithm 3);
-             None takes the device profile's.
+             None takes the device profile's. Both keep the same matches, ties included
+             (cl_src/lib/nn_table.mako's key order): the kind only changes the speed.
     group:   naive: work-items per work-group; convolution/column: work-items per row band
              (the paper's row of threads); 0 takes the profile's.
     rows:    column: reference rows per work-group (the paper's k + 1); 0 chooses from

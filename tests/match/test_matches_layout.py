@@ -132,7 +132,7 @@ NLM = dict(patch=5, n=4, channels=1, video=False, averaging="columns", aggregati
            slots=8)
 CASES = [
     ("match/search.cl.mako", dict(SEARCH, variant="naive"),
-     ["out_dist[e] = bd[3];", "out_pos[2 * e + 1] = rx + OFFSET_X(code);"]),
+     ["out_dist[e] = NN_DIST(bk[3]);", "out_pos[2 * e + 1] = rx + OFFSET_X(code);"]),
     ("match/search.cl.mako", dict(SEARCH, variant="naive", video=True, table="unordered"),
      ["out_pos[3 * e] = frame_base + t + OFFSET_T(code);"]),
     ("match/search.cl.mako", dict(SEARCH, variant="rowband", step=4, width=64, rows=2, batch=4,

@@ -59,7 +59,10 @@ def distance_maps(vol: np.ndarray, t: int, patch: int, window: int, temporal_win
 def brute_force_search(image: np.ndarray, patch: int, step: int, window: int, n: int,
                        metric: str = "l2", temporal_window: int = 0, video: bool = False):
     """Reference result: (grid_y, grid_x, distances, positions) shaped like clpatch's
-    (with a leading frame axis only for video). Ties are broken by offset order."""
+    (with a leading frame axis only for video). Ties are broken by offset order: of
+    candidates at equal distances, the one of smaller (dt, dy, dx), compared
+    lexicographically (the smaller (t, y, x) of its top-left corner in raster order), comes
+    first: the one tie rule every kernel variant follows on every device profile."""
     vol = as_video(image, video)
     frames, rows, cols, _ = vol.shape
     gy, gx = grid(rows, patch, step), grid(cols, patch, step)
