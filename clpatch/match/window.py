@@ -196,9 +196,15 @@ class SearchPlan:
         buffers `out_pos`/`out_dist`, laid out [frame][out_rows][grid column][n][dim]; the
         chunk's first grid row goes to row `out_row0`, its first frame to `out_f0`. Returns
         the launches' events (each waits for `wait_for`)."""
-        from_launch = _Launcher(self, planar, chunk, out_pos, out_dist, out_rows, out_row0,
-                                out_f0, wait_for)
-        return from_launch.all()
+        return self.prepare(planar, chunk, out_pos, out_dist, out_rows=out_rows,
+                            out_row0=out_row0, out_f0=out_f0).fire(wait_for)
+
+    def prepare(self, planar: Any, chunk: Chunk, out_pos: Any, out_dist: Any, *,
+                out_rows: int, out_row0: int = 0, out_f0: int = 0) -> _Launcher:
+        """The launches `enqueue` makes, computed but not enqueued: `fire(wait_for)` enqueues
+        them. `run` prepares a chunk's launches before its upload, so that on a GPU the
+        search follows the conversion without waiting for the host."""
+        return _Launcher(self, planar, chunk, out_pos, out_dist, out_rows, out_row0, out_f0)
 
     def check_limit(self) -> float:
         """The largest |value| the search's float32 distances can take."""
@@ -227,12 +233,8 @@ class SearchPlan:
         events: list[tuple[str, Any]] = []
         self.uploader.begin()
         last = wait_for
-        positions = distances = None
+        positions, distances = self._results()
         for chunk in self.chunks:
-            planar, uploads = self.upload(volume, chunk, wait_for=last)
-            events.extend(uploads)
-            if positions is None:        # made while the first conversion runs
-                positions, distances = self._results()
             if self.device_output:
                 out_pos, out_dist = positions.data, distances.data
                 out_rows, out_row0, out_f0 = gy, chunk.g0, chunk.r0
@@ -241,8 +243,16 @@ class SearchPlan:
                 out_pos = self.pool.get("out_pos", count * dim * 4)
                 out_dist = self.pool.get("out_dist", count * 4)
                 out_rows, out_row0, out_f0 = chunk.g1 - chunk.g0, 0, 0
-            searched = self.enqueue(planar, chunk, out_pos, out_dist, out_rows=out_rows,
-                                    out_row0=out_row0, out_f0=out_f0, wait_for=[uploads[-1][1]])
+            # Everything the host computes comes first: the search is enqueued right after
+            # its conversion (the same pooled buffer `upload` fills).
+            planar = self.pool.get("planar", (chunk.f_hi - chunk.f_lo) * self.channels
+                                   * (chunk.y_hi - chunk.y_lo) * self.cols * 4)
+            launches = self.prepare(planar, chunk, out_pos, out_dist, out_rows=out_rows,
+                                    out_row0=out_row0, out_f0=out_f0)
+            uploaded, uploads = self.upload(volume, chunk, wait_for=last)
+            assert uploaded is planar
+            events.extend(uploads)
+            searched = launches.fire([uploads[-1][1]])
             events.extend(("search", e) for e in searched)
             last = searched
             if not self.device_output:
@@ -263,11 +273,12 @@ class SearchPlan:
 
 class _Launcher:
     """The launches of one chunk: the structured variant over the lattice part of its rows,
-    the naive kernel over grid rows and columns off the lattice."""
+    the naive kernel over grid rows and columns off the lattice. Made with every launch's
+    kernel, sizes and arguments computed (`launches`); `fire` enqueues them."""
 
     def __init__(self, plan: SearchPlan, planar: Any, chunk: Chunk, out_pos: Any, out_dist: Any,
-                 out_rows: int, out_row0: int, out_f0: int, wait_for: list[Any] | None) -> None:
-        self.plan, self.chunk, self.wait_for = plan, chunk, wait_for
+                 out_rows: int, out_row0: int, out_f0: int) -> None:
+        self.plan, self.chunk = plan, chunk
         self.out_row0, self.out_f0 = out_row0, out_f0
         i32 = np.int32
         rows = chunk.y_hi - chunk.y_lo
@@ -278,15 +289,23 @@ class _Launcher:
                      i32(len(plan.grid_x)))
         self.ref_frames = chunk.r1 - chunk.r0
         self.candidates = ((2 * plan.half + 1) ** 2) * (2 * plan.temporal_window + 1)
-        self.events: list[Any] = []
+        # (kernel, global size, local size, arguments) of each launch, in order.
+        self.launches: list[tuple[Any, tuple[int, ...], tuple[int, ...], tuple[Any, ...]]] = []
+        self._plan_launches()
 
-    def all(self) -> list[Any]:
+    def fire(self, wait_for: list[Any] | None) -> list[Any]:
+        """Enqueue the launches, each after `wait_for`; their events."""
+        queue = self.plan.runtime.queue
+        return [run(queue, global_size, local_size, *args, wait_for=wait_for)
+                for run, global_size, local_size, args in self.launches]
+
+    def _plan_launches(self) -> None:
         plan, chunk = self.plan, self.chunk
         gx = len(plan.grid_x)
         lattice_hi = min(chunk.g1, plan.lattice_rows)
         if plan.config.variant == "naive":
             self.naive(chunk.g0, chunk.g1, 0, gx)
-            return self.events
+            return
         if chunk.g0 < lattice_hi:
             self.structured(lattice_hi)
         # Grid column off the lattice (x = W - p), for the lattice rows.
@@ -295,7 +314,6 @@ class _Launcher:
         # Grid row off the lattice (y = H - p), all columns.
         if chunk.g1 > plan.lattice_rows:
             self.naive(max(chunk.g0, plan.lattice_rows), chunk.g1, 0, gx)
-        return self.events
 
     def naive(self, g_lo: int, g_hi: int, col_lo: int, col_hi: int) -> None:
         plan, chunk, i32 = self.plan, self.chunk, np.int32
@@ -311,11 +329,10 @@ class _Launcher:
             else:
                 xs = plan._ints(("x", col_lo, col_hi), plan.grid_x[col_lo:col_hi])
             global_size = (-(-(col_hi - col_lo) // lw) * lw, r1 - r0, f1 - f0)
-            self.events.append(plan._naive(
-                plan.runtime.queue, global_size, (lw, 1, 1), *self.common,
-                i32(chunk.r0 - chunk.f_lo + f0), *self.tail,
+            self.launches.append((plan._naive, global_size, (lw, 1, 1), (
+                *self.common, i32(chunk.r0 - chunk.f_lo + f0), *self.tail,
                 i32(self.out_row0 + g_lo - chunk.g0 + r0), i32(col_lo), i32(self.out_f0 + f0),
-                ys, xs, i32(r1 - r0), i32(col_hi - col_lo), wait_for=self.wait_for))
+                ys, xs, i32(r1 - r0), i32(col_hi - col_lo))))
 
     def structured(self, lattice_hi: int) -> None:
         """The structured variant over the lattice rows and columns of the chunk (on a
@@ -340,7 +357,7 @@ class _Launcher:
             if plan.stagger:
                 g = chunk.g0 + r0
                 extra = (plan._ints(("shifts", g, g + ny), plan.row_shifts[g:g + ny]),)
-            self.events.append(plan._main(
-                plan.runtime.queue, global_size, local_size, *self.common,
-                i32(chunk.r0 - chunk.f_lo + f0), *self.tail, i32(self.out_row0 + r0), i32(0),
-                i32(self.out_f0 + f0), i32(oy), i32(ny), i32(nx), *extra, wait_for=self.wait_for))
+            self.launches.append((plan._main, global_size, local_size, (
+                *self.common, i32(chunk.r0 - chunk.f_lo + f0), *self.tail,
+                i32(self.out_row0 + r0), i32(0), i32(self.out_f0 + f0), i32(oy), i32(ny),
+                i32(nx), *extra)))
