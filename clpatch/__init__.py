@@ -11,6 +11,7 @@ Layers (each imports only those before it): `core` (runtime, profiles, kernels, 
 
 from .core.devices import list_devices, select_device
 from .core.errors import (
+    Cancelled,
     ClpatchError,
     DeviceNotFoundError,
     DeviceResourceError,
@@ -40,6 +41,7 @@ from .version import __version__
 
 __all__ = [
     "BM3DPlan",
+    "Cancelled",
     "ClpatchError",
     "DeviceNotFoundError",
     "DeviceProfile",

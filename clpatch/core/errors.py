@@ -22,3 +22,8 @@ class KernelBuildError(ClpatchError, RuntimeError):
 
 class DeviceResourceError(ClpatchError, RuntimeError):
     """The device could not run a kernel configuration (work-group or memory limits)."""
+
+
+class Cancelled(ClpatchError):
+    """The call was stopped by `Runtime.cancel()` at a launch boundary or while waiting for
+    the device; the runtime stays usable (see `clpatch.core.inflight`)."""

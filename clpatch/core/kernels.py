@@ -25,6 +25,7 @@ from mako import exceptions as mako_exceptions
 from mako.lookup import TemplateLookup
 
 from .errors import KernelBuildError
+from .inflight import InFlight, flight_of
 from .profiles import DeviceProfile
 from .resources import cl_src_dir
 
@@ -254,17 +255,28 @@ class CachedKernel:
     returns the launch's event. NVIDIA's OpenCL takes about 10 µs to set each by-value
     argument (measured on the H100, driver 580: 0.2 µs for a buffer), so re-setting a dozen
     unchanged scalars cost more than the launch itself; most launches of a plan repeat the
-    previous launch's arguments. Other attributes are the wrapped kernel's."""
+    previous launch's arguments. On a runtime's queue, every launch goes through the queue's
+    `clpatch.core.inflight.InFlight`: at most its `limit` launches unfinished (waiting for
+    the oldest, interruptibly, beyond that), progress reported and cancellation checked
+    after the launch is enqueued. Other attributes are the wrapped kernel's."""
 
     def __init__(self, kernel: Any) -> None:
         self.kernel = kernel
+        self.name = kernel.function_name
         self._args: list[Any] = []
+        self._queue: Any = None             # the last queue launched on, and its InFlight
+        self._flight: InFlight | None = None
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.kernel, name)
 
     def __call__(self, queue: Any, global_size: Any, local_size: Any, *args: Any,
                  wait_for: Any = None) -> Any:
+        if queue is not self._queue:
+            self._queue, self._flight = queue, flight_of(queue)
+        flight = self._flight
+        if flight is not None:
+            flight.before_launch()
         last = self._args
         if len(last) != len(args):
             last[:] = [_UNSET] * len(args)
@@ -274,8 +286,11 @@ class CachedKernel:
             if key is _UNSET or not (key is old or (type(key) is type(old) and key == old)):
                 self.kernel.set_arg(i, value)
                 last[i] = key
-        return cl.enqueue_nd_range_kernel(queue, self.kernel, global_size, local_size,
-                                          wait_for=wait_for)
+        event = cl.enqueue_nd_range_kernel(queue, self.kernel, global_size, local_size,
+                                           wait_for=wait_for)
+        if flight is not None:
+            flight.launched(event, self.name)
+        return event
 
 
 def kernel(program: Any, name: str) -> CachedKernel:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -17,6 +18,7 @@ import pyopencl.array as cla
 import pyopencl.tools as cl_tools
 
 from .devices import is_simulator, select_device
+from .inflight import Progress, register
 from .kernels import ProgramCache
 from .plans import PlanCache
 from .profiles import FAMILIES, DeviceProfile, profile_for_device
@@ -25,6 +27,9 @@ from .validate import check_int
 
 #: Largest `memory_limit` accepted (bytes; far beyond any device).
 MAX_MEMORY_LIMIT = 1 << 60
+
+#: Largest `max_in_flight` accepted.
+MAX_IN_FLIGHT_LIMIT = 1 << 16
 
 #: Whether pyopencl takes its unchecked array constructor (see Runtime.empty).
 _FAST_ARRAYS = [True]
@@ -54,12 +59,27 @@ class Runtime:
         Bytes of device memory one call's buffers may take (also the largest buffer); inputs
         needing more are processed in tiles. Default: half the device's memory, each buffer at
         most the device's allocation limit.
+    max_in_flight:
+        Launches the queue may hold unfinished (default: `clpatch.core.inflight.MAX_IN_FLIGHT`,
+        `MAX_IN_FLIGHT_CPU` on a CPU device); a further launch first waits for the oldest.
+        This bounds the work left running after Ctrl-C or `cancel()`. Runtimes sharing a
+        queue share the bound, the cancel request and the progress hook.
+    progress:
+        A callable taking a `clpatch.core.inflight.Progress` (see `Runtime.progress`), or None.
+
+    Stopping a call: `cancel()` from any thread makes the call running on this runtime raise
+    `clpatch.Cancelled`; Ctrl-C raises `KeyboardInterrupt` in the main thread. Both are seen
+    within about 10 ms at a launch or a wait for the device; the launches already enqueued
+    (at most `max_in_flight`) still run to their end on the device, as long as the engines
+    made them (see `clpatch.core.inflight`).
     """
 
     def __init__(self, device: Any = None, *, queue: Any = None,
                  profile: str | DeviceProfile | None = None,
                  profile_overrides: dict[str, Any] | None = None,
-                 profiling: bool = False, memory_limit: int | None = None) -> None:
+                 profiling: bool = False, memory_limit: int | None = None,
+                 max_in_flight: int | None = None,
+                 progress: Callable[[Progress], Any] | None = None) -> None:
         if queue is not None:
             if not isinstance(queue, cl.CommandQueue):
                 raise TypeError(f"queue must be a pyopencl.CommandQueue, got {type(queue).__name__}")
@@ -77,6 +97,13 @@ class Runtime:
             props = cl.command_queue_properties.PROFILING_ENABLE if profiling else 0
             self.queue = cl.CommandQueue(self.context, self.device, properties=props)
         self.profiling = bool(self.queue.properties & cl.command_queue_properties.PROFILING_ENABLE)
+        limit = (None if max_in_flight is None
+                 else check_int("max_in_flight", max_in_flight, 1, MAX_IN_FLIGHT_LIMIT))
+        if progress is not None and not callable(progress):
+            raise TypeError(f"progress must be a callable or None, got {type(progress).__name__}")
+        self._flight = register(self.queue, limit)
+        if progress is not None:
+            self._flight.hook = progress
 
         if profile is None:
             profile = os.environ.get("CLPATCH_PROFILE") or None
@@ -111,6 +138,52 @@ class Runtime:
             while len(_queue_runtimes) > _QUEUE_RUNTIMES_KEPT:
                 _queue_runtimes.pop(next(iter(_queue_runtimes)))
             return runtime
+
+    def cancel(self) -> None:
+        """Ask the call running on this runtime to stop (thread-safe; returns at once).
+
+        The call raises `clpatch.Cancelled` in its own thread at its next launch or while
+        waiting for the device; the request is cleared when it is raised, and the runtime
+        serves the next call normally (its work queues behind the abandoned launches, at
+        most `max_in_flight` of them). A request made while no call runs stops the next
+        call at its first launch; `clear_cancel()` withdraws it."""
+        self._flight.cancel_requested = True
+
+    def clear_cancel(self) -> None:
+        """Withdraw a `cancel()` request not yet acted on."""
+        self._flight.cancel_requested = False
+
+    @property
+    def cancel_requested(self) -> bool:
+        """Whether a `cancel()` request is pending (not yet raised as `Cancelled`)."""
+        return self._flight.cancel_requested
+
+    @property
+    def progress(self) -> Callable[[Progress], Any] | None:
+        """The progress hook, or None (then nothing is counted or queried).
+
+        Called in the thread running a call, at launch boundaries and while waiting for
+        the device, whenever more launches are seen finished: with a
+        `clpatch.core.inflight.Progress` (launches finished since the hook was set, those
+        still in flight, the kernel name of the last finished). It is a sign of life for
+        a display, not a fraction: the launches of a call are not known in advance. Setting
+        it (even to the same callable) restarts the count, so set it before each call to
+        count that call's launches. An exception it raises stops the call like a cancel.
+        Never called from an OpenCL callback thread."""
+        return self._flight.hook
+
+    @progress.setter
+    def progress(self, hook: Callable[[Progress], Any] | None) -> None:
+        self._flight.hook = hook
+
+    @property
+    def max_in_flight(self) -> int:
+        """Launches the queue may hold unfinished (see the constructor); settable."""
+        return self._flight.limit
+
+    @max_in_flight.setter
+    def max_in_flight(self, value: int) -> None:
+        self._flight.limit = check_int("max_in_flight", value, 1, MAX_IN_FLIGHT_LIMIT)
 
     @property
     def is_simulator(self) -> bool:

@@ -3,7 +3,9 @@
 `download` copies a device buffer straight into the caller's array when the destination is
 one contiguous block (no staging copy on the host: on a 4608×3456 float32 result that copy
 alone took 18 ms on the H100's host), through a temporary array otherwise; with `transfers`
-(a `clpatch.core.transfer.Transfers`) it goes through a pinned slot instead.
+(a `clpatch.core.transfer.Transfers`) it goes through a pinned slot instead. The kernels the
+copy waits for are waited for first by polling (`clpatch.core.inflight.settle`): Ctrl-C and
+`Runtime.cancel()` interrupt that wait even when they run long.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from typing import Any
 
 import numpy as np
 import pyopencl as cl
+
+from .inflight import settle
 
 
 def download(queue: Any, destination: np.ndarray, source: Any, *, shape: tuple[int, ...],
@@ -26,8 +30,10 @@ def download(queue: Any, destination: np.ndarray, source: Any, *, shape: tuple[i
         transfers.finish_download(slot, destination)
         return
     if destination.flags.c_contiguous and destination.size == int(np.prod(shape)):
+        settle(queue)
         cl.enqueue_copy(queue, destination, source, wait_for=wait_for)
         return
     staged = np.empty(shape, destination.dtype)
+    settle(queue)
     cl.enqueue_copy(queue, staged, source, wait_for=wait_for)
     destination[...] = staged.reshape(destination.shape)

@@ -7,7 +7,10 @@ between pinned memory and the device are asynchronous DMA; a pageable NumPy arra
 make every copy synchronous for the host. Each slot is a `CL_MEM_ALLOC_HOST_PTR` buffer
 mapped once (how NVIDIA, AMD and Intel drivers hand out pinned memory through OpenCL).
 The host copies between the caller's array and the slot in several threads (NumPy releases
-the GIL), piece by piece, piece k's DMA running while piece k + 1 is copied.
+the GIL), piece by piece, piece k's DMA running while piece k + 1 is copied. The waits poll
+(`clpatch.core.inflight.wait_event`), so Ctrl-C and `Runtime.cancel()` interrupt them; an
+interrupted wait keeps the copies it did not see finish pending on their slot, so the slot's
+next use waits for them.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ from typing import Any
 
 import numpy as np
 import pyopencl as cl
+
+from .inflight import flight_of, wait_event
 
 #: Bytes per piece of a copy (one DMA each). On the H100 a pinned DMA moves 53 GB/s, so
 #: overlapping it with the host copy gains little; pieces of a few MB cost more in dispatch
@@ -76,8 +81,12 @@ class Transfers:
 
     def wait(self, name: str) -> None:
         """Wait until every copy through slot `name` is done."""
-        for _, _, event in self._pending.pop(name, ()):
-            event.wait()
+        pending = self._pending.get(name)
+        flight = flight_of(self.runtime.queue)
+        while pending:
+            wait_event(pending[0][2], flight)
+            pending.pop(0)
+        self._pending.pop(name, None)
 
     def upload(self, destination: Any, host: np.ndarray, slot: str, *,
                wait_for: list[Any] | None = None) -> Any:
@@ -120,7 +129,12 @@ class Transfers:
             destination[...] = staged
             return
         target = _bytes_of(destination)
-        for a, b, event in self._pending.pop(slot, ()):
-            event.wait()
+        pending = self._pending.get(slot, [])
+        flight = flight_of(self.runtime.queue)
+        while pending:
+            a, b, event = pending[0]
+            wait_event(event, flight)
+            pending.pop(0)
             if a < target.size:
                 _host_copy(target[a:min(b, target.size)], view[a:min(b, target.size)])
+        self._pending.pop(slot, None)

@@ -17,6 +17,7 @@ import numpy as np
 import pyopencl as cl
 
 from .buffers import BufferPool
+from .inflight import settle
 from .kernels import kernel
 from .volumes import CL_TYPES, Volume
 
@@ -124,7 +125,10 @@ class Uploader:
 
     def peak(self, wait_for: list[Any] | None = None) -> float:
         """The largest |value| converted since `begin()` (waits for it): NaN or inf when any
-        value was not finite."""
-        cl.enqueue_copy(self.runtime.queue, self._peak_host, self._check,
-                        src_offset=4 * self._word, wait_for=wait_for)
+        value was not finite. The wait for the kernels before it can be interrupted
+        (`clpatch.core.inflight.settle`)."""
+        queue = self.runtime.queue
+        settle(queue)
+        cl.enqueue_copy(queue, self._peak_host, self._check, src_offset=4 * self._word,
+                        wait_for=wait_for)
         return float(self._peak_host.view(np.float32)[0])
