@@ -1,5 +1,5 @@
 """`python -m clpatch ...`: the same as the `clpatch` command."""
 
-from .cli.main import main
+from .cli.main import entry
 
-raise SystemExit(main())
+entry()

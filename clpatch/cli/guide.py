@@ -88,8 +88,9 @@ def _keywords(args: argparse.Namespace, guide: Any) -> dict[str, Any]:
 
 def image_guide(args: argparse.Namespace, image: np.ndarray,
                 info: ImageInfo) -> dict[str, Any]:
-    """The method's guide keywords for an image IN (empty without --guide)."""
-    if args.guide is None:
+    """The method's guide keywords for an image IN (empty without --guide, or for a command
+    without the option, such as `demo`)."""
+    if getattr(args, "guide", None) is None:
         return {}
     guide, guide_info = read_image(args.guide)
     if guide.shape != image.shape:

@@ -21,6 +21,7 @@ from ..core.errors import ClpatchError
 from ..version import __version__
 from . import demo, denoise, devices, knn, nnf, search, selftest, tuning
 from .common import CommandError
+from .outputs import INTERRUPTED_CODE
 
 __all__ = ["PROG", "CommandError", "build_parser", "main"]
 
@@ -89,6 +90,18 @@ def _setup_logging(verbose: bool) -> None:
     log.setLevel(logging.INFO if verbose else logging.WARNING)
 
 
+def entry() -> None:
+    """The `clpatch` command's entry point: `main()`'s exit code. After Ctrl-C the process
+    exits at once (streams flushed) instead of letting the interpreter's shutdown wait for
+    the device work still queued (up to a few launches, seconds each on a CPU device)."""
+    code = main()
+    if code == INTERRUPTED_CODE:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    raise SystemExit(code)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line with `argv` (default: sys.argv[1:]); returns the exit code."""
     parser = build_parser()
@@ -109,7 +122,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
-        return 130
+        return INTERRUPTED_CODE
     except (ClpatchError, ValueError, TypeError, OSError, LookupError) as exc:
         _report(str(exc) or type(exc).__name__)
         return 1
