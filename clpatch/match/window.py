@@ -22,7 +22,14 @@ from ..core.upload import Uploader, check_peak
 from ..core.volumes import Volume, as_volume, check_planned, magnitude_limit
 from .matches import Matches, grid_positions
 from .window_config import SearchConfig, SearchRequest, choose_search
-from .window_layout import Chunk, WindowGeometry, launch_pieces, plan_chunks, upload_chunk
+from .window_layout import (
+    Chunk,
+    WindowGeometry,
+    launch_pieces,
+    max_pairs_per_launch,
+    plan_chunks,
+    upload_chunk,
+)
 
 
 class SearchPlan:
@@ -43,6 +50,7 @@ class SearchPlan:
         last column (x = cols - p) is always a border column of its own (the row-band
         kernels search it as their last column; the naive kernel reads a column table)."""
         self.runtime = runtime
+        self.max_pairs = max_pairs_per_launch(runtime.profile.family)
         self.frames, self.rows, self.cols, self.channels = frames, rows, cols, channels
         self.request = request
         self.temporal_window = temporal_window
@@ -321,7 +329,7 @@ class _Launcher:
             return
         lw = plan._naive_group
         for f0, f1, r0, r1 in launch_pieces(self.ref_frames, g_hi - g_lo, col_hi - col_lo,
-                                            self.candidates):
+                                            self.candidates, plan.max_pairs):
             a, b = g_lo + r0, g_lo + r1
             ys = plan._ints(("ys", a, b, chunk.y_lo), plan.grid_y[a:b] - chunk.y_lo)
             if plan.stagger:   # every reference's column, rows a..b of the piece
@@ -341,7 +349,7 @@ class _Launcher:
         config, p = plan.config, plan.request.patch_size
         nx = len(plan.grid_x) if plan.stagger else plan.lattice_cols
         for f0, f1, r0, r1 in launch_pieces(self.ref_frames, lattice_hi - chunk.g0, nx,
-                                            self.candidates):
+                                            self.candidates, plan.max_pairs):
             oy = int(plan.grid_y[chunk.g0 + r0]) - chunk.y_lo
             ny = r1 - r0
             if config.variant == "square":

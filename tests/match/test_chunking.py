@@ -233,3 +233,22 @@ def test_launch_splits_cover_everything_once(monkeypatch, frames, rows, cols, ca
         pairs = (f1 - f0) * (r1 - r0) * cols * candidates
         assert pairs <= limit or (f1 - f0, r1 - r0) == (1, 1)
     np.testing.assert_array_equal(covered, 1)
+
+
+def test_cpu_launches_are_bounded(runtime):
+    """On a CPU device a launch evaluates at most MAX_PAIRS_PER_LAUNCH_CPU distances (so Ctrl-C
+    and cancel leave little queued work); the pieces give the GPU profiles' single launch's
+    result exactly."""
+    from clpatch.match.window_layout import MAX_PAIRS_PER_LAUNCH_CPU
+
+    image = np.random.default_rng(7).random((200, 200)).astype(np.float32)
+    cpu = clpatch.Runtime(runtime.device, profile="cpu")
+    gpu = clpatch.Runtime(runtime.device, profile="nvidia")
+    kw = dict(patch_size=5, step=1, window=21, n=4, variant="naive")
+    a = clpatch.search_patches(image, runtime=cpu, **kw)
+    b = clpatch.search_patches(image, runtime=gpu, **kw)
+    np.testing.assert_array_equal(a.positions, b.positions)
+    np.testing.assert_array_equal(a.distances, b.distances)
+    plan = list(cpu.plan_cache().values())[-1]
+    launches = sum(1 for stage, _ in plan.last_events if stage == "search")
+    assert launches >= 196 * 196 * 441 / MAX_PAIRS_PER_LAUNCH_CPU
