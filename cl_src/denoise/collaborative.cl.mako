@@ -207,9 +207,10 @@ __constant float kaiser1d[${P}] = {${", ".join(gen.literal(v) for v in w1d)}};
 // The group: the reference itself, then the search's results in ascending distance without
 // it; its size k is the largest power of 2 <= min(N, number of results with distance <= tau)
 // (the reference counts even when ties pushed it out of the results).
-// Stage 1: hard thresholding of the 3-D spectrum at thr_c = lambda * sigma_c, weight 1 / kept
-// (1 when none kept). Stage 2: Wiener shrinkage w = B^2 / (B^2 + s_c) with B the spectrum of
-// the same group cut from `basic` and s_c = mu2 * sigma_c^2, weight 1 / (s_c * max(sum w^2, ${EPS})).
+// Stage 1: hard thresholding of the 3-D spectrum at thr_c = lambda * sigma_c, the 3-D DC
+// always kept (so the group's mean survives any sigma), weight 1 / kept. Stage 2: Wiener
+// shrinkage w = B^2 / (B^2 + s_c) with B the spectrum of the same group cut from `basic` and
+// s_c = mu2 * sigma_c^2, w = 1 on the 3-D DC, weight 1 / (s_c * max(sum w^2, ${EPS})).
 % if stagger:
 // Staggered grid: xs holds every reference's column, gx per entry of ys.
 % endif
@@ -347,14 +348,24 @@ void bm3d_filter(__global const float *restrict img,
 % for j in range(N):
 % if stage == 1:
         {
+% if mi == 0 and j == 0:
+            // Work-item 0 holds the 3-D DC (pixel 0 of the spectrum, stack entry 0): always kept.
+            const bool keep = lid == 0 || fabs(S[${mi}][${j}]) > sig[${c}];
+% else:
             const bool keep = fabs(S[${mi}][${j}]) > sig[${c}];
+% endif
             S[${mi}][${j}] = keep ? S[${mi}][${j}] : 0.0f;
             part += keep ? 1.0f : 0.0f;
         }
 % else:
         {
             const float b2 = Q[${mi}][${j}] * Q[${mi}][${j}];
+% if mi == 0 and j == 0:
+            // The 3-D DC (work-item 0) passes unshrunk (w = 1).
+            const float w = lid == 0 ? 1.0f : b2 / (b2 + sig[${c}]);
+% else:
             const float w = b2 / (b2 + sig[${c}]);
+% endif
             S[${mi}][${j}] *= w;
             part += w * w;
         }

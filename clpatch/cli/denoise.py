@@ -15,9 +15,11 @@ from typing import Any
 import numpy as np
 
 from ..core.runtime import Runtime
-from ..denoise.bm3d import bm3d
-from ..denoise.bm3d_params import stage_params
+from ..core.volumes import as_volume
+from ..denoise.bm3d import bm3d, noise_255
+from ..denoise.bm3d_params import HIGH_NOISE_SIGMA, stage_params
 from ..denoise.nlmeans import nlmeans
+from ..denoise.strength import Strength
 from ..denoise.vbm3d import vbm3d
 from ..io.images import ImageInfo, add_noise, output_format, psnr, read_image, write_image
 from ..io.noise import psnr_peak
@@ -67,16 +69,22 @@ def method_function(name: str) -> Callable[..., Any]:
     return _FUNCTIONS[name]
 
 
-def method_line(name: str, function: Any, sigma: float, kwargs: dict[str, Any]) -> str:
-    """'nlmeans, sigma 20, patch 8, ...': the parameters that apply, given or default."""
+def method_line(name: str, function: Any, sigma: float, kwargs: dict[str, Any],
+                noise: float | None = None) -> str:
+    """'nlmeans, sigma 20, patch 8, ...': the parameters that apply, given or default
+    (`noise`: BM3D's σ in 0-255 units, which picks its preset's settings)."""
     defaults = {k: p.default for k, p in inspect.signature(function).parameters.items()}
     parts = [name, f"sigma {sigma:g}"]
     ann = kwargs.get("search") == "ann"
     if name == "bm3d":
         given = {k: v for k, v in kwargs.items() if k in ("patch_size", "step", "window", "n")}
         preset = kwargs.get("preset", defaults["preset"])
-        s1, s2, _ = stage_params(preset, **given)
-        parts += [f"preset {preset}", f"patch {s1.patch_size}", f"step {s1.step}/{s2.step}",
+        s1, s2, _ = stage_params(preset, noise, **given)
+        patch = (f"{s1.patch_size}" if s1.patch_size == s2.patch_size
+                 else f"{s1.patch_size}/{s2.patch_size}")
+        parts += [f"preset {preset}" + (" (high-noise settings)" if (noise or 0) > HIGH_NOISE_SIGMA
+                                        else ""),
+                  f"patch {patch}", f"step {s1.step}/{s2.step}",
                   *([] if ann else [f"window {s1.window}/{s2.window}"]), f"n {s1.n}/{s2.n}",
                   f"transforms {s1.transform_2d}/{s2.transform_2d}, {s1.transform_1d}",
                   f"aggregation {kwargs.get('aggregation') or 'auto'}"]
@@ -164,7 +172,10 @@ def denoise_image(name: str, image: np.ndarray, info: ImageInfo, args: argparse.
         lines.append(f"noise:      {noise_line}")
     if sigma_line:
         lines.append(f"sigma:      {sigma_line}")
-    lines.append(f"method:     {method_line(args.method, function, args.sigma, kwargs)}")
+    noise = (noise_255(as_volume(image), Strength.check(args.sigma,
+                                                        data_range=kwargs.get("data_range")),
+                       runtime) if args.method == "bm3d" else None)
+    lines.append(f"method:     {method_line(args.method, function, args.sigma, kwargs, noise)}")
     if guided:
         lines.append(f"guide:      {guide_line(args)}")
     lines += [

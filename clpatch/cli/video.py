@@ -118,7 +118,10 @@ def _denoised(args: argparse.Namespace, info: VideoInfo, pairs: Iterator[tuple[A
                          aggregation=kwargs.get("aggregation"))
         yield from plan.stream(inputs(), args.sigma, data_range=data_range, **guide_kwargs)
     elif args.method == "bm3d":      # frame by frame, copies overlapping the kernels
-        plan = plan_for(runtime, rows, cols, channels, **kwargs)
+        # The preset's settings follow σ in 0-255 units (float videos: on that scale, as the
+        # command line takes float data).
+        noise = args.sigma * 255.0 / (data_range or 255.0)
+        plan = plan_for(runtime, rows, cols, channels, noise=noise, **kwargs)
         yield from plan.stream(inputs(), args.sigma, data_range=data_range, **guide_kwargs)
     else:
         video = np.stack(list(inputs()))

@@ -13,6 +13,23 @@ Algorithms 9 and 10, padded by the device profile's ``bank_padding``):
    the basic estimate (``mu2`` = 1, the original's), group weight
    ``1 / (mu2·σ² · max(Σ w², 2⁻¹⁰))``.
 
+The mean level: the 3-D DC of every group (its mean) is never thresholded in stage 1 (it
+counts as a kept coefficient) and passes stage 2 with ``w = 1``, so the estimate keeps the
+image's mean level at any σ. (Thresholding it, as a literal reading of the original does,
+zeroes groups whose mean is below ``lambda_3d·σ / (p·√k)``: dark regions darkened at
+σ = 100 and the whole image went black at σ = 1000. At σ ≤ 40 the DC of natural images is
+far above the threshold and nothing changes.)
+
+High noise: above σ = 40 in 0–255 units (``sigma · 255 / data_range``, the data range as
+the run resolves it) the presets take their high-noise settings
+(`clpatch.denoise.bm3d_params.HIGH_NOISE`), as the original BM3D does: "reference" those
+of Dabov et al.'s BM3D.m for sigma > 40 (its 'vn' profile, Hou et al. 2010): 32 patches per
+group in both stages, stage 1 on step 4 with ``tau_match`` 25000 and ``lambda_3d`` 2.8,
+stage 2 with 11×11 patches (DCT) on step 6 and ``tau_match`` 3500; "fast" the same
+thresholds and ``lambda_3d`` on its own patches, grid and groups. (At σ > 40 the noise alone
+puts patches ``2σ² > 2500`` apart, so the normal thresholds leave groups of one patch.)
+Arguments given explicitly win over these settings.
+
 References lie on a grid of step ``step`` plus the last row and column; with ``stagger``
 (the reference preset) grid row i's references sit i mod step columns right of the lattice
 (column 0 and the last column stay references of every row), as in the ``bm3d`` package,
@@ -63,13 +80,17 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+import numpy as np
+
+from ..core.buffers import BufferPool
 from ..core.runtime import Runtime, resolve_runtime
-from ..core.volumes import as_volume, channels_last
+from ..core.upload import Uploader
+from ..core.volumes import Volume, as_volume, channels_last, default_data_range
 from ..match.matcher import available_candidates, check_search
 from ..match.matches import usable_n
 from ..match.window_config import SearchConfig
 from .bm3d_guide import check_guide_role, guide_like
-from .bm3d_params import stage_params
+from .bm3d_params import HIGH_NOISE_SIGMA, PRESETS, stage_params
 from .bm3d_plan import BM3DPlan
 from .strength import Strength
 
@@ -77,6 +98,8 @@ __all__ = ["BM3DPlan", "bm3d", "plan_for"]
 
 #: BM3D plans kept per runtime (least recently used dropped first).
 PLANS_KEPT = 4
+#: Largest scratch band in which a device image's peak is measured before planning.
+PEAK_SCRATCH_BYTES = 16 << 20
 
 
 def bm3d(image: Any, sigma: float, *, preset: str = "fast", patch_size: int | None = None,
@@ -93,11 +116,16 @@ def bm3d(image: Any, sigma: float, *, preset: str = "fast", patch_size: int | No
     sigma: standard deviation of the noise, in the image's units (20 for a 0–255 image).
     preset: "fast" (Davy–Ehret's defaults: window 21, step 4, 8/8 neighbours, Bior1.5/DCT,
         Hadamard) or "reference" (the original BM3D: window 39, step 3, 16/32 neighbours,
-        Bior1.5/DCT, Haar, on the staggered grid). Every other argument overrides the preset; window, step, n,
-        transform_2d ("bior1.5" | "dct"), transform_1d ("hadamard" | "haar") and tau_match
-        take one value or a (stage 1, stage 2) pair.
-    patch_size: 8 (2 to 16; sizes other than 8 use the DCT); n: powers of 2 up to 32 (capped
-        for tiny images); stages: 2, or 1 for the basic estimate only; lambda_3d: hard
+        Bior1.5/DCT, Haar, on the staggered grid). Above σ = 40 in 0–255 units both take
+        their high-noise settings (see the module doc; "reference": step 4/6, 32/32
+        neighbours, patches 8/11, tau_match 25000/3500, lambda_3d 2.8). Every other argument
+        overrides the preset; patch_size, window, step, n, transform_2d ("bior1.5" | "dct"),
+        transform_1d ("hadamard" | "haar") and tau_match take one value or a (stage 1,
+        stage 2) pair.
+    patch_size: 8 (2 to 16; a stage whose size is not 8 uses the DCT; the preset's step is
+        capped at it; a preset's size larger than a tiny image is lowered to the image's,
+        down to 8); n: powers of 2 up to 32 (capped for tiny images); stages: 2, or 1 for the
+        basic estimate only; lambda_3d: hard
         threshold in units of sigma (2.7); mu2: Wiener regularisation, w = B² / (B² + mu2·σ²)
         (1; the `bm3d` PyPI package uses lambda_3d=3.0, mu2=0.4 for white noise);
         tau_match: matching thresholds (2500, 400), mean squared difference per pixel on a
@@ -138,7 +166,8 @@ def bm3d(image: Any, sigma: float, *, preset: str = "fast", patch_size: int | No
         raise ValueError(f"image must be (H, W), (H, W, 1) or (H, W, 3), got shape {image.shape}")
     rt = resolve_runtime(runtime, image)
     plan = plan_for(rt, volume.rows, volume.cols, volume.channels,
-                    device_output=volume.on_device, preset=preset, patch_size=patch_size,
+                    device_output=volume.on_device, preset=preset,
+                    noise=noise_255(volume, strength, rt), patch_size=patch_size,
                     step=step, window=window, n=n, transform_2d=transform_2d,
                     transform_1d=transform_1d, stages=stages, lambda_3d=lambda_3d, mu2=mu2,
                     tau_match=tau_match, stagger=stagger, aggregation=aggregation,
@@ -146,22 +175,81 @@ def bm3d(image: Any, sigma: float, *, preset: str = "fast", patch_size: int | No
     return restore(plan.apply(image, strength, guide=guide, guide_role=guide_role))
 
 
+def noise_255(volume: Volume, strength: Strength, runtime: Runtime) -> float:
+    """σ in 0–255 units for the preset's high-noise switch (only which side of
+    HIGH_NOISE_SIGMA it lies on matters): sigma · 255 / data_range, with the data range the
+    run will use (the given one, else `default_data_range` of the dtype and the peak). The
+    image is looked at only where the answer depends on it: a float image without a given
+    peak or data range, with 40/255 < sigma <= 40, whose range is 1 when every |value| is
+    at most 1 (a sample of rows first, the whole image only when the sample stays within)."""
+    sigma = strength.sigma
+    data_range = strength.data_range
+    if data_range is None:
+        dtype = volume.dtype
+        if dtype.kind != "f" or strength.peak is not None:
+            data_range = default_data_range(dtype, strength.peak)
+        elif sigma > HIGH_NOISE_SIGMA or sigma * 255.0 <= HIGH_NOISE_SIGMA:
+            return sigma        # above (below) the switch for a range of 1 and of 255 alike
+        else:
+            data_range = 255.0 if _beyond_one(volume, runtime) else 1.0
+    return sigma * 255.0 / data_range
+
+
+def _probe(runtime: Runtime) -> tuple[BufferPool, Uploader]:
+    pool = BufferPool(runtime.context)
+    return pool, Uploader(runtime, pool)
+
+
+def _beyond_one(volume: Volume, runtime: Runtime) -> bool:
+    """Whether some |value| of the image exceeds 1 (NaN does not)."""
+    if not volume.on_device:
+        array = np.asarray(volume.array)
+        rows = array.shape[-3] if volume.channels > 1 or array.ndim == 3 else array.shape[-2]
+        sample = array[::max(1, rows // 32)]
+        return bool(np.any(np.abs(sample) > 1.0) or np.any(np.abs(array) > 1.0))
+    # A device image: its peak as the checking conversion measures it, a first band alone
+    # first (a photograph's values exceed 1 there), then the rest band by band.
+    pool, uploader = runtime.plan_cache().plan(
+        ("bm3d-peak",), lambda: _probe(runtime), 1)
+    uploader.begin()
+    row_bytes = volume.cols * volume.channels * 4
+    band = max(1, min(volume.rows, PEAK_SCRATCH_BYTES // row_bytes))
+    scratch = pool.get("peak", band * row_bytes)
+    first = min(volume.rows, 16)
+    uploader.convert(volume, 0, 1, 0, first, scratch)
+    if uploader.peak() > 1.0:
+        return True
+    for a in range(first, volume.rows, band):
+        uploader.convert(volume, 0, 1, a, min(volume.rows, a + band), scratch)
+    return uploader.peak() > 1.0
+
+
 def plan_for(runtime: Runtime, rows: int, cols: int, channels: int, *,
-             device_output: bool = False, preset: str = "fast",
+             device_output: bool = False, preset: str = "fast", noise: float | None = None,
              aggregation: str | None = None, variant: str | SearchConfig | None = None,
              search: str = "window", **params: Any) -> BM3DPlan:
     """The runtime's cached BM3DPlan for images of (rows, cols, channels) and the
     parameters `bm3d` takes (`params`: patch_size, step, window, n, ..., None keeps the
-    preset's); n is lowered on images too small to offer it (the project's policy for n)."""
+    preset's; `noise`: σ in 0–255 units, above 40 the preset's high-noise settings are its
+    defaults); n is lowered on images too small to offer it (the project's policy for n),
+    and a preset's patch size (not a given one) on images smaller than it."""
     check_search(search)
-    p1, p2, count = stage_params(preset, **params)
-    p = p1.patch_size
-    if p > rows or p > cols:
-        raise ValueError(f"patch_size {p} is larger than the image ({rows}x{cols})")
+    p1, p2, count = stage_params(preset, noise, **params)
+    side = min(rows, cols)
+    if params.get("patch_size") is None and PRESETS[preset]["patch_size"] <= side:
+        # The high-noise stage 2's 11x11 patches on images smaller than that.
+        p1, p2 = (sp if sp.patch_size <= side else
+                  replace(sp, patch_size=side, step=min(sp.step, side),
+                          transform_2d=sp.transform_2d if side == 8 else "dct")
+                  for sp in (p1, p2))
+    for sp in (p1, p2)[:count]:
+        if sp.patch_size > rows or sp.patch_size > cols:
+            raise ValueError(f"patch_size {sp.patch_size} is larger than the image "
+                             f"({rows}x{cols})")
     # Tiny images: n is capped at the candidates of a corner reference (a power of 2).
-    capped = tuple(replace(sp, n=usable_n(sp.n, available_candidates(search, rows, cols, 1, p,
-                                                                     sp.window, 0),
-                                          power_of_two=True)) for sp in (p1, p2))
+    capped = tuple(replace(sp, n=usable_n(sp.n, available_candidates(
+        search, rows, cols, 1, sp.patch_size, sp.window, 0), power_of_two=True))
+        for sp in (p1, p2))
     key = ("bm3d", rows, cols, channels, device_output, capped, count, aggregation, variant,
            search)
     return runtime.plan_cache().plan(key, lambda: BM3DPlan(

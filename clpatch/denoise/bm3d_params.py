@@ -55,7 +55,22 @@ PRESETS: dict[str, dict[str, Any]] = {
                       stages=2),
 }
 
-_PER_STAGE = ("window", "step", "n", "transform_2d", "transform_1d", "tau_match", "beta")
+#: Noise level (σ in 0–255 units) above which a preset takes its high-noise settings.
+HIGH_NOISE_SIGMA = 40.0
+#: The settings that replace a preset's when σ > HIGH_NOISE_SIGMA (explicit arguments still
+#: win). "reference": what BM3D.m of Dabov et al. switches to above σ = 40 (its 'vn' profile,
+#: Hou et al. 2010): 32 patches in both stages, stage 1 step 4 with tau_match 25000 and
+#: lambda 2.8, stage 2 11×11 patches (DCT) on step 6 with tau_match 3500. "fast": the
+#: same matching thresholds and lambda on Davy–Ehret's patches, grid and groups (at σ > 40
+#: the noise alone puts patches 2σ² > 2500 apart, so tau_match 2500 leaves groups of 1).
+HIGH_NOISE: dict[str, dict[str, Any]] = {
+    "reference": dict(patch_size=(8, 11), step=(4, 6), n=(32, 32), tau_match=(25000.0, 3500.0),
+                      lambda_3d=2.8),
+    "fast": dict(tau_match=(25000.0, 3500.0), lambda_3d=2.8),
+}
+
+_PER_STAGE = ("patch_size", "window", "step", "n", "transform_2d", "transform_1d", "tau_match",
+              "beta")
 TRANSFORMS_2D = ("dct", "bior1.5")
 TRANSFORMS_1D = ("hadamard", "haar")
 
@@ -91,23 +106,48 @@ def group_and_transforms(per: dict[str, tuple[Any, Any]], s: int,
     return n, t2, t1
 
 
-def stage_params(preset: str = "fast", **overrides: Any) -> tuple[StageParams, StageParams, int]:
+def preset_settings(preset: str, noise: float | None = None) -> dict[str, Any]:
+    """The settings of a preset for noise of σ = `noise` in 0–255 units (None: the preset's
+    normal settings): above HIGH_NOISE_SIGMA (40) its HIGH_NOISE settings replace them."""
+    check_choice("preset", preset, sorted(PRESETS))
+    cfg = dict(PRESETS[preset])
+    if noise is not None and check_float("noise", noise) > HIGH_NOISE_SIGMA:
+        cfg.update(HIGH_NOISE.get(preset, {}))
+    return cfg
+
+
+def stage_params(preset: str = "fast", noise: float | None = None,
+                 **overrides: Any) -> tuple[StageParams, StageParams, int]:
     """(stage-1 params, stage-2 params, number of stages) for a preset plus overrides.
 
-    window, step, n, transform_2d, transform_1d, tau_match and beta take a scalar (both
-    stages) or a (stage 1, stage 2) pair; patch_size, lambda_3d, mu2, stagger and stages one
-    value; None keeps the preset's. With a patch size other than 8 the 2-D transform defaults
-    to the DCT in both stages (Bior1.5 is defined on 8 points only).
+    noise: σ in 0–255 units (sigma · 255 / data_range), or None; above 40 the preset's
+    high-noise settings (HIGH_NOISE) are its defaults. patch_size, window, step, n,
+    transform_2d, transform_1d, tau_match and beta take a scalar (both stages) or a
+    (stage 1, stage 2) pair; lambda_3d, mu2, stagger and stages one value; None keeps the
+    preset's. A stage whose patch size is not 8 defaults to the DCT as 2-D transform
+    (Bior1.5 is defined on 8 points only), and the preset's step is capped at the patch size.
     """
-    check_choice("preset", preset, sorted(PRESETS))
-    cfg, p = merge_params(PRESETS[preset], overrides, "BM3D")
-    stages = check_int("stages", cfg["stages"], 1, 2)
+    cfg = preset_settings(preset, noise)
+    for key, value in overrides.items():
+        if key not in cfg:
+            raise TypeError(f"unknown BM3D parameter {key!r}; accepted: {sorted(cfg)}")
+        if value is not None:
+            cfg[key] = value
     per = {k: stage_pair(k, cfg[k]) for k in _PER_STAGE}
+    sizes = tuple(check_int("patch_size", v, 2, MAX_PATCH) for v in per["patch_size"])
+    if overrides.get("transform_2d") is None:
+        per["transform_2d"] = tuple(t if p == 8 else "dct"
+                                    for t, p in zip(per["transform_2d"], sizes, strict=True))
+    if overrides.get("step") is None:   # a preset's step never exceeds a given patch size
+        per["step"] = tuple(st if isinstance(st, bool) or not isinstance(st, int) else min(st, p)
+                            for st, p in zip(per["step"], sizes, strict=True))
+    stages = check_int("stages", cfg["stages"], 1, 2)
     lam = check_float("lambda_3d", cfg["lambda_3d"])
     mu2 = check_float("mu2", cfg["mu2"])
     stagger = check_bool("stagger", cfg["stagger"])
     out = []
     for s in (0, 1):
+        p = sizes[s]
         n, t2, t1 = group_and_transforms(per, s, p)
         out.append(StageParams(
             stage=s + 1, patch_size=p, step=check_int("step", per["step"][s], 1, p),

@@ -91,6 +91,21 @@ def test_bm3d_bit_identical(on_device, shape, preset, chunks):
                                   expected)
 
 
+@pytest.mark.parametrize("scale", [1.0, 1.0 / 255.0])
+def test_bm3d_high_noise_settings_follow_the_whole_image(on_device, scale):
+    """Above sigma 40 (0-255 units) the preset switches settings (11x11 stage-2 patches on
+    step 6): the halo and every piece follow the whole image's noise level, also for a float
+    image in [0, 1] whose data range comes from its peak."""
+    image = noisy((70, 64), seed=18) * scale
+    if scale != 1.0:
+        image = np.clip(image, 0.0, 1.0)
+    sigma = 60.0 * scale
+    kw = dict(window=(9, 9))
+    expected = clpatch.bm3d(image, sigma, runtime=on_device, **kw)
+    got = cdask.bm3d(chunked(image, (24, 20)), sigma, **kw).compute()
+    np.testing.assert_array_equal(got, expected)
+
+
 def test_nlmeans_video_in_time_and_space(on_device):
     video = noisy((6, 21, 19), seed=4)
     kw = dict(temporal_window=1, patch_size=4, step=2, window=7, n=6)

@@ -204,29 +204,23 @@ def test_keeping_every_coefficient_reproduces_the_input(runtime, shape):
     assert_close(out, image, rtol=0.0, atol=ATOL, what="transform round trip")
 
 
-def test_constant_image_threshold_and_wiener_gain(runtime):
+def test_constant_image_keeps_its_dc(runtime):
     # On a constant c every group is 8 identical flat patches (all distances 0), whose only
-    # non-zero 3-D coefficient is the DC. Stage 1 (Bior1.5 x Hadamard) keeps it when it
-    # exceeds 2.7 sigma: the estimate is then c, else 0. Stage 2 (DCT x Hadamard, both
-    # orthonormal) has oracle DC B = c * 8 * sqrt(8) and shrinks by w = B^2 / (B^2 + sigma^2).
+    # non-zero 3-D coefficient is the DC. The DC is never thresholded (stage 1) nor shrunk
+    # (stage 2: w = 1 on the DC), so c comes back, also when its DC is far below 2.7 sigma;
+    # the coefficients beside it are zero, so the group weights are 1 and 1 / sigma^2.
     f, _ = bior15_matrices()
     bior_dc = float(f[0].sum()) ** 2 * math.sqrt(8)        # stage-1 DC of a flat group of 1s
     threshold = PRESETS["fast"]["lambda_3d"] * SIGMA
     shape = (37, 45)
-    kept, dropped = 3.0, 2.0
-    assert kept * bior_dc > 1.05 * threshold and dropped * bior_dc < 0.95 * threshold
-
-    out = clpatch.bm3d(np.full(shape, kept, np.float32), SIGMA, stages=1, runtime=runtime)
-    np.testing.assert_allclose(out, kept, rtol=1e-5)
-    out = clpatch.bm3d(np.full(shape, dropped, np.float32), SIGMA, stages=1, runtime=runtime)
-    np.testing.assert_allclose(out, 0.0, atol=1e-5)
-
-    b2 = (kept * 8 * math.sqrt(8)) ** 2
-    gain = b2 / (b2 + SIGMA ** 2)
-    assert 0.85 < gain < 0.95
-    out = clpatch.bm3d(np.full(shape, kept, np.float32), SIGMA, runtime=runtime)
-    np.testing.assert_allclose(out, kept * gain, rtol=1e-5)
-    np.testing.assert_allclose(bm3d_reference(np.full(shape, kept), SIGMA), kept * gain, rtol=1e-9)
+    kept, small = 3.0, 2.0
+    assert kept * bior_dc > 1.05 * threshold and small * bior_dc < 0.95 * threshold
+    for value in (kept, small):
+        for stages in (1, 2):
+            out = clpatch.bm3d(np.full(shape, value, np.float32), SIGMA, stages=stages,
+                               runtime=runtime)
+            np.testing.assert_allclose(out, value, rtol=1e-5)
+        np.testing.assert_allclose(bm3d_reference(np.full(shape, value), SIGMA), value, rtol=1e-9)
 
 
 # ---- tiles, determinism ------------------------------------------------------------------
@@ -353,8 +347,11 @@ def test_unit_range_floats(runtime):
                     tau_match=(2500 * scale, 400 * scale))
     _same(clpatch.bm3d(unit, SIGMA / 255, data_range=1.0, runtime=runtime), out, runtime,
           "explicit data_range=1")
-    # ... so a smaller claimed range leaves fewer similar patches: smaller groups.
-    narrow = clpatch.bm3d(unit, SIGMA / 255, data_range=0.1, runtime=runtime)
+    # ... so a smaller claimed range leaves fewer similar patches: smaller groups. (sigma is
+    # then 200 in 0-255 units, where the preset would switch to its high-noise settings:
+    # the normal ones are passed.)
+    narrow = clpatch.bm3d(unit, SIGMA / 255, data_range=0.1, runtime=runtime,
+                          tau_match=(2500.0, 400.0), lambda_3d=2.7)
     scale = (0.1 / 255) ** 2
     check_reference(narrow, unit, sigma=SIGMA / 255, atol=ATOL / 255, what="data_range=0.1",
                     tau_match=(2500 * scale, 400 * scale))

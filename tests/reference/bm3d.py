@@ -18,14 +18,15 @@ Block matching (both stages, on one guide channel):
 Group filtering (:func:`filter_stack`), per channel:
 - 3-D transform: 2-D transform on each patch (``F @ P @ F.T``), then the 1-D transform of size
   k along the stack (k = 1: identity);
-- stage 1: hard thresholding: every coefficient with ``|c| <= lambda_3d·σ`` is set to 0, the
-  3-D DC included (Dabov et al. exempt none; on a camera.png crop, exempting the DC changed
-  the PSNR by < 0.001 dB, so this choice is invisible in quality but fixed for the kernels);
-  group weight ``1 / N`` with N the number of coefficients kept (1 when N = 0);
+- stage 1: hard thresholding: every coefficient with ``|c| <= lambda_3d·σ`` is set to 0
+  except the 3-D DC (coefficient [0, 0, 0]: the group's mean), which is always kept, so
+  the mean level survives any σ (thresholding it darkened dark regions at σ = 100 and
+  blackened the image at σ = 1000); group weight ``1 / N`` with N the number of
+  coefficients kept, the DC included (so N >= 1);
 - stage 2: empirical Wiener shrinkage ``w = B² / (B² + mu2·σ²)`` (mu2 = 1: the original's)
   with B the 3-D spectrum of the same group cut from the basic estimate (the oracle),
-  applied to the noisy spectrum; group weight ``1 / (mu2·σ² max(Σ w², 2⁻¹⁰))`` (clpatch's
-  floor, see clpatch/denoise/bm3d.py);
+  applied to the noisy spectrum, except w = 1 on the 3-D DC; group weight
+  ``1 / (mu2·σ² max(Σ w², 2⁻¹⁰))`` (clpatch's floor, see clpatch/denoise/bm3d.py);
 - inverse 3-D transform. The threshold is uniform: the coefficients are thresholded as they
   come out of the transform, also for Bior1.5 whose rows 0 and 1 are not of unit norm
   (scaling the threshold by the row norms instead moved stage 1 by ~0.02 dB on camera).
@@ -48,8 +49,11 @@ the groups are matched on: role ``"match"`` matches the groups of both stages on
 1 instead of the noisy image, stage 2 instead of the basic estimate; the filtering and the
 stage-2 oracle are unchanged); role ``"oracle"`` takes it as the basic estimate: stage 1 is
 skipped, stage 2 matches on it and uses it as the Wiener oracle (two stages needed).
-Not reproduced: the original's σ > 40 settings (τ = 5000, prefiltered matching). The bm3d
-package's white-noise λ = 3.0 and μ² = 0.4 are reachable through ``lambda_3d`` and ``mu2``.
+High noise: above σ = 40 (0–255 units) the presets take the settings of ``HIGH_NOISE``
+(for "reference" those BM3D.m switches to: its 'vn' profile, 11×11 patches in stage 2);
+patch_size may differ per stage. Not reproduced: the older 'vn_old' settings (12×12 DCT,
+τ = 5000, prefiltered matching). The bm3d package's white-noise λ = 3.0 and μ² = 0.4 are
+reachable through ``lambda_3d`` and ``mu2``.
 """
 
 from __future__ import annotations
@@ -89,7 +93,19 @@ PRESETS: dict[str, dict[str, Any]] = {
                       tau_match=(2500.0, 400.0), lambda_3d=2.7, mu2=1.0, beta=2.0, stagger=True,
                       stages=2),
 }
-PER_STAGE = ("window", "step", "n", "transform_2d", "transform_1d", "tau_match", "beta")
+PER_STAGE = ("patch_size", "window", "step", "n", "transform_2d", "transform_1d", "tau_match",
+             "beta")
+
+#: Above σ = 40 (0–255 units) these replace a preset's settings (explicit overrides still win):
+#: "reference" takes what BM3D.m (Dabov et al.) switches to for sigma > 40 (its 'vn' profile:
+#: N2 = 32, Nstep = 4, N1_wiener = 11, Nstep_wiener = 6, lambda_thr3D = 2.8, tau_match =
+#: 25000, tau_match_wiener = 3500); "fast" only the matching thresholds and lambda.
+HIGH_NOISE_SIGMA = 40.0
+HIGH_NOISE: dict[str, dict[str, Any]] = {
+    "reference": dict(patch_size=(8, 11), step=(4, 6), n=(32, 32), tau_match=(25000.0, 3500.0),
+                      lambda_3d=2.8),
+    "fast": dict(tau_match=(25000.0, 3500.0), lambda_3d=2.8),
+}
 
 
 @dataclass(frozen=True)
@@ -136,31 +152,38 @@ def _number(name: str, value: Any, *, positive: bool = True) -> float:
     return value
 
 
-def stage_params(preset: str = "fast", **overrides: Any) -> tuple[StageParams, StageParams, int]:
+def stage_params(preset: str = "fast", noise: float | None = None,
+                 **overrides: Any) -> tuple[StageParams, StageParams, int]:
     """(stage-1 params, stage-2 params, number of stages) of a preset plus overrides.
 
-    window, step, n, transform_2d, transform_1d, tau_match and beta take a scalar (both
-    stages) or a (stage 1, stage 2) pair; patch_size, lambda_3d, mu2, stagger and stages one
-    value; None keeps the preset's. A patch size other than 8 makes the DCT the default 2-D
-    transform of both stages (Bior1.5 exists on 8 points only).
+    noise: σ in 0–255 units or None; above HIGH_NOISE_SIGMA the preset's HIGH_NOISE settings
+    are its defaults. patch_size, window, step, n, transform_2d, transform_1d, tau_match and
+    beta take a scalar (both stages) or a (stage 1, stage 2) pair; lambda_3d, mu2, stagger
+    and stages one value; None keeps the preset's. A stage whose patch size is not 8 has the
+    DCT as default 2-D transform (Bior1.5 exists on 8 points only).
     """
     if preset not in PRESETS:
         raise ValueError(f"preset must be one of {sorted(PRESETS)}, got {preset!r}")
     cfg = dict(PRESETS[preset])
+    if noise is not None and float(noise) > HIGH_NOISE_SIGMA:
+        cfg.update(HIGH_NOISE[preset])
     for key, value in overrides.items():
         if key not in cfg:
             raise TypeError(f"unknown BM3D parameter {key!r}; accepted: {sorted(cfg)}")
         if value is not None:
             cfg[key] = value
-    p = _int("patch_size", cfg["patch_size"], 2, MAX_PATCH)
-    if p != 8 and overrides.get("transform_2d") is None:
-        cfg["transform_2d"] = "dct"
     stages = _int("stages", cfg["stages"], 1, 2)
     if not isinstance(cfg["stagger"], (bool, np.bool_)):
         raise TypeError(f"stagger must be True or False, got {cfg['stagger']!r}")
     per = {key: pair(key, cfg[key]) for key in PER_STAGE}
     out = []
     for s in (0, 1):
+        p = _int("patch_size", per["patch_size"][s], 2, MAX_PATCH)
+        if p != 8 and overrides.get("transform_2d") is None:
+            per["transform_2d"] = tuple("dct" if i == s else t
+                                        for i, t in enumerate(per["transform_2d"]))
+        if overrides.get("step") is None:       # the preset's step, capped at the patch size
+            per["step"] = tuple(min(v, p) if i == s else v for i, v in enumerate(per["step"]))
         n = _int("n", per["n"][s], 1, MAX_GROUP)
         if n & (n - 1):
             raise ValueError(f"n must be a power of 2, got {n}")
@@ -371,8 +394,10 @@ def filter_stack(stack: np.ndarray, sigma: float, *, stage: int = 1, oracle: np.
         raise ValueError(f"sigma must be > 0, got {sigma}")
     spec = transform_3d(stack, transform_2d, transform_1d)
     axes = (-3, -2, -1)
+    dc = np.zeros(spec.shape[-3:], dtype=bool)
+    dc[0, 0, 0] = True                                      # the 3-D DC: never shrunk
     if stage == 1:
-        keep = np.abs(spec) > lambda_3d * sigma
+        keep = (np.abs(spec) > lambda_3d * sigma) | dc
         spec = np.where(keep, spec, 0.0)
         kept = keep.sum(axis=axes)
         weight = np.where(kept > 0, 1.0 / np.maximum(kept, 1), 1.0)
@@ -383,7 +408,7 @@ def filter_stack(stack: np.ndarray, sigma: float, *, stage: int = 1, oracle: np.
         if oracle.shape != stack.shape:
             raise ValueError(f"oracle shape {oracle.shape} != stack shape {stack.shape}")
         b2 = transform_3d(oracle, transform_2d, transform_1d) ** 2
-        w = b2 / (b2 + mu2 * sigma * sigma)
+        w = np.where(dc, 1.0, b2 / (b2 + mu2 * sigma * sigma))
         spec = spec * w
         energy = (w * w).sum(axis=axes)
         weight = 1.0 / (mu2 * sigma * sigma * np.maximum(energy, WIENER_ENERGY_FLOOR))
@@ -462,7 +487,8 @@ def bm3d_stage(noisy: np.ndarray, sigmas, params: StageParams, basic: np.ndarray
 
 
 def bm3d_reference(image, sigma: float, preset: str = "fast", *, guide=None,
-                   guide_role: str = "match", **overrides) -> np.ndarray:
+                   guide_role: str = "match", noise: float | None = None,
+                   **overrides) -> np.ndarray:
     """BM3D (grayscale) or CBM3D ((H, W, 3) RGB) of ``image``; float64, the input's shape.
 
     overrides: patch_size, step, window, n, transform_2d, transform_1d, tau_match, lambda_3d,
@@ -471,13 +497,15 @@ def bm3d_reference(image, sigma: float, preset: str = "fast", *, guide=None,
     guide: None or an image of ``image``'s shape; guide_role: "match" (both stages match
     their groups on the guide) or "oracle" (the guide is the basic estimate: stage 2 only,
     matched on the guide, the guide as Wiener oracle); see the module doc.
+    noise: σ in 0–255 units that picks the preset's settings (None: sigma, 0–255 data
+    assumed); above 40 the preset's HIGH_NOISE settings apply.
     """
     sigma = float(sigma)
     if not np.isfinite(sigma) or sigma <= 0:
         raise ValueError(f"sigma must be a finite number > 0, got {sigma}")
     if guide_role not in ("match", "oracle"):
         raise ValueError(f"guide_role must be 'match' or 'oracle', got {guide_role!r}")
-    p1, p2, stages = stage_params(preset, **overrides)
+    p1, p2, stages = stage_params(preset, sigma if noise is None else noise, **overrides)
     img, colour = _check_image(image)
     work_guide = None
     if guide is not None:
