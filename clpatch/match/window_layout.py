@@ -26,7 +26,9 @@ MAX_PAIRS_PER_LAUNCH_CPU = 1 << 24
 
 def max_pairs_per_launch(family: str) -> int:
     """The bound on a launch's distance evaluations for a device profile family."""
-    return MAX_PAIRS_PER_LAUNCH_CPU if family == "cpu" else MAX_PAIRS_PER_LAUNCH
+    if family == "cpu":
+        return min(MAX_PAIRS_PER_LAUNCH_CPU, MAX_PAIRS_PER_LAUNCH)
+    return MAX_PAIRS_PER_LAUNCH
 
 
 @dataclass(frozen=True)
@@ -97,9 +99,11 @@ def plan_chunks(geometry: WindowGeometry, grid_cols: int, n: int, dim: int, budg
 
 
 def launch_pieces(frames: int, grid_rows: int, grid_cols: int, candidates: int,
-                  max_pairs: int = MAX_PAIRS_PER_LAUNCH) -> list[tuple[int, int, int, int]]:
+                  max_pairs: int | None = None) -> list[tuple[int, int, int, int]]:
     """(frame range, row range) pieces of a launch, each under `max_pairs` distance
-    evaluations (one grid row at least)."""
+    evaluations (None: MAX_PAIRS_PER_LAUNCH; one grid row at least)."""
+    if max_pairs is None:
+        max_pairs = MAX_PAIRS_PER_LAUNCH
     per_row = max(1, grid_cols * candidates)
     rows_per_launch = max(1, max_pairs // per_row)
     if frames * grid_rows <= rows_per_launch:
