@@ -133,6 +133,8 @@ def _family_file(family: str) -> dict[str, Any]:
 
 def family_profile(family: str, device_name: str | None = None) -> DeviceProfile:
     """The profile of a family as its file states it, with no device facts applied."""
+    if not isinstance(family, str):
+        raise TypeError(f"family must be a string, one of {FAMILIES}, got {family!r}")
     entries = _family_file(family)
     kwargs = {name: entries[name]["value"] for name in _VALUE_FIELDS}
     origins = {name: entries[name].get("source", "assumed") for name in _VALUE_FIELDS}

@@ -38,6 +38,8 @@ def check_dask_array(x: Any, name: str, ndims: tuple[int, ...]) -> da.Array:
         raise ValueError(f"{name} must have {' or '.join(map(str, ndims))} dimensions, got shape {x.shape}")
     if any(np.isnan(s) for s in x.shape):
         raise ValueError(f"{name} has unknown chunk sizes; call {name}.compute_chunk_sizes() first")
+    if 0 in x.shape:
+        raise ValueError(f"{name} is empty (shape {x.shape})")
     if not (np.issubdtype(x.dtype, np.integer) or np.issubdtype(x.dtype, np.floating)) \
             or x.dtype == np.bool_:
         raise TypeError(f"{name} must have a real dtype, got {x.dtype}")

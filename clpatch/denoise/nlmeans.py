@@ -74,7 +74,7 @@ def _denoise(image: Any, sigma: float, *, video: bool, patch_size: int, step: in
     check_guide_sigma_use(guide, strength)
     check_search(search)
     image, restore = channels_last(image, channel_axis, video)
-    volume = as_volume(image, video=video)
+    volume = as_volume(image, name="frames" if video else "image", video=video)
     if guide is not None:
         guide = guide_channels_last(guide, volume.array, channel_axis, video)
     request = check_search_request(patch_size=patch_size, step=step, n=n, window=window,

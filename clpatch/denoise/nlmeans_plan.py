@@ -71,7 +71,8 @@ class NLMeansPlan:
         check_choice("search_channels", search_channels, SEARCH_CHANNELS)
         check_choice("averaging", averaging, AVERAGINGS, allow_none=True)
         if not 1 <= channels <= MAX_CHANNELS:
-            raise ValueError(f"NL-means filters 1 to {MAX_CHANNELS} channels, got {channels}")
+            raise ValueError(f"image must have 1 to {MAX_CHANNELS} channels for NL-means, "
+                             f"got {channels}")
         if step > patch_size:
             raise ValueError(f"step must be at most patch_size (pixels between patches would "
                              f"get no estimate), got step={step}, patch_size={patch_size}")

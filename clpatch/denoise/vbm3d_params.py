@@ -59,7 +59,10 @@ def video_stage_params(**overrides: Any) -> tuple[VideoStageParams, VideoStagePa
     out = []
     for s in (0, 1):
         n, t2, t1 = group_and_transforms(per, s, p)
-        q = check_int("q", per["q"][s], 1, min(MAX_Q, n))
+        q = per["q"][s]
+        if overrides.get("q") is None:      # the default q (2) is lowered to a smaller n
+            q = min(q, n)
+        q = check_int("q", q, 1, min(MAX_Q, n))
         out.append(VideoStageParams(
             stage=s + 1, patch_size=p, step=check_int("step", per["step"][s], 1, p),
             window_ref=check_int("window_ref", per["window_ref"][s], 1, MAX_VIDEO_WINDOW),

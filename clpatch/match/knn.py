@@ -77,21 +77,29 @@ def knn(query: Any, reference: Any = None, *, patch_size: int = 8, k: int = 16,
     (gy, gx, k) float32 ascending, grid_y/grid_x the query grid; NumPy arrays for a NumPy
     query, device arrays for a device query.
     """
-    q = as_volume(query, name="query", video=False)
-    r = q if reference is None else as_volume(reference, name="reference", video=False)
+    return _knn(query, reference, patch_size=patch_size, k=k, metric=metric, step=step,
+                method=method, runtime=runtime, names=("query", "reference"))
+
+
+def _knn(query: Any, reference: Any, *, patch_size: Any, k: Any, metric: Any, step: Any,
+         method: Any, runtime: Runtime | None, names: tuple[str, str]) -> Matches:
+    """`knn`, its errors naming the inputs `names` (the caller's argument names)."""
+    qn, rn = names
+    q = as_volume(query, name=qn, video=False)
+    r = q if reference is None else as_volume(reference, name=rn, video=False)
     if r.channels != q.channels:
-        raise ValueError(f"reference has {r.channels} channels, query has {q.channels}: "
+        raise ValueError(f"{rn} has {r.channels} channels, {qn} has {q.channels}: "
                          f"they must be equal")
     metric, p, _ = check_knn_params(metric, patch_size, q.channels)
     if p > min(q.rows, q.cols, r.rows, r.cols):
-        raise ValueError(f"patch_size {p} is larger than the query ({q.rows}x{q.cols}) or "
-                         f"the reference ({r.rows}x{r.cols})")
+        raise ValueError(f"patch_size {p} is larger than the {qn} ({q.rows}x{q.cols}) or "
+                         f"the {rn} ({r.rows}x{r.cols})")
     s = check_int("step", step, 1, max(q.rows, q.cols))
     candidates = (r.rows - p + 1) * (r.cols - p + 1)
     kk = check_int("k", k, 1, candidates)
     method = check_choice("method", method, KNN_METHODS, allow_none=True)
     rt = resolve_runtime(runtime, query, reference)
-    for name, volume in (("query", q), ("reference", r)):
+    for name, volume in ((qn, q), (rn, r)):
         if volume.on_device and volume.array.context != rt.context:
             raise ValueError(f"{name} lives in another OpenCL context than the runtime's")
     rescore = q.dtype.kind == "f" or r.dtype.kind == "f"
@@ -101,12 +109,13 @@ def knn(query: Any, reference: Any = None, *, patch_size: int = 8, k: int = 16,
                          heap_bytes=query_bytes(config, kk, candidates))
     if layout is None:
         return _plan(rt, q, r, reference is None, p, kk, metric, s, config,
-                     rescore).run(query, reference)
+                     rescore).run(query, reference, names=names)
 
     def pair(window: Any, band: Any, k_band: int) -> Matches:
-        qw = as_volume(window, name="query", video=False)
-        rb = as_volume(band, name="reference", video=False)
-        return _plan(rt, qw, rb, False, p, k_band, metric, s, config, rescore).run(window, band)
+        qw = as_volume(window, name=qn, video=False)
+        rb = as_volume(band, name=rn, video=False)
+        return _plan(rt, qw, rb, False, p, k_band, metric, s, config, rescore).run(
+            window, band, names=names)
 
     return run_banded(layout, rt, q, r, patch=p, step=s, k=kk, metric=metric, search=pair)
 
@@ -148,8 +157,8 @@ def knn_vectors(queries: Any, references: Any, k: int, metric: str = "l2", *,
     if q.shape[2] != r.shape[2]:
         raise ValueError(f"references have {r.shape[2]} dimensions, queries have "
                          f"{q.shape[2]}: they must be equal")
-    found = knn(q, r, patch_size=1, k=k, metric=metric, step=1, method=method,
-                runtime=runtime)
+    found = _knn(q, r, patch_size=1, k=k, metric=metric, step=1, method=method,
+                 runtime=runtime, names=("queries", "references"))
     positions, distances = found.positions, found.distances
     n = positions.shape[1]
     if isinstance(positions, cla.Array):

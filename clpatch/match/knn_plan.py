@@ -175,9 +175,12 @@ class KnnPlan:
 
     # ---- running -------------------------------------------------------------------------
 
-    def run(self, query: Any, reference: Any = None) -> Matches:
-        q = as_volume(query, name="query", video=False)
-        r = q if reference is None else as_volume(reference, name="reference", video=False)
+    def run(self, query: Any, reference: Any = None, *,
+            names: tuple[str, str] = ("query", "reference")) -> Matches:
+        """The matches of `query` in `reference` (None: in itself); errors name the inputs
+        `names`."""
+        q = as_volume(query, name=names[0], video=False)
+        r = q if reference is None else as_volume(reference, name=names[1], video=False)
         events: list[tuple[str, Any]] = []
         self.uploader.begin()
         qbuf = self.pool.get("query", 4 * self.channels * self.rows * self.cols)
@@ -188,7 +191,7 @@ class KnnPlan:
             rbuf = self.pool.get("reference", 4 * self.channels * self.ref_rows * self.ref_cols)
             events += self.uploader.convert(r, 0, 1, 0, self.ref_rows, rbuf, staging="stage_r")
         check_peak(self.uploader.peak([events[-1][1]]), self.check_limit(),
-                   "query" if reference is None else "query or reference")
+                   names[0] if reference is None else f"{names[0]} or {names[1]}")
         gy, gx, k = len(self.grid_y), len(self.grid_x), self.k
         if self.device_output:
             positions = self.runtime.empty((gy, gx, k, 2), np.int32)

@@ -17,6 +17,11 @@ from typing import Any
 
 import numpy as np
 
+from ..core.validate import check_int
+
+#: Largest coordinate an int32 position holds.
+INT32_MAX = 2**31 - 1
+
 
 @dataclass
 class Matches:
@@ -50,12 +55,18 @@ SearchResult = Matches
 
 
 def grid_positions(size: int, patch_size: int, step: int) -> np.ndarray:
-    """Top-left coordinates of reference patches along one axis: 0, step, …, plus size − p."""
+    """Top-left coordinates of reference patches along one axis: 0, step, …, plus size − p.
+
+    size: the axis' length, patch_size (1 ≤ patch_size ≤ size) ≤ size < 2³¹ (the positions
+    are int32); step ≥ 1. ValueError/TypeError naming the argument otherwise."""
+    size = check_int("size", size, 1, INT32_MAX)
+    patch_size = check_int("patch_size", patch_size, 1, size)
+    step = check_int("step", step, 1, INT32_MAX)
     last = size - patch_size
-    positions = list(range(0, last + 1, step))
+    positions = np.arange(0, last + 1, step, dtype=np.int64)
     if positions[-1] != last:
-        positions.append(last)
-    return np.asarray(positions, dtype=np.int32)
+        positions = np.append(positions, last)
+    return positions.astype(np.int32)
 
 
 def min_candidates(rows: int, cols: int, frames: int, patch_size: int, window: int,
