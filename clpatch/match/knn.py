@@ -163,19 +163,16 @@ def knn_vectors(queries: Any, references: Any, k: int, metric: str = "l2", *,
     n = positions.shape[1]
     if isinstance(positions, cla.Array):
         indices = cla.empty(positions.queue, (n, k), np.int32, allocator=positions.allocator)
-        _column(positions.context)(indices, positions.reshape(n * k * 2),
-                                   queue=positions.queue)
+        rt = resolve_runtime(runtime, queries)
+        column = rt.plan_cache().plan(("knn-column",), lambda: _column(rt.context), 1)
+        column(indices, positions.reshape(n * k * 2), queue=positions.queue)
         return indices, distances.reshape(n, k)
     return np.ascontiguousarray(positions[0, :, :, 1]), distances[0]
 
 
-_COLUMNS: dict[Any, Any] = {}
-
-
 def _column(context: Any) -> Any:
-    """out[i] = pos[2 i + 1]: the x column of (y, x) positions (the row index of a vector)."""
-    found = _COLUMNS.get(context)
-    if found is None:
-        found = _COLUMNS[context] = ElementwiseKernel(
-            context, "int *out, const int *pos", "out[i] = pos[2 * i + 1]", "knn_column")
-    return found
+    """out[i] = pos[2 i + 1]: the x column of (y, x) positions (the row index of a vector).
+    Kept in the runtime's plan cache (a module-level cache keyed by context kept every
+    context alive)."""
+    return ElementwiseKernel(context, "int *out, const int *pos", "out[i] = pos[2 * i + 1]",
+                             "knn_column")
