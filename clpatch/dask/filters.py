@@ -15,10 +15,9 @@ from typing import Any
 import dask.array as da
 
 from ..core.validate import check_int
-from ..core.volumes import default_data_range
 from ..denoise.bm3d import bm3d as bm3d_image
 from ..denoise.bm3d_guide import check_guide_role as check_bm3d_role
-from ..denoise.bm3d_params import HIGH_NOISE_SIGMA, stage_params, stagger_shifts
+from ..denoise.bm3d_params import stage_params, stagger_shifts, switch_noise
 from ..denoise.nlmeans import nlmeans as nlmeans_image
 from ..denoise.nlmeans import nlmeans_video as nlmeans_frames
 from ..denoise.nlmeans_guide import check_guide_sigma_use
@@ -59,21 +58,6 @@ def _guide(guide: Any, x: da.Array, channel_axis: int | None, colour_ndim: int) 
         raise ValueError(f"guide must have the input's shape {x.shape} (channels last), "
                          f"got {g.shape}")
     return g
-
-
-def _noise_255(x: da.Array, strength: Strength) -> float | None:
-    """σ in 0-255 units for BM3D's high-noise switch, as `clpatch.denoise.bm3d.noise_255`
-    judges it for the whole image; None when that needs the image's peak (a float image in
-    the range where a data range of 1 and of 255 fall on either side of the switch)."""
-    sigma, data_range = strength.sigma, strength.data_range
-    if data_range is None:
-        if x.dtype.kind != "f" or strength.peak is not None:
-            data_range = default_data_range(x.dtype, strength.peak)
-        elif sigma > HIGH_NOISE_SIGMA or sigma * 255.0 <= HIGH_NOISE_SIGMA:
-            return sigma
-        else:
-            return None
-    return sigma * 255.0 / data_range
 
 
 def _nlmeans(x: Any, sigma: float, *, video: bool, temporal_window: int, patch_size: int,
@@ -172,16 +156,16 @@ def bm3d(image: Any, sigma: float, *, preset: str = "fast", patch_size: int | No
     g = _guide(guide, x, channel_axis, 3)
     if x.ndim == 3 and x.shape[-1] not in (1, 3):
         raise ValueError(f"image must be (H, W), (H, W, 1) or (H, W, 3), got shape {x.shape}")
-    strength = Strength.check(sigma, data_range=data_range, peak=peak)
+    Strength.check(sigma, data_range=data_range, peak=peak)
     params = dict(patch_size=patch_size, step=step, window=window, n=n, transform_2d=transform_2d,
                   transform_1d=transform_1d, stages=stages, lambda_3d=lambda_3d, mu2=mu2,
                   tau_match=tau_match, stagger=stagger)
     # The preset's settings follow the whole image's noise level in 0-255 units (its data
     # range may need the whole image's peak: computed now, and given to every piece).
-    noise = _noise_255(x, strength)
-    if noise is None:
+    noise = switch_noise(sigma, data_range, x.dtype, peak)
+    if noise is None:       # computed once here, and given to every piece
         peak = float(global_peak(x, None).compute())
-        noise = _noise_255(x, Strength.check(sigma, data_range=data_range, peak=peak))
+        noise = switch_noise(sigma, data_range, x.dtype, peak)
     p1, p2, count = stage_params(preset, noise, **params)
     check_bm3d_role(guide_role, g is not None, count)
     rows, cols = x.shape[:2]

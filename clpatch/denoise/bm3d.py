@@ -85,12 +85,12 @@ import numpy as np
 from ..core.buffers import BufferPool
 from ..core.runtime import Runtime, resolve_runtime
 from ..core.upload import Uploader
-from ..core.volumes import Volume, as_volume, channels_last, default_data_range
+from ..core.volumes import Volume, as_volume, channels_last
 from ..match.matcher import available_candidates, check_search
 from ..match.matches import usable_n
 from ..match.window_config import SearchConfig
 from .bm3d_guide import check_guide_role, guide_like
-from .bm3d_params import HIGH_NOISE_SIGMA, PRESETS, stage_params
+from .bm3d_params import PRESETS, stage_params, switch_noise
 from .bm3d_plan import BM3DPlan
 from .strength import Strength
 
@@ -182,17 +182,11 @@ def noise_255(volume: Volume, strength: Strength, runtime: Runtime) -> float:
     image is looked at only where the answer depends on it: a float image without a given
     peak or data range, with 40/255 < sigma <= 40, whose range is 1 when every |value| is
     at most 1 (a sample of rows first, the whole image only when the sample stays within)."""
-    sigma = strength.sigma
-    data_range = strength.data_range
-    if data_range is None:
-        dtype = volume.dtype
-        if dtype.kind != "f" or strength.peak is not None:
-            data_range = default_data_range(dtype, strength.peak)
-        elif sigma > HIGH_NOISE_SIGMA or sigma * 255.0 <= HIGH_NOISE_SIGMA:
-            return sigma        # above (below) the switch for a range of 1 and of 255 alike
-        else:
-            data_range = 255.0 if _beyond_one(volume, runtime) else 1.0
-    return sigma * 255.0 / data_range
+    noise = switch_noise(strength.sigma, strength.data_range, volume.dtype, strength.peak)
+    if noise is None:
+        data_range = 255.0 if _beyond_one(volume, runtime) else 1.0
+        noise = strength.sigma * 255.0 / data_range
+    return noise
 
 
 def _probe(runtime: Runtime) -> tuple[BufferPool, Uploader]:

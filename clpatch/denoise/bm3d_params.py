@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from ..core.validate import check_bool, check_choice, check_float, check_int, stage_pair
+from ..core.volumes import default_data_range
 from ..match.window_params import MAX_WINDOW
 
 AGGREGATIONS = ("fixed", "cas")
@@ -114,6 +115,23 @@ def preset_settings(preset: str, noise: float | None = None) -> dict[str, Any]:
     if noise is not None and check_float("noise", noise) > HIGH_NOISE_SIGMA:
         cfg.update(HIGH_NOISE.get(preset, {}))
     return cfg
+
+
+def switch_noise(sigma: float, data_range: float | None, dtype: Any,
+                 peak: float | None) -> float | None:
+    """σ in 0–255 units as the presets' high-noise switch sees it (only which side of
+    HIGH_NOISE_SIGMA it lies on matters): sigma · 255 / data_range, the data range being the
+    given one, else `default_data_range` of `dtype` and `peak`. None when that needs the
+    image's peak and none is given: a float image with 40/255 < sigma <= 40, where a range
+    of 1 and one of 255 fall on either side of the switch."""
+    if data_range is None:
+        if np.dtype(dtype).kind != "f" or peak is not None:
+            data_range = default_data_range(dtype, peak)
+        elif sigma > HIGH_NOISE_SIGMA or sigma * 255.0 <= HIGH_NOISE_SIGMA:
+            return sigma        # above (below) the switch for a range of 1 and of 255 alike
+        else:
+            return None
+    return sigma * 255.0 / data_range
 
 
 def stage_params(preset: str = "fast", noise: float | None = None,
