@@ -6,10 +6,17 @@ sits in a driver call, Python cannot raise `KeyboardInterrupt`, and a queue hold
 call's work would make that read (and the display watchdog's view of the device) as long as
 the call. So every launch made through `clpatch.core.kernels.CachedKernel` on a runtime's
 queue is recorded here (its event), and before a launch is enqueued while `limit` launches
-are in flight, the oldest is waited for. The waits poll the event's status with short
-sleeps instead of blocking in the driver, so a signal or a cancellation is seen within
-`MAX_SLEEP` seconds. A queue with fewer than `limit` launches in flight takes the fast path:
-no status query, no sleep, a length check and an append per launch.
+are in flight, the oldest is waited for. A queue with fewer than `limit` launches in flight
+takes the fast path: no status query, no wait, a length check and an append per launch.
+
+How a wait is made depends on the device. On a GPU, where the engines bound each launch's
+work to milliseconds, a wait blocks in the driver on one launch (or one copy piece) at a
+time, oldest first, and checks for signals, cancellation and progress between them: the
+driver's wait releases Python's lock (the host threads copying pieces of a NumPy image keep
+running, where a status-polling loop would hold the lock for up to the interpreter's switch
+interval and starve them), and a signal is seen as soon as the launch being waited for
+ends. On a CPU device, whose launches may take seconds, a wait polls the event's status
+with short sleeps instead, so a signal or a cancellation is seen within `MAX_SLEEP` seconds.
 
 Cancellation is checked after each launch is enqueued and in every wait; it raises
 `Cancelled` in the thread running the call and clears the request. The launches already
@@ -45,13 +52,9 @@ MAX_IN_FLIGHT = 16
 #: The same on a CPU device (PoCL): its launches are long and its host enqueues in no time,
 #: so a few suffice, and fewer are left to run after a cancel.
 MAX_IN_FLIGHT_CPU = 4
-#: A wait first queries the event's status this many times without sleeping, so that a
-#: wait of a few milliseconds costs no more than the driver's blocking wait (which spins
-#: too): about 10 ms on the H100's host (0.5 µs a query). With 0.5 ms of spinning, NL-means
-#: (5 × 5 patches, step 1) of a 2048² image measured 3 to 8 % slower there than with the
-#: blocking waits, with 10 ms within noise (sleep(0) alone took 56 µs on that host).
-SPIN_QUERIES = 20000
-#: The same on a CPU device, whose cores the host thread would take from the kernels.
+#: A polling wait (CPU devices) first queries the event's status this many times without
+#: sleeping, so that a short wait costs no more than the driver's blocking wait; fewer
+#: than a GPU would need, since the host thread takes its core from the kernels.
 SPIN_QUERIES_CPU = 200
 #: Then it sleeps SLEEP_FRACTION of the time waited since (so it adds at most about that part
 #: of the wait), between MIN_SLEEP and MAX_SLEEP seconds: the longest sleep is how late a
@@ -81,10 +84,10 @@ class InFlight:
     """The launches of one queue not yet seen finished, its cancel request and its progress
     hook. Thread-safe: launches may come from several threads, `cancel()` from any."""
 
-    def __init__(self, queue: Any, limit: int, spin: int = SPIN_QUERIES_CPU) -> None:
+    def __init__(self, queue: Any, limit: int, blocking: bool = False) -> None:
         self.queue = queue
         self.limit = limit
-        self.spin = spin            # status queries before a wait sleeps (`SPIN_QUERIES`)
+        self.blocking = blocking    # waits block in the driver, launch by launch (GPUs)
         self.cancel_requested = False
         self._events: deque[tuple[int, Any, str]] = deque()   # (sequence, event, kernel)
         self._lock = threading.Lock()
@@ -145,13 +148,25 @@ class InFlight:
             hook(Progress(self._finished, len(self._events), self._stage))
 
     def settle(self) -> None:
-        """Wait for the newest launch recorded (the queue is in order: for all of them)."""
+        """Wait for the newest launch recorded (the queue is in order: for all of them); on
+        a blocking queue, one launch at a time, oldest first."""
         try:
             seq, event, _ = self._events[-1]
         except IndexError:
             return
-        wait_event(event, self, self.queue)
-        self._prune(seq)
+        if self.blocking:
+            while True:
+                try:
+                    first, oldest, _ = self._events[0]
+                except IndexError:
+                    break
+                wait_event(oldest, self, self.queue)
+                self._prune(first)
+                if first >= seq:
+                    break
+        else:
+            wait_event(event, self, self.queue)
+            self._prune(seq)
         self._report()
 
     @property
@@ -186,14 +201,20 @@ class InFlight:
 
 
 def wait_event(event: Any, flight: InFlight | None = None, queue: Any = None) -> None:
-    """Wait until `event` is complete, polling its status: `KeyboardInterrupt` (main thread)
-    and, with `flight`, a cancel request (`Cancelled`) are seen within `MAX_SLEEP` seconds.
+    """Wait until `event` is complete: with a blocking `flight` (a GPU's) in the driver, then
+    the flight's cancel request and progress are checked; otherwise polling its status, so
+    that `KeyboardInterrupt` (main thread) and, with `flight`, a cancel request (`Cancelled`)
+    are seen within `MAX_SLEEP` seconds.
     `queue` (the event's queue; default: asked of the event) is flushed first so that the
     command is sure to start. A failed command raises the driver's error, as `event.wait()`."""
     status = event.command_execution_status
     if status > 0:
         (queue if queue is not None else event.command_queue).flush()
-        for _ in range(flight.spin if flight is not None else SPIN_QUERIES_CPU):
+        if flight is not None and flight.blocking:
+            event.wait()
+            flight.poll()
+            return
+        for _ in range(SPIN_QUERIES_CPU):
             status = event.command_execution_status
             if status <= 0:
                 break
@@ -230,9 +251,9 @@ def default_limit(device: Any) -> int:
     return MAX_IN_FLIGHT_CPU if device.type & cl.device_type.CPU else MAX_IN_FLIGHT
 
 
-def default_spin(device: Any) -> int:
-    """Status queries before a wait on `device` sleeps: SPIN_QUERIES, SPIN_QUERIES_CPU on a CPU."""
-    return SPIN_QUERIES_CPU if device.type & cl.device_type.CPU else SPIN_QUERIES
+def default_blocking(device: Any) -> bool:
+    """Whether waits on `device`'s queues block in the driver (any device but a CPU)."""
+    return not device.type & cl.device_type.CPU
 
 
 def register(queue: Any, limit: int | None = None) -> InFlight:
@@ -244,7 +265,7 @@ def register(queue: Any, limit: int | None = None) -> InFlight:
         if flight is None:
             device = queue.device
             flight = _flights[queue.int_ptr] = InFlight(queue, default_limit(device),
-                                                        default_spin(device))
+                                                        default_blocking(device))
     if limit is not None:
         flight.limit = limit
     return flight

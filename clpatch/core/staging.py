@@ -4,8 +4,9 @@
 one contiguous block (no staging copy on the host: on a 4608×3456 float32 result that copy
 alone took 18 ms on the H100's host), through a temporary array otherwise; with `transfers`
 (a `clpatch.core.transfer.Transfers`) it goes through a pinned slot instead. The kernels the
-copy waits for are waited for first by polling (`clpatch.core.inflight.settle`): Ctrl-C and
-`Runtime.cancel()` interrupt that wait even when they run long.
+copy waits for are waited for first, launch by launch or by polling
+(`clpatch.core.inflight.settle`): Ctrl-C and `Runtime.cancel()` interrupt that wait even
+when they run long.
 """
 
 from __future__ import annotations

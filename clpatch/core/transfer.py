@@ -7,8 +7,9 @@ between pinned memory and the device are asynchronous DMA; a pageable NumPy arra
 make every copy synchronous for the host. Each slot is a `CL_MEM_ALLOC_HOST_PTR` buffer
 mapped once (how NVIDIA, AMD and Intel drivers hand out pinned memory through OpenCL).
 The host copies between the caller's array and the slot in several threads (NumPy releases
-the GIL), piece by piece, piece k's DMA running while piece k + 1 is copied. The waits poll
-(`clpatch.core.inflight.wait_event`), so Ctrl-C and `Runtime.cancel()` interrupt them; an
+the GIL), piece by piece, piece k's DMA running while piece k + 1 is copied. The waits go
+piece by piece (`clpatch.core.inflight.wait_event`), so Ctrl-C and `Runtime.cancel()`
+interrupt them between pieces; an
 interrupted wait keeps the copies it did not see finish pending on their slot, so the slot's
 next use waits for them.
 """

@@ -11,6 +11,7 @@ import time
 
 import numpy as np
 import pyopencl as cl
+import pyopencl.array as cla
 import pytest
 
 import clpatch
@@ -182,13 +183,24 @@ def test_cancel_during_a_long_call_is_quick_and_the_next_call_is_exact(clean, lo
     np.testing.assert_array_equal(clpatch.nlmeans(image, 20, runtime=rt, **LONG), expected)
 
 
-def test_cancel_during_a_pipelined_call_leaves_the_slots_consistent(clean, monkeypatch):
+@pytest.fixture(params=["polling", "blocking"])
+def wait_mode(clean, request):
+    """The runtime's waits as on a CPU device (polling) and as on a GPU (blocking in the
+    driver, one launch at a time), whatever the test device is."""
+    flight = flight_of(clean.queue)
+    before = flight.blocking
+    flight.blocking = request.param == "blocking"
+    yield clean
+    flight.blocking = before
+
+
+def test_cancel_during_a_pipelined_call_leaves_the_slots_consistent(wait_mode, monkeypatch):
     """Bands with pinned transfers (forced on a small image; the deterministic "buffers"
     aggregation, since "fixed" needs the peak first and is not pipelined), cancelled from
     another thread once half of the call's launches are done (one launch in flight: the
     hook sees each launch finish at the next one's boundary): the next run of the same plan
-    gives the uninterrupted result."""
-    rt = clean
+    gives the uninterrupted result, with either kind of wait."""
+    rt = wait_mode
     rt.max_in_flight = 1
     monkeypatch.setattr(nlmeans_plan, "PIPELINE_BYTES", 1)
     plan = NLMeansPlan(rt, 1, 96, 80, 1, aggregation="buffers", patch_size=4, step=2)
@@ -240,3 +252,19 @@ def test_sigint_during_a_long_call_raises_keyboard_interrupt_quickly(clean, long
         signal.signal(signal.SIGINT, previous)
     assert stopped < delay + LATENCY < took, (stopped, took)
     np.testing.assert_array_equal(clpatch.nlmeans(image, 20, runtime=rt, **LONG), expected)
+
+
+def test_blocking_waits_settle_launch_by_launch_with_progress(wait_mode):
+    """A read after several launches waits for all of them (the result is complete), and the
+    progress hook has seen every launch finish, in either kind of wait."""
+    rt = wait_mode
+    rt.max_in_flight = 64
+    add_one = _add_one(rt)
+    data = cla.zeros(rt.queue, 1024, np.float32)
+    seen: list[Progress] = []
+    rt.progress = seen.append
+    for _ in range(12):
+        add_one(rt.queue, (1024,), None, data.data)
+    flight_of(rt.queue).settle()
+    assert seen and seen[-1].in_flight == 0 and seen[-1].launches >= 12
+    np.testing.assert_array_equal(data.get(), np.full(1024, 12, np.float32))
