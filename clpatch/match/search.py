@@ -53,27 +53,44 @@ def search_patches(image: Any, patch_size: int = 8, step: int = 4, window: int =
     for device input. Equal distances are ordered by the candidate's (t, y, x) in raster
     order (the module doc's tie rule), whatever the variant and device.
     """
-    tw = check_int("temporal_window", temporal_window, 0, MAX_TEMPORAL_WINDOW)
-    volume = as_volume(image, video=video, temporal_window=tw)
-    if tw and not volume.video:
-        raise ValueError("temporal_window > 0 needs a video input (T, H, W[, C])")
-    request = check_search_request(patch_size=patch_size, step=step, n=n, window=window,
-                                   channels=volume.channels, metric=metric, video=volume.video)
-    available = check_fits(request, volume.frames, volume.rows, volume.cols, tw)
-    if request.n > available:
-        raise ValueError(f"n={request.n} is larger than the number of candidates of a corner "
-                         f"reference ({available} with window={request.window}, "
-                         f"patch_size={request.patch_size}"
-                         + (f", temporal_window={tw}" if volume.video else "") + ")")
     rt = resolve_runtime(runtime, image)
-    if not (variant is None or isinstance(variant, (str, SearchConfig))):
-        raise TypeError(f"variant must be a string, a SearchConfig or None, "
-                        f"got {type(variant).__name__}")
-    # The configuration is chosen when the plan is made (use_tuning drops the plans).
+    # The plan cache is keyed by the arguments as given, each with its type, so a repeated
+    # call finds its plan without checking them again (the plan was made from the same
+    # values, checked then); a miss checks everything and makes the plan. The configuration
+    # is chosen when the plan is made (use_tuning drops the plans).
+    volume = as_volume(image, video=video, temporal_window=temporal_window
+                       if isinstance(temporal_window, int) else 0)
     key = ("search", volume.frames, volume.rows, volume.cols, volume.channels, volume.video,
-           volume.on_device, request, tw, variant)
-    plan = rt.plan_cache().plan(key, lambda: SearchPlan(
-        rt, volume.frames, volume.rows, volume.cols, volume.channels, request,
-        choose_search(request, rt.profile, variant, rt.tuning), temporal_window=tw,
-        device_output=volume.on_device, video=volume.video), PLANS_KEPT)
-    return plan.run(image)
+           volume.on_device, *_typed(patch_size, step, window, n, metric, temporal_window,
+                                     video), variant)
+
+    def make() -> SearchPlan:
+        tw = check_int("temporal_window", temporal_window, 0, MAX_TEMPORAL_WINDOW)
+        checked = as_volume(image, video=video, temporal_window=tw)
+        if tw and not checked.video:
+            raise ValueError("temporal_window > 0 needs a video input (T, H, W[, C])")
+        request = check_search_request(patch_size=patch_size, step=step, n=n, window=window,
+                                       channels=checked.channels, metric=metric,
+                                       video=checked.video)
+        available = check_fits(request, checked.frames, checked.rows, checked.cols, tw)
+        if request.n > available:
+            raise ValueError(f"n={request.n} is larger than the number of candidates of a "
+                             f"corner reference ({available} with window={request.window}, "
+                             f"patch_size={request.patch_size}"
+                             + (f", temporal_window={tw}" if checked.video else "") + ")")
+        if not (variant is None or isinstance(variant, (str, SearchConfig))):
+            raise TypeError(f"variant must be a string, a SearchConfig or None, "
+                            f"got {type(variant).__name__}")
+        return SearchPlan(rt, checked.frames, checked.rows, checked.cols, checked.channels,
+                          request, choose_search(request, rt.profile, variant, rt.tuning,
+                                                 size=(checked.rows, checked.cols)),
+                          temporal_window=tw, device_output=checked.on_device,
+                          video=checked.video)
+
+    return rt.plan_cache().plan(key, make, PLANS_KEPT).run(volume)
+
+
+def _typed(*values: Any) -> tuple[Any, ...]:
+    """(type, value) of each value: equal values of different types (8 and 8.0, True and 1)
+    make different keys, since the checks accept one and refuse the other."""
+    return tuple((type(v), v) for v in values)

@@ -88,6 +88,7 @@ class SearchPlan:
         self.pool = BufferPool(runtime.context)
         self.uploader = Uploader(runtime, self.pool)
         self._int_buffers: dict[tuple, Any] = {}
+        self._launchers: dict[tuple, _Launcher] = {}    # templates, see `prepare`
         self.config = self._build(config)
         self.geometry = WindowGeometry(frames, rows, cols, channels, p, s, self.half,
                                        temporal_window, self.grid_y)
@@ -212,7 +213,14 @@ class SearchPlan:
         """The launches `enqueue` makes, computed but not enqueued: `fire(wait_for)` enqueues
         them. `run` prepares a chunk's launches before its upload, so that on a GPU the
         search follows the conversion without waiting for the host."""
-        return _Launcher(self, planar, chunk, out_pos, out_dist, out_rows, out_row0, out_f0)
+        key = (planar.int_ptr, chunk, out_rows, out_row0, out_f0)
+        template = self._launchers.get(key)
+        if template is None or template.planar is not planar:
+            if len(self._launchers) >= LAUNCHERS_KEPT:
+                self._launchers.clear()
+            template = self._launchers[key] = _Launcher(self, planar, chunk, _OUT_POS,
+                                                        _OUT_DIST, out_rows, out_row0, out_f0)
+        return template.retarget(out_pos, out_dist)
 
     def check_limit(self) -> float:
         """The largest |value| the search's float32 distances can take."""
@@ -232,8 +240,9 @@ class SearchPlan:
                 np.empty((self.frames, gy, gx, n), np.float32))
 
     def run(self, image: Any, *, wait_for: list[Any] | None = None) -> Matches:
-        """Search `image` (same shape as planned; NumPy in → NumPy out, device in → device out)."""
-        volume = as_volume(image, video=self.video)
+        """Search `image` (same shape as planned; NumPy in → NumPy out, device in → device out;
+        a `clpatch.core.volumes.Volume` of it is taken as it is)."""
+        volume = image if isinstance(image, Volume) else as_volume(image, video=self.video)
         check_planned(volume, (self.frames, self.rows, self.cols, self.channels),
                       self.device_output, self.runtime.context)
         queue = self.runtime.queue
@@ -279,14 +288,23 @@ class SearchPlan:
                        r.window, r.n, r.metric, self.temporal_window, self.config)
 
 
+#: Launch templates a plan keeps (one per chunk and output placement in use).
+LAUNCHERS_KEPT = 64
+#: Stand-ins for the output buffers in a plan's launch templates (`_Launcher.retarget`).
+_OUT_POS, _OUT_DIST = object(), object()
+
+
 class _Launcher:
     """The launches of one chunk: the structured variant over the lattice part of its rows,
     the naive kernel over grid rows and columns off the lattice. Made with every launch's
-    kernel, sizes and arguments computed (`launches`); `fire` enqueues them."""
+    kernel, sizes and arguments computed (`launches`); `fire` enqueues them. A plan keeps
+    one per chunk and output placement, made with stand-ins for the output buffers, and
+    `retarget` gives a run's copy with its buffers (a few microseconds instead of the
+    tens that computing the launches takes on a fast host)."""
 
     def __init__(self, plan: SearchPlan, planar: Any, chunk: Chunk, out_pos: Any, out_dist: Any,
                  out_rows: int, out_row0: int, out_f0: int) -> None:
-        self.plan, self.chunk = plan, chunk
+        self.plan, self.chunk, self.planar = plan, chunk, planar
         self.out_row0, self.out_f0 = out_row0, out_f0
         i32 = np.int32
         rows = chunk.y_hi - chunk.y_lo
@@ -300,6 +318,16 @@ class _Launcher:
         # (kernel, global size, local size, arguments) of each launch, in order.
         self.launches: list[tuple[Any, tuple[int, ...], tuple[int, ...], tuple[Any, ...]]] = []
         self._plan_launches()
+
+    def retarget(self, out_pos: Any, out_dist: Any) -> _Launcher:
+        """A copy whose launches write to `out_pos` and `out_dist` in place of this one's
+        output buffers."""
+        swap = {id(self.tail[2]): out_pos, id(self.tail[3]): out_dist}
+        copy = object.__new__(_Launcher)
+        copy.__dict__.update(self.__dict__)
+        copy.launches = [(run, global_size, local_size, tuple(swap.get(id(a), a) for a in args))
+                         for run, global_size, local_size, args in self.launches]
+        return copy
 
     def fire(self, wait_for: list[Any] | None) -> list[Any]:
         """Enqueue the launches, each after `wait_for`; their events."""

@@ -264,7 +264,8 @@ def test_every_family_gives_correct_results(runtime, family, variant):
     assert result.config.table == rt.profile.neighbour_table
     check_search(result, image, patch_size=patch, step=step, window=window, n=n)
     # The family's own values were used (unless the built kernel made the plan shrink them).
-    expected = choose_search(SearchRequest(patch, step, n, window), rt.profile, forced)
+    expected = choose_search(SearchRequest(patch, step, n, window), rt.profile, forced,
+                             size=image.shape[:2])
     if "shrunk" not in result.config.reason:
         assert result.config == expected
 
@@ -309,3 +310,25 @@ def test_runtime_takes_a_profile_object(runtime):
     assert rt.profile.device_name == "mine"
     with pytest.raises(TypeError, match="unknown profile field"):
         clpatch.Runtime(runtime.device, profile_overrides={"bogus": 1})
+
+
+@pytest.mark.parametrize("size,units,tile", [
+    ((512, 512), 132, 8),       # 81 groups with 16 < 264; 361 with 8
+    ((256, 256), 132, 4),       # 81 groups with 8; 441 with 4
+    ((1024, 1024), 132, 16),    # 289 groups with 16
+    ((2048, 2048), 132, 16),
+    ((512, 512), 2, 16),        # a CPU's two units: the profile's tile
+    ((32, 40), 132, 4),         # never below MIN_SQUARE_TILE
+])
+def test_the_square_tile_fits_the_image(runtime, size, units, tile):
+    """The rules shrink the square search's tile on a small image until it gives
+    GROUPS_PER_UNIT work-groups per compute unit (H100 measurements in window_config)."""
+    profile = dataclasses.replace(runtime.profile, square_tile=16, compute_units=units,
+                                  max_work_group_size=max(256, runtime.profile.max_work_group_size),
+                                  local_mem_size=max(48 * 1024, runtime.profile.local_mem_size))
+    request = SearchRequest(8, 4, 16, 21)
+    config = choose_search(request, profile, None, size=size)
+    assert config.variant == "square" and config.tile == tile
+    assert choose_search(request, profile, None).tile == 16          # no size: the profile's
+    forced = choose_search(request, profile, clpatch.SearchConfig("square"), size=size)
+    assert forced.tile == 16                                          # a forced variant: as given
