@@ -11,6 +11,8 @@ from typing import Any
 
 from ..core.registry import Operation, register
 from .window_config import (
+    GROUPS_PER_UNIT,
+    MIN_SQUARE_TILE,
     SEARCH_VARIANTS,
     TUNED_TEMPLATES,
     SearchConfig,
@@ -78,9 +80,14 @@ def explain_search_request(runtime: Any, operation: str, request: SearchRequest,
     if config.source == "tuned":
         found = tuned_config(tuning, "search", request)
         entry = found[1] if found else None
+    notes = []
+    if config.source == "rule" and config.variant == "square" and operation == "search":
+        notes.append(f"the square tile is fitted to the image at call time: halved (down to "
+                     f"{MIN_SQUARE_TILE}) while the image gives fewer than {GROUPS_PER_UNIT} "
+                     f"work-groups per compute unit ({runtime.profile.compute_units} here)")
     return Explanation(operation, request, runtime.device.name.strip(), config,
                        rule_config(request, runtime.profile), entry, tuning.problem,
-                       str(tuning.path))
+                       str(tuning.path), notes)
 
 
 def explain_search(runtime: Any, *, patch_size: int | None = None, step: int | None = None,
