@@ -23,7 +23,8 @@ from typing import Any
 import numpy as np
 
 from ..core.validate import check_choice
-from ..core.volumes import Volume, as_array, as_volume, channels_last
+from ..core.volumes import Volume
+from .guide import guide_like, guide_volume
 
 __all__ = ["GUIDE_ROLES", "check_guide_role", "guide_like", "guide_volume", "upload_guide"]
 
@@ -43,32 +44,6 @@ def check_guide_role(guide_role: Any, guided: bool, stages: int | None = None,
         raise ValueError("guide_role='oracle' makes the guide the basic estimate and runs "
                          "stage 2 only; it needs stages=2, got stages=1")
     return guide_role
-
-
-def guide_like(guide: Any, image: Any, channel_axis: int | None) -> Any:
-    """`guide` checked against the caller's `image` (both before `channels_last`: the same
-    shape, an array of real numbers) and with its channels moved as the image's are."""
-    guide = as_array(guide, name="guide")
-    shape = tuple(as_array(image).shape)
-    if tuple(guide.shape) != shape:
-        raise ValueError(f"guide must have the image's shape {shape}, got {tuple(guide.shape)}")
-    try:
-        guide, _ = channels_last(guide, channel_axis, video=False)
-    except ValueError as exc:
-        raise ValueError(f"guide: {exc}") from None
-    return guide
-
-
-def guide_volume(guide: Any, volume: Volume, context: Any) -> Volume:
-    """The guide of one run as a Volume: the shape of the image `volume` (a NumPy array or
-    a device array of the runtime's `context`, whatever the image's kind)."""
-    found = as_volume(guide, name="guide", video=False)
-    if tuple(found.array.shape) != tuple(volume.array.shape):
-        raise ValueError(f"guide must have the image's shape {tuple(volume.array.shape)}, "
-                         f"got {tuple(found.array.shape)}")
-    if found.on_device and found.array.context != context:
-        raise ValueError("guide lives in another OpenCL context than the runtime's")
-    return found
 
 
 def upload_guide(plan: Any, stage: Any, volume: Volume, chunk: Any,

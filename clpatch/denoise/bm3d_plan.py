@@ -207,7 +207,7 @@ class BM3DPlan:
         image = volume.array            # an array-like is an array from here on
         check_planned(volume, (1, self.rows, self.cols, self.channels), self.device_output,
                       self.runtime.context)
-        guided = None if guide is None else guide_volume(guide, volume, self.runtime.context)
+        guided = None if guide is None else guide_volume(guide, volume, self.runtime)
         tiles = self.tiles_for(guided is not None)
         # The upload measures the peak |value| (the fixed-point scales need it before any
         # filter runs): a single tile's upload is kept for both stages; a tiled image is

@@ -94,7 +94,7 @@ def _frames(plan: Any, frames: Iterator[Any], sigma: float, data_range: float | 
             given = next(guides, _NO_FRAME)
             if given is _NO_FRAME:
                 raise ValueError(f"guide has fewer frames than frames: none for frame {k}")
-            guided = guide_volume(given, volume, plan.runtime.context)
+            guided = guide_volume(given, volume, plan.runtime)
             plan.guide_uploader.begin()
             kept["guide"] = upload_guide(plan, stage0, guided, tile.chunks[0], events,
                                          staging=f"guide_staging{slot}", transfers=transfers)

@@ -52,8 +52,9 @@ from ..match.matcher import available_candidates, check_search
 from ..match.matches import usable_n
 from ..match.window_config import SearchConfig
 from ..match.window_params import MAX_TEMPORAL_WINDOW, check_fits, check_search_request
+from .guide import guide_like
 from .nlm_aggregation import AGGREGATIONS
-from .nlmeans_guide import check_guide_sigma_use, guide_channels_last
+from .nlmeans_guide import check_guide_sigma_use
 from .nlmeans_plan import NLMeansPlan
 from .strength import Strength
 
@@ -73,10 +74,12 @@ def _denoise(image: Any, sigma: float, *, video: bool, patch_size: int, step: in
                               guide_sigma=guide_sigma)
     check_guide_sigma_use(guide, strength)
     check_search(search)
+    original = image
     image, restore = channels_last(image, channel_axis, video)
     volume = as_volume(image, name="frames" if video else "image", video=video)
-    if guide is not None:
-        guide = guide_channels_last(guide, volume.array, channel_axis, video)
+    if guide is not None:       # checked against the caller's layout, then moved alike
+        guide = guide_like(guide, original, channel_axis, video,
+                           "frames" if video else "image")
     request = check_search_request(patch_size=patch_size, step=step, n=n, window=window,
                                    channels=volume.channels, video=video, max_step=None)
     p = request.patch_size

@@ -25,14 +25,13 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from ..core.buffers import BufferPool
 from ..core.upload import Uploader
-from ..core.volumes import Volume, as_array, as_volume, channels_last
+from ..core.volumes import Volume
+from .guide import guide_volume
 from .strength import Strength
 
-__all__ = ["GuideUpload", "check_guide_sigma_use", "guide_channels_last"]
+__all__ = ["GuideUpload", "check_guide_sigma_use"]
 
 
 def check_guide_sigma_use(guide: Any, strength: Strength) -> None:
@@ -40,32 +39,6 @@ def check_guide_sigma_use(guide: Any, strength: Strength) -> None:
     if guide is None and strength.guide_sigma is not None:
         raise ValueError("guide_sigma is the noise level of a guide image: pass guide= "
                          "with it (or leave guide_sigma None)")
-
-
-def _caller_shape(shape: tuple[int, ...], channel_axis: int | None) -> tuple[int, ...]:
-    """The shape, channels last, in the caller's layout (`channel_axis` already checked)."""
-    if channel_axis is None:
-        return tuple(shape)
-    axis = int(channel_axis) % len(shape)
-    out = list(shape[:-1])
-    out.insert(axis, shape[-1])
-    return tuple(out)
-
-
-def guide_channels_last(guide: Any, image: Any, channel_axis: int | None, video: bool) -> Any:
-    """The guide with its channels last, like `image` (already channels last through
-    `channels_last(image, channel_axis, video)`): TypeError for what is no array, ValueError
-    when its shape differs from the image's, each naming `guide`."""
-    guide = as_array(guide, name="guide")
-    shape = _caller_shape(tuple(image.shape), channel_axis)
-    if tuple(guide.shape) != shape:
-        raise ValueError(f"guide must have the image's shape: guide has shape "
-                         f"{tuple(guide.shape)}, image {shape}")
-    try:
-        moved, _ = channels_last(guide, channel_axis, video)
-    except ValueError as exc:
-        raise ValueError(f"guide: {exc}") from None
-    return moved
 
 
 class GuideUpload:
@@ -78,20 +51,11 @@ class GuideUpload:
         self.pool = pool
         self.uploader = Uploader(runtime, pool)
 
-    def check(self, guide: Any, image: Any, video: bool) -> Volume:
-        """`guide` as a Volume for a run on `image` (the plan's input, channels last):
-        ValueError naming `guide` when the shapes differ or a device guide lives in another
-        context, TypeError for a dtype it cannot take."""
-        volume = as_volume(guide, name="guide", video=video)
-        if tuple(volume.array.shape) != tuple(image.shape):
-            raise ValueError(f"guide must have the image's shape: guide has shape "
-                             f"{tuple(volume.array.shape)}, image {tuple(image.shape)}")
-        if volume.on_device:
-            if volume.array.context != self.runtime.context:
-                raise ValueError("guide lives in another OpenCL context than the runtime's")
-            if volume.dtype == np.float64 and not self.runtime.profile.fp64:
-                raise TypeError("guide: float64 device arrays need a device with fp64 support")
-        return volume
+    def check(self, guide: Any, volume: Volume) -> Volume:
+        """`guide` as a Volume for a run on the input `volume` (channels last), checked by
+        `clpatch.denoise.guide.guide_volume`."""
+        return guide_volume(guide, volume, self.runtime,
+                            "frames" if volume.video else "image")
 
     def begin(self) -> None:
         """Start a run's check of the guide's values (before its first block)."""

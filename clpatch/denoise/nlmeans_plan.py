@@ -211,7 +211,7 @@ class NLMeansPlan:
         image = volume.array            # an array-like is an array from here on
         check_planned(volume, (self.frames, self.rows, self.cols, self.channels),
                       self.device_output, self.runtime.context)
-        guided = None if guide is None else self._guide.check(guide, image, self.video)
+        guided = None if guide is None else self._guide.check(guide, volume)
         tiles = self.tiles_for(guided is not None)
         # Values are checked by the conversion kernel. The fixed-point scale and the colour
         # bound need the peak |value| before averaging: then a single tile's upload is kept,

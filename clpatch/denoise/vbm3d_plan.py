@@ -18,6 +18,7 @@ from ..core.upload import Uploader, check_peak
 from ..core.validate import check_float, check_int
 from ..core.volumes import Volume, as_volume, default_data_range, magnitude_limit
 from .bm3d_params import channel_sigmas, choose_aggregation, fixed_point_scales
+from .guide import guide_volume
 from .strength import Strength
 from .vbm3d_params import VideoStageParams, check_guide_role, choose_video_search, contributions
 from .vbm3d_pass import BandPass, FrameRef, VideoSettings
@@ -195,13 +196,8 @@ class VBM3DPlan:
     def _guide_volume(self, guide: Any, volume: Volume, layout: Layout, limit: float) -> Volume:
         """The checked guide of a whole video `volume`: its shape, context and values (finite,
         within `limit`); it never changes the frames' peak or data range."""
-        guided = as_volume(guide, name="guide", video=True)
-        if tuple(guided.array.shape) != tuple(volume.array.shape):
-            raise ValueError(f"guide shape {tuple(guided.array.shape)} differs from the frames' "
-                             f"shape {tuple(volume.array.shape)}")
+        guided = guide_volume(guide, volume, self.runtime, "frames")
         if guided.on_device:
-            if guided.array.context != self.runtime.context:
-                raise ValueError("guide lives in another OpenCL context than the runtime's")
             top = self._device_peak(guided, layout)
         else:
             top = max(abs(float(np.min(guided.array))), abs(float(np.max(guided.array))))
