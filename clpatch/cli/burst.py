@@ -1,6 +1,7 @@
 """`clpatch denoise IN OUT --method burst`: several noisy frames of one scene, taken with a
 shaking camera, denoised into one image, the reference frame (`clpatch.burst_denoise`: the
-clustering ANN finds each reference patch's neighbours in every frame, then NL-means).
+clustering ANN finds each reference patch's neighbours in every frame, then NL-means, or
+with `--burst-method bm3d` BM3D's collaborative filter).
 
 IN is a directory of images (its frame files in natural name order, `frame2` before
 `frame10`, all of one shape and bit depth; each read by `read_image`), a multi-page TIFF, a
@@ -22,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from ..core.runtime import Runtime
-from ..denoise.burst import burst_denoise
+from ..denoise.burst import BURST_METHODS, burst_defaults, burst_denoise
 from ..io.images import ImageInfo, output_format, psnr, read_image, write_image
 from ..io.noise import psnr_peak
 from ..io.video import FRAME_EXTENSIONS, frame_files, is_video_path, open_video, output_frame_info
@@ -35,7 +36,10 @@ BURST_OPTIONS = (("reference", "reference", "reference frame"), ("tile", "tile",
                  ("k", "k", "k"), ("patch_size", "patch_size", "patch"), ("step", "step", "step"),
                  ("h", "h", "h"))
 # Options of `denoise` that only --method burst takes (argparse dest, option).
-BURST_ONLY = (("reference", "--reference"), ("tile", "--tile"), ("k", "--k"))
+BURST_ONLY = (("reference", "--reference"), ("tile", "--tile"), ("k", "--k"),
+              ("burst_method", "--burst-method"))
+# What each burst method does to the candidates, for the report.
+METHOD_LINES = {"nlmeans": "nlmeans", "bm3d": "bm3d (hard thresholding, then Wiener)"}
 # Options of `denoise` that --method burst refuses, and why.
 NOT_FOR_BURST = {"preset": "", "window": " (the ANN searches tiles: --tile)",
                  "n": " (its candidates per patch are --k)", "aggregation": "",
@@ -56,6 +60,14 @@ class Burst:
     described: str      # e.g. '4 frames of 48x40 8-bit L (directory)'
 
 
+def add_burst_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add --burst-method (the filter of --method burst) to `denoise`'s parser."""
+    parser.add_argument("--burst-method", choices=BURST_METHODS, default=None,
+                        help="burst: the filter applied to each reference patch's "
+                             "candidates from every frame: nlmeans (default) or bm3d "
+                             "(BM3D's hard thresholding, then Wiener; k a power of 2)")
+
+
 def burst_options(args: argparse.Namespace) -> dict[str, Any]:
     """The keywords of burst_denoise given on the command line; CommandError for an option
     of another method."""
@@ -63,8 +75,15 @@ def burst_options(args: argparse.Namespace) -> dict[str, Any]:
         if getattr(args, dest, None) is not None:
             option = "-n" if dest == "n" else f"--{dest.replace('_', '-')}"
             raise CommandError(f"{option} does not apply to --method burst{why}")
-    return {key: getattr(args, dest) for dest, key, _ in BURST_OPTIONS
-            if getattr(args, dest, None) is not None}
+    kwargs = {key: getattr(args, dest) for dest, key, _ in BURST_OPTIONS
+              if getattr(args, dest, None) is not None}
+    method = getattr(args, "burst_method", None)
+    if method is not None:
+        if method == "bm3d" and "h" in kwargs:
+            raise CommandError("--h is NL-means' filtering parameter: it does not apply to "
+                               "--burst-method bm3d")
+        kwargs["method"] = method
+    return kwargs
 
 
 def check_burst_only(args: argparse.Namespace) -> None:
@@ -141,10 +160,14 @@ def read_burst(path: str, reference: int) -> Burst:
 
 def burst_line(sigma: float, kwargs: dict[str, Any]) -> str:
     """'burst, sigma 20, reference frame 0, ...': the parameters, given or default."""
+    method = kwargs.get("method", "nlmeans")
     defaults = {k: p.default for k, p in inspect.signature(burst_denoise).parameters.items()}
-    parts = ["burst", f"sigma {sigma:g}", "nlmeans on the clustering ANN's candidates from "
-             "every frame"]
+    defaults.update(burst_defaults(method))
+    parts = ["burst", f"sigma {sigma:g}", f"{METHOD_LINES[method]} on the clustering ANN's "
+             "candidates from every frame"]
     for _, key, label in BURST_OPTIONS:
+        if key == "h" and method != "nlmeans":
+            continue
         value = kwargs.get(key, defaults.get(key))
         shown = "auto" if value is None else f"{value:g}" if isinstance(value, float) else value
         parts.append(f"{label} {shown}")

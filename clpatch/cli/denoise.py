@@ -27,6 +27,7 @@ from ..io.video import is_video_path
 from ..match.ann import DEFAULT_TILE
 from ..match.matcher import searches
 from .burst import (
+    add_burst_arguments,
     burst_options,
     check_burst_only,
     check_burst_output,
@@ -304,7 +305,8 @@ def add_command(commands: argparse._SubParsersAction) -> None:
         "written as OUT's kind of video. --method burst takes several frames of one scene "
         "shot with a shaking camera (a directory of images, a multi-page TIFF, a "
         "(T, H, W[, 3]) .npy array or a video file) and writes one image: the --reference "
-        "frame, denoised with patches from every frame (clustering ANN, then NL-means).")
+        "frame, denoised with patches from every frame (clustering ANN, then NL-means or BM3D: "
+        "--burst-method).")
     denoise.add_argument("input", metavar="IN", help="noisy image file (or the clean image, with "
                          "--add-noise), video, or with --method burst the burst's frames")
     denoise.add_argument("output", metavar="OUT", help="denoised image to write; the format "
@@ -374,5 +376,6 @@ def add_command(commands: argparse._SubParsersAction) -> None:
                               "scheduler (e.g. tcp://host:8786), each on its own device; they "
                               "must see IN at the same path (default: this process)")
     add_guide_options(denoise)
+    add_burst_arguments(denoise)
     add_device_option(denoise)
     denoise.set_defaults(func=cmd_denoise)

@@ -240,8 +240,8 @@ def test_burst_bad_arguments(runtime):
         clpatch.burst_denoise(noisy, BURST_SIGMA, reference=3, runtime=runtime)
     with pytest.raises(ValueError, match="reference"):
         clpatch.burst_denoise(noisy, BURST_SIGMA, reference=-1, runtime=runtime)
-    with pytest.raises(ValueError, match=r"method must be one of \('nlmeans',\)"):
-        clpatch.burst_denoise(noisy, BURST_SIGMA, method="bm3d", runtime=runtime)
+    with pytest.raises(ValueError, match=r"method must be one of \('nlmeans', 'bm3d'\)"):
+        clpatch.burst_denoise(noisy, BURST_SIGMA, method="bm4d", runtime=runtime)
     # tile 2: the smallest tile holds 2 x 2 positions in each of the 3 frames.
     assert largest_k(32, 40, 8, 2, 3) == 12
     with pytest.raises(ValueError, match="largest valid k is 12"):
