@@ -37,6 +37,7 @@ from .match.search import search_patches
 from .match.window import SearchPlan
 from .match.window_config import SearchConfig
 from .tune.explain import explain
+from .tune.warmup import WarmupReport, warmup
 from .version import __version__
 
 __all__ = [
@@ -55,6 +56,7 @@ __all__ = [
     "SearchPlan",
     "SearchResult",
     "VBM3DPlan",
+    "WarmupReport",
     "__version__",
     "ann_search",
     "bm3d",
@@ -74,4 +76,5 @@ __all__ = [
     "search_patches",
     "select_device",
     "vbm3d",
+    "warmup",
 ]

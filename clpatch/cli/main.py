@@ -18,10 +18,12 @@ from typing import Any, NoReturn
 import pyopencl as cl
 
 from ..core.errors import ClpatchError
+from ..core.kernels import set_default_build_progress
 from ..version import __version__
-from . import demo, denoise, devices, knn, nnf, search, selftest, tuning
+from . import demo, denoise, devices, knn, nnf, search, selftest, tuning, warmup
 from .common import CommandError
 from .outputs import INTERRUPTED_CODE
+from .progress import BuildProgress, EndsBuildLine, is_terminal
 
 __all__ = ["PROG", "CommandError", "build_parser", "main"]
 
@@ -53,6 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_command(commands)
     tuning.add_commands(commands)
     selftest.add_command(commands)
+    warmup.add_command(commands)
     return parser
 
 
@@ -102,6 +105,31 @@ def entry() -> None:
     raise SystemExit(code)
 
 
+#: Commands that draw a progress line of their own on stderr (no "building kernels" line).
+OWN_PROGRESS_LINE = frozenset({"autotune"})
+
+
+def _run(args: argparse.Namespace) -> int:
+    """Run the command, showing a "building kernels" line on stderr (a terminal; with
+    --verbose one line per program anywhere) while OpenCL programs are compiled for it.
+    While the line may be drawn, the command's own output to the terminal (stdout, stderr,
+    log messages) ends it first."""
+    streams = sys.stdout, sys.stderr
+    own_line = args.command in OWN_PROGRESS_LINE
+    with BuildProgress(enabled=False if own_line else None, verbose=args.verbose) as display:
+        previous = set_default_build_progress(display)
+        if display.enabled:
+            sys.stderr = EndsBuildLine(streams[1])
+            if is_terminal(streams[0]):
+                sys.stdout = EndsBuildLine(streams[0])
+        try:
+            return int(args.func(args))
+        finally:
+            set_default_build_progress(previous)
+            if display.enabled:
+                sys.stdout, sys.stderr = streams
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line with `argv` (default: sys.argv[1:]); returns the exit code."""
     parser = build_parser()
@@ -111,7 +139,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command is None:
             parser.print_help()
             return 2
-        return int(args.func(args))
+        return _run(args)
     except SystemExit as exc:  # --help and --version
         return exc.code if isinstance(exc.code, int) else 0
     except CommandError as exc:

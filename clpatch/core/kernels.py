@@ -5,6 +5,10 @@ kernel variant can be reproduced and read without a GPU (`clpatch render ...` wo
 call it). `ProgramCache` builds rendered sources for one runtime and keeps the programs
 in memory and their binaries on disk, keyed by the source hash, the build options and
 the device's platform, name and driver version, so a second process does not recompile.
+Compiling from source can take seconds per program (tens of seconds for a call on some
+drivers): each compile is reported to a build-progress hook (`BuildEvent`), the runtime's
+(`Runtime.build_progress`) or else the process-wide one (`set_default_build_progress`, which
+the command line sets to draw its "building kernels" line).
 """
 
 from __future__ import annotations
@@ -14,6 +18,9 @@ import logging
 import os
 import tempfile
 import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from types import SimpleNamespace
@@ -78,6 +85,55 @@ def cache_dir() -> Path | None:
     return Path(platformdirs.user_cache_dir("clpatch")) / "programs"
 
 
+@dataclass(frozen=True)
+class BuildEvent:
+    """What a build-progress hook receives: twice for each program compiled from source
+    ("start", then "done" or "failed"), never for a program found in memory or loaded from
+    the on-disk cache, so a warm cache reports nothing.
+
+    phase: "start" (the driver starts compiling), "done" (compiled) or "failed" (the driver
+        refused the source; a `KernelBuildError` follows).
+    template: the template the source was rendered from ("denoise/nlmeans.cl.mako"), or
+        "<source>" for a source built directly.
+    device: the device's name.
+    builds: programs compiled from source by this runtime's cache so far, this one
+        included from "done" on (`ProgramCache.builds`).
+    seconds: how long the compile took, storing the binary included ("done", "failed");
+        0.0 at "start".
+    stored: whether the binary goes to the on-disk cache (so the next process loads it
+        instead of compiling; False with `CLPATCH_NO_DISK_CACHE=1` or on a simulator).
+    """
+
+    phase: str
+    template: str
+    device: str
+    builds: int
+    seconds: float
+    stored: bool
+
+
+#: A build-progress hook: called with each `BuildEvent`, in the thread that builds (builds
+#: of different programs may run in several threads at once, e.g. autotune's --jobs).
+BuildHook = Callable[[BuildEvent], Any]
+
+_default_hook: list[BuildHook | None] = [None]
+
+
+def set_default_build_progress(hook: BuildHook | None) -> BuildHook | None:
+    """Make `hook` (None: none) receive the build events of every runtime that has no
+    `build_progress` hook of its own; returns the previous process-wide hook (to restore
+    it). The command line sets one for the duration of a command."""
+    if hook is not None and not callable(hook):
+        raise TypeError(f"hook must be a callable or None, got {type(hook).__name__}")
+    previous, _default_hook[0] = _default_hook[0], hook
+    return previous
+
+
+def default_build_progress() -> BuildHook | None:
+    """The process-wide build-progress hook (see `set_default_build_progress`), or None."""
+    return _default_hook[0]
+
+
 def device_identity(device: Any) -> str:
     """Everything about a device and its driver that can change a compiled binary."""
     platform = device.platform
@@ -94,6 +150,8 @@ class ProgramCache:
         self._lock = threading.Lock()  # guards the dictionaries and the counter
         self._building: dict[str, threading.Lock] = {}  # one lock per program being built
         self.builds = 0  # programs compiled from source by this cache (for tests and logs)
+        self.loads = 0   # programs loaded from the on-disk cache by this cache
+        self.build_seconds = 0.0  # time spent compiling (and storing) programs, threads summed
 
     def get(self, template: str, **params: Any) -> Any:
         """The built program for `template` with `params` on this runtime's device."""
@@ -140,13 +198,23 @@ class ProgramCache:
                     raise OSError("not a complete clpatch program binary")
                 program = cl.Program(ctx, [device], [binary]).build(list(options))
                 _check_kernels(program)  # a stale or foreign binary fails here, not at launch
+                with self._lock:
+                    self.loads += 1
                 return program
             except (cl.Error, OSError) as exc:
                 log.info("clpatch: cached binary %s unusable (%s); rebuilding", path.name, exc)
+        hook = getattr(self.runtime, "build_progress", None) or _default_hook[0]
+        name = device.name.strip()
+        if hook is not None:
+            hook(BuildEvent("start", template, name, self.builds, 0.0, path is not None))
+        start = time.perf_counter()
         try:
             program = cl.Program(ctx, source).build(list(options), devices=[device],
                                                     cache_dir=False)
         except cl.Error as exc:
+            if hook is not None:
+                hook(BuildEvent("failed", template, name, self.builds,
+                                time.perf_counter() - start, path is not None))
             saved = self._save_failed_source(key, source)
             raise KernelBuildError(
                 f"building {template} for {device.name.strip()} failed\n"
@@ -154,10 +222,16 @@ class ProgramCache:
                 f"profile: {self.runtime.profile.family}\n"
                 f"source saved as: {saved}\n"
                 f"build log:\n{_build_log(exc)}") from exc
+        if path is not None:
+            self._store(path, program, device)  # on PoCL, making the binary compiles too
+        seconds = time.perf_counter() - start
         with self._lock:
             self.builds += 1
-        if path is not None:
-            self._store(path, program, device)
+            self.build_seconds += seconds
+            builds = self.builds
+        log.debug("clpatch: built %s for %s in %.2f s", template, name, seconds)
+        if hook is not None:
+            hook(BuildEvent("done", template, name, builds, seconds, path is not None))
         return program
 
     @staticmethod

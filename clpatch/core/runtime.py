@@ -19,7 +19,7 @@ import pyopencl.tools as cl_tools
 
 from .devices import is_simulator, select_device
 from .inflight import Progress, register
-from .kernels import ProgramCache
+from .kernels import BuildHook, ProgramCache
 from .plans import PlanCache
 from .profiles import FAMILIES, DeviceProfile, profile_for_device
 from .tuning import TuningCache
@@ -66,10 +66,14 @@ class Runtime:
         queue share the bound, the cancel request and the progress hook.
     progress:
         A callable taking a `clpatch.core.inflight.Progress` (see `Runtime.progress`), or None.
+    build_progress:
+        A callable taking a `clpatch.core.kernels.BuildEvent` for each OpenCL program this
+        runtime compiles from source (see `Runtime.build_progress`), or None.
 
     Stopping a call: `cancel()` from any thread makes the call running on this runtime raise
     `clpatch.Cancelled`; Ctrl-C raises `KeyboardInterrupt` in the main thread. Both are seen
-    within about 10 ms at a launch or a wait for the device; the launches already enqueued
+    at a launch or a wait for the device (on a GPU when the launch being waited for ends,
+    on a CPU device within about 10 ms); the launches already enqueued
     (at most `max_in_flight`) still run to their end on the device, as long as the engines
     made them (see `clpatch.core.inflight`).
     """
@@ -79,7 +83,8 @@ class Runtime:
                  profile_overrides: dict[str, Any] | None = None,
                  profiling: bool = False, memory_limit: int | None = None,
                  max_in_flight: int | None = None,
-                 progress: Callable[[Progress], Any] | None = None) -> None:
+                 progress: Callable[[Progress], Any] | None = None,
+                 build_progress: BuildHook | None = None) -> None:
         if queue is not None:
             if not isinstance(queue, cl.CommandQueue):
                 raise TypeError(f"queue must be a pyopencl.CommandQueue, got {type(queue).__name__}")
@@ -101,6 +106,7 @@ class Runtime:
                  else check_int("max_in_flight", max_in_flight, 1, MAX_IN_FLIGHT_LIMIT))
         if progress is not None and not callable(progress):
             raise TypeError(f"progress must be a callable or None, got {type(progress).__name__}")
+        self.build_progress = build_progress
         self._flight = register(self.queue, limit)
         if progress is not None:
             self._flight.hook = progress
@@ -175,6 +181,26 @@ class Runtime:
     @progress.setter
     def progress(self, hook: Callable[[Progress], Any] | None) -> None:
         self._flight.hook = hook
+
+    @property
+    def build_progress(self) -> BuildHook | None:
+        """The build-progress hook, or None (then the process-wide one is used, see
+        `clpatch.core.kernels.set_default_build_progress`).
+
+        Called with a `clpatch.core.kernels.BuildEvent` when this runtime starts compiling
+        an OpenCL program from source and when the compile ends ("start", then "done" or
+        "failed"), in the thread that builds; programs found in memory or in the on-disk
+        program cache report nothing. The first call of a kind on a device compiles its
+        programs (seconds each on some drivers); `clpatch.warmup` compiles them ahead.
+        An exception it raises stops the call."""
+        return self._build_progress
+
+    @build_progress.setter
+    def build_progress(self, hook: BuildHook | None) -> None:
+        if hook is not None and not callable(hook):
+            raise TypeError(f"build_progress must be a callable or None, got "
+                            f"{type(hook).__name__}")
+        self._build_progress = hook
 
     @property
     def max_in_flight(self) -> int:
