@@ -7,7 +7,10 @@ Cases (the issue's):
 - table4: Tang's Table 4 case, a 256x256 RGB photo crop against itself, 11x11 patches,
   k = 12, step 1 (60 516 x 60 516 pairs), with each engine ("offsets", "gemm", "direct";
   --skip takes an engine's name too);
-- ksweep: the table4 case with k = 1, 16, 128, 256 (offsets engine);
+- ksweep: the table4 case with k = 1, 16, 128, 256 (offsets engine), with each top-k
+  variant of --topk ("rule": as the rule picks; "heap", "group", "warp": forced for every
+  k) and each --split-entries (the plan's cap on splits: SPLIT_ENTRIES // k), each run's
+  matches checked equal to the first's;
 - vectors: knn_vectors, 100 000 x 100 000 random vectors of 128 floats, k = 16;
 - large: 1024x1024 RGB against 1024x1024 RGB (the stereo pair), 7x7, k = 16 (ours only);
 - chamfer: 256x256 grayscale photo quantised to 16 labels, 5x5, k = 10.
@@ -25,10 +28,12 @@ median; torch's matrix product alone is timed on the same shapes for the FLOP/s 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import platform
 import statistics
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +43,9 @@ from bench_overhead import wall_ms
 from PIL import Image
 
 import clpatch
+from clpatch.match import knn as knn_module
+from clpatch.match import knn_plan
+from clpatch.match.knn_config import TOPK_GROUP, TOPK_HEAP, TOPK_NAMES, TOPK_WARP
 from clpatch.tune.timing import event_ms
 
 IMAGES = Path(__file__).resolve().parents[1] / "tests" / "data"
@@ -49,6 +57,27 @@ def photo(name: str, size: int, grey: bool = False) -> np.ndarray:
     side = min(w, h)
     img = img.crop(((w - side) // 2, (h - side) // 2, (w + side) // 2, (h + side) // 2))
     return np.asarray(img.resize((size, size), Image.BICUBIC))
+
+
+TOPK_FORCED = {"heap": TOPK_HEAP, "group": TOPK_GROUP, "warp": TOPK_WARP}
+
+
+@contextlib.contextmanager
+def forced_topk(name: str) -> Any:
+    """clpatch.knn with the offsets engine's top-k variant `name` forced for every k
+    ("rule": unchanged)."""
+    rule = knn_module.choose_knn
+    if name != "rule":
+        def choose(*args: Any, **kw: Any) -> Any:
+            config = rule(*args, **kw)
+            if config.method != "offsets":
+                return config
+            return replace(config, topk=TOPK_FORCED[name], topk_k=1)
+        knn_module.choose_knn = choose
+    try:
+        yield
+    finally:
+        knn_module.choose_knn = rule
 
 
 def median_wall(call: Callable[[], Any], finish: Callable[[], None], repeats: int) -> float:
@@ -69,8 +98,10 @@ def ours(rt: Any, prof: Any, query: np.ndarray, reference: np.ndarray | None,
         prof.queue.finish()
         plan = next(reversed(prof.plan_cache().values()))
         kernels.append(sum(event_ms(e) for _, e in plan.last_events))
+    top = getattr(plan, "topk", TOPK_HEAP)
     return {"wall_ms": wall, "kernel_ms": statistics.median(kernels),
-            "method": plan.config.method}
+            "method": plan.config.method, "topk": TOPK_NAMES.get(top, str(top)),
+            "splits": plan.splits}
 
 
 def torch_pair(query: np.ndarray, reference: np.ndarray | None, p: int, k: int,
@@ -117,6 +148,10 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="small sizes (a smoke test)")
     ap.add_argument("--no-peers", action="store_true")
     ap.add_argument("--skip", nargs="*", default=[])
+    ap.add_argument("--topk", nargs="*", default=["rule"], choices=("rule", *TOPK_FORCED),
+                    help="ksweep: the top-k variants timed (see the cases above)")
+    ap.add_argument("--split-entries", nargs="*", type=int, default=[],
+                    help="ksweep: values of knn_plan.SPLIT_ENTRIES timed (splits <= it // k)")
     args = ap.parse_args()
     rt = clpatch.Runtime(args.device)
     prof = clpatch.Runtime(args.device, profiling=True)
@@ -140,9 +175,27 @@ def main() -> None:
             record("table4", "torch cdist+topk", torch_pair(rgb, None, 11, 12, args.repeats),
                    size=size, p=11, k=12)
     if "ksweep" not in args.skip:
+        default_entries = knn_plan.SPLIT_ENTRIES
         for k in (1, 16, 128, 256):
-            record("ksweep", "clpatch offsets", ours(rt, prof, rgb, None, args.repeats,
-                   patch_size=11, k=k), size=size, p=11, k=k)
+            first = None
+            for entries in args.split_entries or [default_entries]:
+                knn_plan.SPLIT_ENTRIES = entries       # (fresh runtimes: fresh plans)
+                srt, sprof = ((rt, prof) if entries == default_entries else
+                              (clpatch.Runtime(args.device),
+                               clpatch.Runtime(args.device, profiling=True)))
+                for name in args.topk:
+                    with forced_topk(name):
+                        numbers = ours(srt, sprof, rgb, None, args.repeats, patch_size=11,
+                                       k=k)
+                        found = clpatch.knn(rgb, None, runtime=srt, patch_size=11, k=k)
+                    if first is None:
+                        first = found
+                    numbers["same_matches"] = bool(
+                        np.array_equal(found.positions, first.positions)
+                        and np.array_equal(found.distances, first.distances))
+                    record("ksweep", f"clpatch offsets, top-k {name}", numbers, size=size,
+                           p=11, k=k, split_entries=entries)
+            knn_plan.SPLIT_ENTRIES = default_entries
     if "vectors" not in args.skip:
         n = 2000 if args.quick else 100_000
         rng = np.random.default_rng(0)
@@ -175,9 +228,13 @@ def main() -> None:
                  "| case | engine | parameters | wall ms | kernel ms | notes |",
                  "|---|---|---|---|---|---|"]
         for r in rows:
-            params = ", ".join(f"{k}={r[k]}" for k in ("size", "n", "d", "p", "k") if k in r)
+            params = ", ".join(f"{k}={r[k]}" for k in ("size", "n", "d", "p", "k",
+                                                        "split_entries") if k in r)
             note = (f"GEMM alone {r['gemm_ms']:.1f} ms, {r['gemm_tflops']:.1f} TFLOP/s"
                     if "gemm_ms" in r else "")
+            if r["case"] == "ksweep":
+                note = (f"top-k: {r['topk']}, {r['splits']} split(s), matches "
+                        f"{'equal' if r['same_matches'] else 'DIFFER'}")
             kern = f"{r['kernel_ms']:.2f}" if "kernel_ms" in r else ""
             lines.append(f"| {r['case']} | {r['engine']} | {params} | {r['wall_ms']:.2f} | "
                          f"{kern} | {note} |")

@@ -17,7 +17,8 @@ BM3D stages (CBM3D with 3 channels) with one aggregation strategy against the Nu
 reference, keeping every buffer alive (see `keep_buffers_alive`); `vbm3d` runs VBM3D on a
 tiny video with one search variant and aggregation against its NumPy reference; `knn` runs
 the exhaustive kNN with one engine and metric on two tiny images against its NumPy brute
-force (several splits and heap blocks, so the merge runs too); `nnf` runs the
+force (several splits and heap blocks, so the merge runs too; METHOD "offsets-group" or
+"offsets-warp" forces the offsets engine's team top-k); `nnf` runs the
 approximate nearest-neighbour field on two tiny images against its NumPy oracle (a tree of
 several levels, a backtracking row, propagation and refinement); `planted` runs a
 test-only kernel with a planted bug, which Oclgrind must report on stderr. Oclgrind's own
@@ -203,6 +204,27 @@ def run_vbm3d(variant: str, aggregation: str, channels: int) -> None:
     print(f"ok: vbm3d {variant} {aggregation} on {frames.shape} (max error {error:.2g})")
 
 
+def force_knn_topk(name: str) -> None:
+    """Make clpatch.knn's offsets engine use the top-k variant `name` ("group", "warp")
+    for every k."""
+    from dataclasses import replace
+
+    from clpatch.match import knn as knn_module
+    from clpatch.match.knn_config import TOPK_GROUP, TOPK_WARP
+
+    rule = knn_module.choose_knn
+
+    def choose(*args, **kw):
+        config = rule(*args, **kw)
+        if name == "warp":
+            return replace(config, topk=TOPK_WARP, topk_k=1, tile_x=8, tile_y=4)
+        # (fewer offsets per pass: the lists' staging fits Oclgrind's 32 KiB local memory)
+        return replace(config, topk=TOPK_GROUP, topk_k=1, offsets=min(config.offsets, 3),
+                       dys=min(config.dys, 2))
+
+    knn_module.choose_knn = choose
+
+
 def run_knn(method: str, metric: str, channels: int) -> None:
     from tests.reference.knn import knn_brute
 
@@ -214,8 +236,21 @@ def run_knn(method: str, metric: str, channels: int) -> None:
     query = rng.integers(0, levels, shape).astype(np.uint8)
     reference = rng.integers(0, levels, (10, 12) + shape[2:]).astype(np.uint8)
     p, k = (3, 5) if metric.startswith("chamfer") else (4, 6)
+    team = method.split("-")[1] if method in ("offsets-group", "offsets-warp") else None
+    if team:
+        # The offsets engine's team top-k forced (the warp one in work-groups of one warp,
+        # its ballots through local memory), k large enough for two list rows per lane.
+        force_knn_topk(team)
+        method, k = "offsets", 40
     got = clpatch.knn(query, reference, patch_size=p, k=k, metric=metric, step=2,
                       method=method, runtime=runtime)
+    if team:
+        from clpatch.match.knn_config import TOPK_GROUP, TOPK_WARP
+
+        plan = next(reversed(runtime.plan_cache().values()))
+        if plan.topk != (TOPK_WARP if team == "warp" else TOPK_GROUP):
+            sys.exit(f"knn: the {team} top-k did not run (variant {plan.topk})")
+        method = f"offsets ({team} top-k)"
     positions, distances = knn_brute(query, reference, p, k, metric, step=2)
     if not (np.array_equal(got.positions, positions)
             and np.allclose(got.distances, distances, rtol=0, atol=1e-3)):

@@ -142,7 +142,9 @@ def test_vbm3d_colour_runs_clean():
 @pytest.mark.parametrize("method,metric,channels", [("offsets", "l2", 1), ("offsets", "l1", 3),
                                                     ("direct", "l2", 2), ("gemm", "l2", 3),
                                                     ("direct", "chamfer", 1),
-                                                    ("direct", "chamfer_sym", 3)])
+                                                    ("direct", "chamfer_sym", 3),
+                                                    ("offsets-group", "l2", 2),
+                                                    ("offsets-warp", "l1", 1)])
 def test_knn_runs_clean(method, metric, channels):
     assert_clean("knn", method, metric, "--channels", str(channels))
 

@@ -15,10 +15,142 @@
 ## otherwise): knn_finish.cl.mako re-scores the k kept candidates with direct sums.
 ##
 ## Rendered with: patch (P), channels (C), metric ("l2" | "l1"), tile_x (TX), tile_y (TY),
-## offsets (OBX: consecutive dx per pass), dys (G: consecutive dy per pass). The number of
-## neighbours k is an argument (one program serves every k).
-<%page args="patch, channels, metric, tile_x, tile_y, offsets, dys=1"/>
+## offsets (OBX: consecutive dx per pass), dys (G: consecutive dy per pass), topk (stage C's
+## selection, below), team_rows (J, team variants: list entries per work-item). The number
+## of neighbours k is an argument (one program serves every k up to the program's bound).
+##
+## Stage C's top-k (`topk`):
+##   0  heap: each work-item pushes its passing candidates one by one into its own binary
+##      max-heap in global memory (lib/topk.mako): a log2(k)-deep chain of dependent,
+##      scattered loads per push, slow for large k;
+##   1  group (portable): the heaps are lists sorted descending by key (entry 0 the largest:
+##      still max-heaps, so knn_finish.cl.mako merges and sorts them unchanged). Each
+##      work-item appends the pass's candidates before its threshold (entry 0) to its
+##      buffer in global memory (B entries, no ordering); when the buffer could not take
+##      another pass (and at the end of the launch) a team of work-items merges all of it
+##      into the list at once: the list is loaded coalesced (ascending rank r = j * TEAM +
+##      lane, in registers and staged in local memory), each buffered candidate's rank is
+##      (candidates before it: its place in a sorted copy) + (entries before it: binary
+##      search of the staged list), each entry's rank is r + (candidates before it: binary
+##      search of the sorted copy), and whatever ranks below k is written back. The team is
+##      the whole work-group, synchronised by barriers (flags in local memory);
+##   2  warp: the same merges by teams of one warp (32 work-items, its own 32 positions),
+##      with a ballot for the positions needing a merge: with `ptx` (NVIDIA) a vote.sync
+##      ballot and bar.warp.sync; without, for work-groups of 32 work-items only, ballots
+##      through local memory and barriers.
+## Timed on the H100 (Table 4 case), both team variants were slower than the heaps at every
+## k (knn_config.py has the numbers): the rule takes the heaps; the others are kept for
+## tuning entries, for devices where the heaps' scattered global accesses cost more, and
+## as the tested base of a faster merge.
+## All three keep the k smallest keys (distance, candidate index) of the same candidates:
+## the matches are identical.
+<%page args="patch, channels, metric, tile_x, tile_y, offsets, dys=1, topk=0, team_rows=1, ptx=False"/>
 <%namespace name="tk" file="/lib/topk.mako"/>\
+<%def name="merges(flag, topk, WG, TEAM, J, B)">\
+// Every position of the team whose `${flag}` holds has its buffer merged into its list, one
+// position at a time by the whole team; its threshold is then its list's new entry 0.
+%   if topk == 2:
+            uint todo = TEAM_BALLOT(${flag});
+            if (todo != 0) {
+                cnt[lid] = nb;
+                TEAM_SYNC;
+            }
+            for (; todo != 0; todo &= todo - 1) {
+                const int q = team * 32 + low_bit(todo);
+                {
+%   else:
+            cnt[lid] = nb;
+            need[lid] = ${flag};
+            barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
+            for (int q = 0; q < ${WG}; ++q) {
+                if (need[q]) {
+%   endif
+                    const int hq = hbase[q], bq = (hq / K) * ${B}, n = cnt[q];
+                    __local float *ld = ld_all + team * ${J * TEAM};
+                    __local int *li = li_all + team * ${J * TEAM};
+                    __local float *cd = cd_all + team * ${B};
+                    __local int *ci = ci_all + team * ${B};
+                    __local float *sd = sd_all + team * ${B};
+                    __local int *si = si_all + team * ${B};
+                    for (int o = lane; o < n; o += ${TEAM}) {
+                        cd[o] = bd[bq + o];
+                        ci[o] = bx[bq + o];
+                    }
+                    // The list, ascending: rank r = j * ${TEAM} + lane at entry K - 1 - r.
+                    float ad[${J}];
+                    int ai[${J}];
+                    for (int j = 0; j < ${J}; ++j) {
+                        const int r = j * ${TEAM} + lane;
+                        ad[j] = INFINITY;
+                        ai[j] = INT_MAX;
+                        if (r < K) {
+                            ad[j] = hd[hq + K - 1 - r];
+                            ai[j] = hi[hq + K - 1 - r];
+                        }
+                        ld[r] = ad[j];
+                        li[r] = ai[j];
+                    }
+                    TEAM_SYNC;
+                    // A candidate's rank: candidates before it (its place in the sorted
+                    // copy sd, si) plus entries before it (keys are distinct: a candidate is
+                    // offered once; all of them are before the list's largest, the
+                    // threshold they passed).
+                    for (int o = lane; o < n; o += ${TEAM}) {
+                        const float d = cd[o];
+                        const int idx = ci[o];
+                        int among = 0;
+                        for (int o2 = 0; o2 < n; ++o2)
+                            among += topk_before(cd[o2], ci[o2], d, idx) ? 1 : 0;
+                        sd[among] = d;
+                        si[among] = idx;
+                        int lo = 0, top = ${J * TEAM};
+                        while (lo < top) {
+                            const int mid = (lo + top) >> 1;
+                            if (topk_before(ld[mid], li[mid], d, idx))
+                                lo = mid + 1;
+                            else
+                                top = mid;
+                        }
+                        const int rank = lo + among;
+                        if (rank < K) {
+                            hd[hq + K - 1 - rank] = d;
+                            hi[hq + K - 1 - rank] = idx;
+                            if (rank == K - 1) {
+                                thr_d[q] = d;
+                                thr_i[q] = idx;
+                            }
+                        }
+                    }
+                    TEAM_SYNC;
+                    // An entry moves up by the candidates before it (binary search of sd).
+                    for (int j = 0; j < ${J}; ++j) {
+                        const int r = j * ${TEAM} + lane;
+                        int lo = 0, top = n;
+                        while (lo < top) {
+                            const int mid = (lo + top) >> 1;
+                            if (topk_before(sd[mid], si[mid], ad[j], ai[j]))
+                                lo = mid + 1;
+                            else
+                                top = mid;
+                        }
+                        const int rank = r + lo;
+                        if (lo > 0 && rank < K) {
+                            hd[hq + K - 1 - rank] = ad[j];
+                            hi[hq + K - 1 - rank] = ai[j];
+                            if (rank == K - 1) {
+                                thr_d[q] = ad[j];
+                                thr_i[q] = ai[j];
+                            }
+                        }
+                    }
+                    TEAM_SYNC;
+                }
+            }
+            if (${flag})
+                nb = 0;
+            root_d = thr_d[lid];
+            root_i = thr_i[lid];
+</%def>
 <%
     P, C, TX, TY, OBX, G = patch, channels, tile_x, tile_y, offsets, dys
     OB = OBX * G             # offsets per pass: G consecutive dy times OBX consecutive dx
@@ -27,6 +159,10 @@
     WG = TX * TY
     SEG = 2 if OB * TY * 2 <= WG else 1    # stage B: segments per row
     SL = TX // SEG                          # box sums per segment
+    TEAM = 32 if topk == 2 else WG          # work-items merging one query's list
+    TEAMS = WG // TEAM
+    J = team_rows
+    B = 32 * ((OB + 63) // 32)              # buffer entries per list (team variants)
 %>
 //
 // Launch: global (tiles_x * ${TX}, tiles_y * ${TY}, splits), local (${TX}, ${TY}, 1);
@@ -49,10 +185,76 @@
 //   hd, hi              heaps, K entries per grid point ((grid row - g0) * gx + grid col) * K
 //                       (+ s * split_stride for split s), see lib/topk.mako; candidate
 //                       index = cy * (Wr - P + 1) + cx
+% if topk:
+//   bd, bx              (team variants) candidate buffers, ${B} entries for the heap at
+//                       entry h from entry h / K * ${B}; empty between launches
+% endif
 //
 ${tk.functions()}
 
 #define P ${P}
+% if topk:
+
+// Candidate `o` of the pass (dy = dyb + o / ${OBX}, dx = dxb + o % ${OBX}) of the query at tile
+// position (ly, lx), image position (qy, qx): false when it is no valid candidate, else
+// its key in *d, *idx.
+inline bool pass_candidate(__local const float *bs, const int o, const int ly, const int lx,
+                           const int qy, const int qx, const int dyb, const int dxb,
+                           const int dy1, const int Hc, const int Wc, float *d, int *idx)
+{
+    const int g = o / ${OBX}, ox = o - g * ${OBX};
+    const int cy = qy + dyb + g, cx = qx + dxb + ox;
+    if (dyb + g >= dy1 || cy < 0 || cy >= Hc || cx < 0 || cx >= Wc)
+        return false;
+    *d = bs[(o * ${TY} + ly) * ${TX} + lx];
+    *idx = cy * Wc + cx;
+    return true;
+}
+
+// The lowest set bit's index of a non-zero mask.
+inline int low_bit(const uint m)
+{
+    return 31 - (int)clz(m & (0u - m));
+}
+%   if topk == 2 and ptx:
+
+// The warp's mask of `flag` (inline PTX vote; every lane of the warp takes part).
+inline uint team_ballot(const bool flag)
+{
+    uint mask;
+    asm volatile("{ .reg .pred p; setp.ne.u32 p, %1, 0; vote.sync.ballot.b32 %0, p, 0xffffffff; }"
+                 : "=r"(mask) : "r"((uint)flag));
+    return mask;
+}
+#define TEAM_BALLOT(flag) team_ballot(flag)
+
+// The warp's lanes meet (memory ordered around it, as __syncwarp).
+// bar.warp.sync orders the lanes' memory accesses (global ones too) around it; the
+// local fences keep the compiler from moving accesses across it.
+#define TEAM_SYNC do { mem_fence(CLK_LOCAL_MEM_FENCE); asm volatile("bar.warp.sync -1;"); \
+    mem_fence(CLK_LOCAL_MEM_FENCE); } while (0)
+%   elif topk == 2:
+
+// Without PTX the warp variant runs work-groups of one warp (32 work-items): the ballot
+// goes through local memory, the team meets at barriers.
+inline uint team_ballot(const bool flag, __local uint *bal, const int lane)
+{
+    bal[lane] = flag ? 1u << lane : 0u;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    uint mask = 0u;
+    for (int l = 0; l < 32; ++l)
+        mask |= bal[l];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    return mask;
+}
+#define TEAM_BALLOT(flag) team_ballot(flag, bal, lid)
+#define TEAM_SYNC barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE)
+%   else:
+
+// The work-group (the team) meets.
+#define TEAM_SYNC barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE)
+%   endif
+% endif
 
 __kernel __attribute__((reqd_work_group_size(${TX}, ${TY}, 1)))
 void knn_offsets(__global const float *restrict qimg, const int Hq, const int Wq,
@@ -60,11 +262,34 @@ void knn_offsets(__global const float *restrict qimg, const int Hq, const int Wq
                  __global const int *restrict grid_row, __global const int *restrict grid_col,
                  const int qy0, const int g0, const int g1, const int gx, const int dy_lo,
                  const int dy_hi, const int split_stride, const int K,
-                 __global float *restrict hd, __global int *restrict hi)
+                 __global float *restrict hd, __global int *restrict hi
+% if topk:
+                 , __global float *restrict bd, __global int *restrict bx
+% endif
+                 )
 {
     __local float qt[${C * RH * CW}];
     __local float cs[${OB * TY * CW}];
     __local float bs[${OB * TY * TX}];
+% if topk:
+    // Team variants: every position's threshold (its list's entry 0) and list, the lists
+    // being merged (one per team, ascending), the positions needing a merge (group).
+    __local float thr_d[${WG}];
+    __local int thr_i[${WG}];
+    __local int hbase[${WG}];
+    __local float ld_all[${TEAMS * J * TEAM}];
+    __local int li_all[${TEAMS * J * TEAM}];
+    __local float cd_all[${TEAMS * B}];
+    __local int ci_all[${TEAMS * B}];
+    __local float sd_all[${TEAMS * B}];
+    __local int si_all[${TEAMS * B}];
+    __local int cnt[${WG}];
+%   if topk == 1:
+    __local int need[${WG}];
+%   elif not ptx:
+    __local uint bal[32];
+%   endif
+% endif
     const int lx = get_local_id(0), ly = get_local_id(1);
     const int lid = ly * ${TX} + lx;
     const int bx0 = get_group_id(0) * ${TX};
@@ -96,6 +321,19 @@ void knn_offsets(__global const float *restrict qimg, const int Hq, const int Wq
         root_d = hd[heap];
         root_i = hi[heap];
     }
+% if topk:
+    // Its buffer of candidates waiting for a merge (nb of them; emptied by the end).
+    const int buf = heap >= 0 ? heap / K * ${B} : 0;
+    int nb = 0;
+%   if topk == 2:
+    const int lane = lid & 31, team = lid >> 5;
+%   else:
+    const int lane = lid, team = 0;
+%   endif
+    hbase[lid] = heap;
+    thr_d[lid] = root_d;
+    thr_i[lid] = root_i;
+% endif
     barrier(CLK_LOCAL_MEM_FENCE);
 
     // Offsets that reach a candidate from some position of the tile.
@@ -193,6 +431,7 @@ void knn_offsets(__global const float *restrict qimg, const int Hq, const int Wq
                 }
             }
             barrier(CLK_LOCAL_MEM_FENCE);
+% if topk == 0:
             // C: offer the pass's candidates to this position's heap.
             if (heap >= 0) {
                 for (int g = 0; g < ${G}; ++g) {
@@ -213,6 +452,33 @@ void knn_offsets(__global const float *restrict qimg, const int Hq, const int Wq
                     }
                 }
             }
+% else:
+            // C: the candidates before this position's threshold go to its buffer; a full
+            // buffer is merged into the list by its team (see the top).
+            if (heap >= 0) {
+                for (int o = 0; o < ${OB}; ++o) {
+                    float d;
+                    int idx;
+                    if (pass_candidate(bs, o, ly, lx, qy, qx, dyb, dxb, dy1, Hc, Wc, &d, &idx)
+                        && topk_before(d, idx, root_d, root_i)) {
+                        bd[buf + nb] = d;
+                        bx[buf + nb] = idx;
+                        ++nb;
+                    }
+                }
+            }
+            ${merges("nb > %d" % (B - OB), topk, WG, TEAM, J, B)}
+% endif
         }
     }
+% if topk:
+    // The buffers' last candidates (once every work-item is done with the last pass's
+    // flags and counts).
+%   if topk == 2:
+    TEAM_SYNC;
+%   else:
+    barrier(CLK_LOCAL_MEM_FENCE);
+%   endif
+    ${merges("nb > 0", topk, WG, TEAM, J, B)}
+% endif
 }

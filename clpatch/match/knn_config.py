@@ -17,6 +17,15 @@ runtime's tuning file comes first; then the rule (`choose_knn`): Chamfer -> dire
 patches (vectors) -> gemm for l2, direct for l1; l2/l1 -> offsets when the query grid is
 dense (step <= 2: the offsets engine computes every position of its tiles) and its tile
 fits the device's local memory, else gemm (l2) or direct (l1). `method=` forces one.
+
+The offsets engine's top-k (`KnnConfig.topk`, used from `topk_k` neighbours up,
+per-work-item heaps below; see `cl_src/match/knn_offsets.cl.mako`): TOPK_HEAP, per-work-item
+binary heaps in global memory; TOPK_WARP (NVIDIA, inline PTX; elsewhere work-groups of one
+warp), candidates before a query's threshold are buffered and a warp merges a query's
+buffer into its sorted list at once; TOPK_GROUP (portable), the same merge by the whole
+work-group through local memory and barriers. The three give identical matches; the rule
+takes the heaps (RULE_TOPK: the fastest on the H100 at every k timed), a tuning entry may
+name another.
 """
 
 from __future__ import annotations
@@ -26,7 +35,9 @@ from typing import Any
 
 from ..core.validate import check_choice, check_int
 
-__all__ = ["KNN_METHODS", "KNN_METRICS", "KNN_TEMPLATES", "KnnConfig", "choose_knn",
+__all__ = ["KNN_METHODS", "TOPK_HEAP", "TOPK_GROUP", "TOPK_WARP", "RULE_TOPK", "topk_variant",
+           "team_buffer", "team_rows", "warp_ready", "KNN_METRICS", "KNN_TEMPLATES",
+           "KnnConfig", "choose_knn",
            "MAX_CHANNELS", "MAX_PATCH", "MAX_CHAMFER_PATCH", "check_knn_params",
            "config_from_json", "config_to_json", "fits", "knn_key", "offsets_local_bytes"]
 
@@ -54,6 +65,18 @@ DIRECT_GROUP = 64
 GEMM_GROUP = (8, 8)
 GEMM_TILE = (8, 8)
 GEMM_DEPTH = 32
+#: The offsets engine's top-k variants (see the module doc).
+TOPK_HEAP, TOPK_GROUP, TOPK_WARP = 0, 1, 2
+TOPK_NAMES = {TOPK_HEAP: "per-work-item heaps in global memory",
+              TOPK_GROUP: "sorted lists merged by the work-group (local memory, barriers)",
+              TOPK_WARP: "sorted lists merged by warps (inline-PTX ballots; elsewhere "
+                         "work-groups of one warp)"}
+#: The rule's top-k: the heaps, on every device. On the H100 (Table 4 case: 256x256 RGB
+#: self-search, 11x11 patches, 2026-11-24) the warp-merged lists took 37.8 / 42.4 / 87.9 /
+#: 145.3 ms for k = 1 / 16 / 128 / 256, the work-group-merged ones 74 / 82 / 133 / 186 ms,
+#: the heaps 25.0 / 27.4 / 61.5 / 98.8 ms; a tuning entry (or a forced configuration) with
+#: topk set and topk_k = the smallest k to use it on selects a team variant.
+RULE_TOPK = TOPK_HEAP
 
 
 @dataclass(frozen=True)
@@ -61,7 +84,8 @@ class KnnConfig:
     """method: "offsets", "direct" or "gemm"; tile_x, tile_y: the offsets engine's tile
     (the GEMM's work-group); offsets, dys: the offsets engine's consecutive dx and dy per
     pass; group: work-items per work-group of the direct and finishing kernels; tile_m,
-    tile_n, depth: the GEMM's register tile and depth; reason: why (rule or forced)."""
+    tile_n, depth: the GEMM's register tile and depth; reason: why (rule or forced);
+    topk: the offsets engine's top-k variant (TOPK_*) for k >= topk_k, heaps below."""
 
     method: str
     tile_x: int = 0
@@ -73,11 +97,16 @@ class KnnConfig:
     tile_n: int = 0
     depth: int = 0
     dys: int = 1
+    topk: int = TOPK_HEAP
+    topk_k: int = 0
 
     def describe(self) -> str:
         if self.method == "offsets":
+            top = ("" if self.topk == TOPK_HEAP else
+                   f", top-k: {TOPK_NAMES.get(self.topk, '?')} from k = {self.topk_k}")
             return (f"offsets engine, {self.tile_x}x{self.tile_y} query tile, "
-                    f"{self.dys}x{self.offsets} offsets (dy x dx) per pass ({self.reason})")
+                    f"{self.dys}x{self.offsets} offsets (dy x dx) per pass{top} "
+                    f"({self.reason})")
         if self.method == "gemm":
             return (f"GEMM engine, {self.tile_x}x{self.tile_y} work-items with "
                     f"{self.tile_m}x{self.tile_n} register tiles, depth {self.depth} "
@@ -97,6 +126,51 @@ def offsets_local_bytes(patch: int, channels: int, tile_x: int, tile_y: int,
     return 4 * (channels * rh * cw + offsets * tile_y * cw + offsets * tile_y * tile_x)
 
 
+def warp_ready(config: KnnConfig, profile: Any) -> bool:
+    """Whether the warp top-k runs here: whole warps with inline PTX ballots, or (any
+    device) work-groups of exactly one warp, 32 work-items, whose ballots go through local
+    memory."""
+    group = config.tile_x * config.tile_y
+    return group == 32 or (profile.subgroup_ops == "ptx" and group % 32 == 0)
+
+
+def team_rows(config: KnnConfig, k: int) -> int:
+    """List entries per work-item of the team top-k variants for k neighbours."""
+    team = 32 if config.topk == TOPK_WARP else config.tile_x * config.tile_y
+    return -(-k // team)
+
+
+def team_buffer(config: KnnConfig) -> int:
+    """Candidates a team variant buffers per list: a pass's (offsets x dys) plus 32, rounded
+    up to 32. A buffer is merged once it could not take another pass, so every merge but a
+    launch's last takes more than 32 candidates."""
+    return 32 * ((config.offsets * config.dys + 63) // 32)
+
+
+def team_local_bytes(config: KnnConfig, k: int) -> int:
+    """Local memory the team variants add to an offsets work-group: thresholds, heap
+    offsets, counts and flags of its positions, the lists and buffers being merged."""
+    group = config.tile_x * config.tile_y
+    teams = group // 32 if config.topk == TOPK_WARP else 1
+    team = group // teams
+    return (20 * group + 8 * teams * (team * team_rows(config, k) + 2 * team_buffer(config))
+            + 4 * 32)
+
+
+def topk_variant(config: KnnConfig, profile: Any, *, patch: int, channels: int,
+                 k: int) -> int:
+    """The offsets engine's top-k variant (TOPK_*) for k neighbours: the configuration's
+    from its topk_k up, where its lists fit the local memory and the profile has the warp
+    ballots it needs; the heaps otherwise."""
+    if config.method != "offsets" or config.topk == TOPK_HEAP or k < config.topk_k:
+        return TOPK_HEAP
+    if config.topk == TOPK_WARP and not warp_ready(config, profile):
+        return TOPK_HEAP
+    local = offsets_local_bytes(patch, channels, config.tile_x, config.tile_y,
+                                config.offsets, config.dys) + team_local_bytes(config, k)
+    return config.topk if local <= int(profile.local_mem_size) - 1024 else TOPK_HEAP
+
+
 def _offsets_config(profile: Any, patch: int, channels: int) -> KnnConfig | None:
     """The offsets tile for a device: 16x8 query positions, as many consecutive dx per pass
     as one round of column sums keeps busy (a work-item per dx and column), OFFSETS_DYS
@@ -113,7 +187,7 @@ def _offsets_config(profile: Any, patch: int, channels: int) -> KnnConfig | None
             for batch in range(dx, 0, -1):
                 if offsets_local_bytes(patch, channels, *tile, batch, dys) <= local:
                     return KnnConfig("offsets", tile[0], tile[1], batch,
-                                     min(DIRECT_GROUP, group), dys=dys)
+                                     min(DIRECT_GROUP, group), dys=dys, topk=RULE_TOPK)
     return None
 
 
@@ -173,6 +247,10 @@ def fits(config: KnnConfig, profile: Any, *, metric: str, patch: int, channels: 
                 patch, channels, config.tile_x, config.tile_y, config.offsets,
                 config.dys) > local:
             return "its tile does not fit the local memory"
+        if config.topk not in TOPK_NAMES:
+            return f"unknown top-k variant {config.topk}"
+        if config.topk == TOPK_WARP and not warp_ready(config, profile):
+            return "its warp top-k needs inline PTX and whole warps, or one warp a group"
     elif config.method == "gemm":
         if metric != "l2":
             return f"the GEMM engine computes l2, not {metric}"

@@ -11,10 +11,12 @@ from ..core.validate import check_choice, check_int
 from .knn_config import (
     KNN_METHODS,
     KNN_TEMPLATES,
+    TOPK_NAMES,
     KnnConfig,
     check_knn_params,
     choose_knn,
     config_from_json,
+    topk_variant,
 )
 
 __all__ = ["KnnExplanation", "explain_knn"]
@@ -29,12 +31,16 @@ class KnnExplanation:
     channels: int
     metric: str
     config: KnnConfig
+    #: The offsets engine's top-k variant for this k (knn_config.TOPK_*).
+    topk: int = 0
 
     def __str__(self) -> str:
+        top = (f"  top-k: {TOPK_NAMES[self.topk]}\n" if self.config.method == "offsets"
+               else "")
         return (f"knn on {self.device}: patch {self.patch_size}, k {self.k}, step {self.step}, "
                 f"{self.channels} channel(s), metric {self.metric}\n"
-                f"  runs: {self.config.describe()}\n"
-                f"  then: the k kept per query sorted by (distance, candidate index)"
+                f"  runs: {self.config.describe()}\n" + top +
+                "  then: the k kept per query sorted by (distance, candidate index)"
                 + (" (float inputs: re-scored with direct sums)"
                    if self.config.method == "offsets" else ""))
 
@@ -52,7 +58,8 @@ def explain_knn(runtime: Any, *, patch_size: int | None = None, step: int | None
     method = check_choice("variant", variant, KNN_METHODS, allow_none=True)
     config = choose_knn(runtime.profile, metric=metric, patch=p, channels=c, step=s,
                         method=method, tuning=runtime.tuning)
-    return KnnExplanation(runtime.device.name.strip(), p, k, s, c, metric, config)
+    return KnnExplanation(runtime.device.name.strip(), p, k, s, c, metric, config,
+                          topk_variant(config, runtime.profile, patch=p, channels=c, k=k))
 
 
 register(Operation("knn", explain_knn, KNN_TEMPLATES, KNN_METHODS, config_from_json))

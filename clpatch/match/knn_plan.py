@@ -21,7 +21,7 @@ from ..core.runtime import Runtime
 from ..core.staging import download
 from ..core.upload import Uploader, check_peak
 from ..core.volumes import as_volume, magnitude_limit
-from .knn_config import KnnConfig
+from .knn_config import TOPK_HEAP, KnnConfig, team_buffer, team_rows, topk_variant
 from .knn_gemm import GemmSearch
 from .matches import Matches, grid_positions
 
@@ -33,6 +33,9 @@ WORK_PER_LAUNCH = 1 << 33
 #: At most this many work-groups share one tile's candidates (the GEMM: a block of rows).
 MAX_SPLITS = 8
 MAX_GEMM_SPLITS = 2
+#: Each split of a tile's candidates keeps its own k best (its own insertions): at most
+#: SPLIT_ENTRIES // k splits (the direct and offsets engines).
+SPLIT_ENTRIES = 128
 #: Candidates the GEMM engine keeps beyond k (re-scored exactly, then dropped): its values
 #: carry the rounding of ||r||^2 - 2 q.r, which can swap near-equal neighbours at the k-th.
 GEMM_MARGIN = 4
@@ -51,9 +54,10 @@ def planned_sets(config: KnnConfig) -> int:
 
 
 def query_bytes(config: KnnConfig, k: int, candidates: int) -> int:
-    """Device bytes per query patch of a block: its heaps (8 bytes an entry) and staged
-    results (12 bytes a neighbour)."""
-    return 12 * k + 8 * kept_entries(config, k, candidates) * planned_sets(config)
+    """Device bytes per query patch of a block: its heaps (8 bytes an entry), the team
+    top-k's candidate buffers and staged results (12 bytes a neighbour)."""
+    buffer = team_buffer(config) if config.topk != TOPK_HEAP and k >= config.topk_k else 0
+    return 12 * k + 8 * (kept_entries(config, k, candidates) + buffer) * planned_sets(config)
 
 
 class KnnPlan:
@@ -84,6 +88,8 @@ class KnnPlan:
         p, c = patch_size, channels
         programs = runtime.programs
         self._gemm: GemmSearch | None = None
+        #: The offsets engine's top-k variant for this k (knn_config.TOPK_*).
+        self.topk = TOPK_HEAP
         if config.method == "gemm":
             largest, total = memory_limits(runtime, memory_bytes)
             self._gemm = GemmSearch(
@@ -96,10 +102,13 @@ class KnnPlan:
             col_of = np.full(cols - p + 1, -1, np.int32)
             col_of[self.grid_x] = np.arange(len(self.grid_x))
             self._row_of, self._col_of = int_buffer(ctx, row_of), int_buffer(ctx, col_of)
+            self.topk = topk_variant(config, runtime.profile, patch=p, channels=c, k=k)
             self._search = kernel(programs.get(
                 "match/knn_offsets.cl.mako", patch=p, channels=c, metric=metric,
                 tile_x=config.tile_x, tile_y=config.tile_y, offsets=config.offsets,
-                dys=config.dys),
+                dys=config.dys, topk=self.topk,
+                team_rows=team_rows(config, k) if self.topk != TOPK_HEAP else 1,
+                ptx=runtime.profile.subgroup_ops == "ptx"),
                 "knn_offsets")
         else:
             self._search = kernel(programs.get(
@@ -156,7 +165,7 @@ class KnnPlan:
         fit = max(1, min(largest, total // 3) // max(1, rows * gx * self.kept * 4))
         # Each split keeps its own k best, so a split costs heap insertions of its own:
         # large k gets fewer splits.
-        return int(max(1, min(want, fit, MAX_SPLITS, 128 // self.k)))
+        return int(max(1, min(want, fit, MAX_SPLITS, SPLIT_ENTRIES // self.k)))
 
     def _pair_cost(self) -> int:
         p, c = self.p, self.channels
@@ -269,6 +278,10 @@ class KnnPlan:
         # compute the group's other offsets for nothing), even past WORK_PER_LAUNCH.
         dys = max(1, WORK_PER_LAUNCH // max(1, per_dy * self._pair_cost()))
         dys = max(cfg.dys, dys - dys % cfg.dys)
+        team = ()
+        if self.topk != TOPK_HEAP:          # the team top-k's candidate buffers
+            count = self.splits * (stride // self.kept) * team_buffer(cfg)
+            team = (self.pool.get("team_d", 4 * count), self.pool.get("team_i", 4 * count))
         last = wait
         for a in range(dy_lo, dy_hi, dys):
             event = self._search(
@@ -276,7 +289,7 @@ class KnnPlan:
                 (cfg.tile_x, cfg.tile_y, 1), *images, self._row_of, self._col_of,
                 np.int32(qy0), np.int32(g0), np.int32(g1), np.int32(len(self.grid_x)),
                 np.int32(a), np.int32(min(dy_hi, a + dys)), np.int32(stride), np.int32(self.k),
-                hd, hi, wait_for=last)
+                hd, hi, *team, wait_for=last)
             events.append(("search", event))
             last = [event]
         return last
