@@ -18,9 +18,11 @@ Cases:
 
 Timing: the inputs are uploaded once as device arrays (uint8 RGB); wall clock =
 `time.perf_counter` around the call with the queue finished, median of --repeats after a
-warm-up; stage times = the run's profiling events summed per stage (upload, project, tree,
-contain, exact, propagate, rerank) on a profiling runtime, median. The PCA fit runs on the
-host between the upload and the projection: it is in the wall time, not in the kernels.
+warm-up; stage times = the run's profiling events summed per stage (convert, sample,
+project, tree, contain, exact, propagate, refine, rerank, expand, polish) on a profiling
+runtime, median. The PCA fit runs on the host between the upload and the projection (from
+the sampled patches, gathered on the device for device inputs): it is in the wall time,
+not in the kernels.
 """
 
 from __future__ import annotations

@@ -259,7 +259,7 @@ def run_knn(method: str, metric: str, channels: int) -> None:
 
 
 def run_nnf(channels: int) -> None:
-    from clpatch.match.nnf_plan import BAND, REFINE, VISITS
+    from clpatch.match.nnf_plan import BAND, EXPAND, EXPAND_LEAVES, POLISH, REFINE, VISITS
     from tests.reference.nnf import nnf_oracle
 
     keep_buffers_alive()
@@ -275,7 +275,9 @@ def run_nnf(channels: int) -> None:
     # propagated, then the refinement passes.
     params = dict(patch_size=3, k=2, pca_dims=3, candidates=4, leaf_size=4, seed=0)
     got = clpatch.nnf(a, b, runtime=runtime, **params)
-    positions, distances = nnf_oracle(a, b, band=BAND, visits=VISITS, refine=REFINE, **params)
+    positions, distances = nnf_oracle(a, b, band=BAND, visits=VISITS, refine=REFINE,
+                                      expand_points=EXPAND, expand_leaves=EXPAND_LEAVES,
+                                      polish_passes=POLISH, **params)
     if not (np.array_equal(got.positions, positions)
             and np.array_equal(got.distances, distances)):
         sys.exit(f"nnf differs from the oracle at "

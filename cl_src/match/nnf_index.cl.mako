@@ -3,6 +3,8 @@
 ## algorithm is the module doc of clpatch/match/nnf.py; cl_src/match/nnf_search.cl.mako
 ## searches the tree).
 ##
+##   nnf_sample       the PCA model's sampled patches of an image, as vectors (the host
+##                    fits the model on them: a device image is not downloaded whole)
 ##   nnf_project      patches of an image -> their DR principal components (extraction and
 ##                    projection fused: no patch matrix is stored)
 ##   nnf_bounds       per-dimension min / max of b's reduced points (the root's box)
@@ -54,6 +56,26 @@ inline int widest(__global const float *restrict lo, __global const float *restr
 }
 
 // ---------------------------------------------------------------------------------------
+// nnf_sample. Launch: global (count * C * P * P rounded up to any local size), local any.
+// Work-item g copies element j = (c * P + i) * P + jj of sample s (g = s * C * P * P + j):
+// pixel (y + i, x + jj) of channel c of the image's patch picks[s] (patch index
+// y * (W - P + 1) + x), to out[(first + s) * C * P * P + j].
+__kernel void nnf_sample(__global const float *restrict img, const int H, const int W,
+                         __global const int *restrict picks, const int count, const int first,
+                         __global float *restrict out)
+{
+    const int D = ${C} * P * P;
+    const int g = get_global_id(0);
+    if (g >= count * D)
+        return;
+    const int s = g / D, j = g - (g / D) * D;
+    const int c = j / (P * P), i = (j / P) % P, jj = j % P;
+    const int Wc = W - P + 1;
+    const int q = picks[s];
+    const int y = q / Wc, x = q - (q / Wc) * Wc;
+    out[(long)(first + s) * D + j] = img[((long)c * H + y + i) * W + x + jj];
+}
+
 // nnf_project. Launch: global (count rounded up to any local size), local any.
 // Work-item i projects patch first + i of an image: img planar float img[(c * H + y) * W + x],
 // patch index = y * (W - P + 1) + x; out[patch * DR + k] = sum_j (pixel_j - mean[j]) *

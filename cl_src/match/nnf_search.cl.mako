@@ -1,8 +1,7 @@
 ## The search side of the nearest-neighbour field (Oancea et al., Algorithm 1, with bands
 ## and refinement passes): candidate lists in the reduced space over the k-d tree that
-## cl_src/match/nnf_index.cl.mako built, then the re-ranking on the full patches
-## (clpatch/match/nnf_plan.py drives the kernels; the algorithm is the module doc of
-## clpatch/match/nnf.py).
+## cl_src/match/nnf_index.cl.mako built (clpatch/match/nnf_plan.py drives the kernels;
+## the algorithm is the module doc of clpatch/match/nnf.py).
 ##
 ##   nnf_contain      every query's candidates from its containing leaf (and the previous,
 ##                    full, leaf when that leaf holds fewer than M real points: the real
@@ -14,7 +13,8 @@
 ##   nnf_refine       half a refinement pass (one colour of a checkerboard): each query is
 ##                    offered its four neighbours' candidates shifted back by the
 ##                    neighbour's offset (PatchMatch)
-##   nnf_rerank       exact full-patch distances of the candidates, sorted; the k best out
+##
+## The re-ranking on the full patches and the polish passes are in nnf_rank.cl.mako.
 ##
 ## A candidate list: cd/ci[q * M + e], ascending by (reduced distance, point id), empty
 ## entries (INFINITY, NONE). Floating point: FP_CONTRACT is off, so every product and sum
@@ -25,7 +25,6 @@
 ## cand (M, candidates per query), band (BAND), visits (VISITS, leaves a backtracking
 ## traversal visits at most).
 <%page args="patch, channels, dims, leaf, cand, band, visits"/>
-<%namespace name="mt" file="/lib/matches.mako"/>\
 <%
     P, C, DR, LEAF, M, BAND, VISITS = patch, channels, dims, leaf, cand, band, visits
 %>
@@ -305,55 +304,5 @@ __kernel void nnf_refine(__global const float *restrict ra, const int Hac, const
     for (int e = 0; e < M; ++e) {
         cd_io[(long)q * M + e] = cd[e];
         ci_io[(long)q * M + e] = ci[e];
-    }
-}
-
-// ---------------------------------------------------------------------------------------
-// nnf_rerank. Launch: global (Wac rounded up to any local size, rows of the launch), local
-// any. Query (row0 + r, x): the exact distance of each candidate (sum over c, i, jj of
-// (a - b)^2, each step rounded), sorted by (distance, id); the first K written as the
-// Matches of grid point (y, x) (lib/matches.mako: gx = Wac, n = K, positions (cy, cx)).
-__kernel void nnf_rerank(__global const float *restrict aimg, const int Ha, const int Wa,
-                         __global const float *restrict bimg, const int Hb, const int Wb,
-                         const int row0, const int Hac, const int Wac,
-                         __global const int *restrict ci_in, const int K,
-                         __global int *restrict out_pos, __global float *restrict out_dist)
-{
-    const int x = get_global_id(0), y = row0 + get_global_id(1);
-    if (x >= Wac || y >= Hac)
-        return;
-    const int q = y * Wac + x;
-    const int Wbc = Wb - P + 1;
-    float cd[M];
-    int ci[M];
-    for (int e = 0; e < M; ++e) {
-        cd[e] = INFINITY;
-        ci[e] = NONE;
-    }
-    for (int e = 0; e < M; ++e) {
-        const int pid = ci_in[(long)q * M + e];
-        if (pid == NONE)
-            continue;
-        const int cy = pid / Wbc, cx = pid - (pid / Wbc) * Wbc;
-        float acc = 0.0f;
-        for (int c = 0; c < ${C}; ++c)
-            for (int i = 0; i < P; ++i) {
-                __global const float *ra_ = aimg + ((long)c * Ha + y + i) * Wa + x;
-                __global const float *rb_ = bimg + ((long)c * Hb + cy + i) * Wb + cx;
-                for (int jj = 0; jj < P; ++jj) {
-                    const float t = ra_[jj] - rb_[jj];
-                    acc = acc + t * t;
-                }
-            }
-        offer(cd, ci, acc, pid);
-    }
-    const int ref = ${mt.ref("y", "x", "Wac")};
-    for (int e = 0; e < K; ++e) {
-        const int at = ${mt.entry("ref", "K", "e")};
-        const int pid = ci[e];
-        const int cy = pid / Wbc;       // one division, outside the selects: a division
-        ${mt.pos_y("out_pos", "at", 2)} = pid == NONE ? -1 : cy;    // under a select becomes
-        ${mt.pos_x("out_pos", "at", 2)} = pid == NONE ? -1 : pid - cy * Wbc;   // freeze, which
-        ${mt.dist("out_dist", "at")} = cd[e];                       // Oclgrind cannot run
     }
 }

@@ -30,12 +30,25 @@ for bit (tests/reference/nnf.py):
    candidates (neighbours match neighbours) — the paper propagates from the first row
    down, one row per launch; restarting every 16 rows keeps the device busy (one launch
    covers every band) and bounds how far an error travels.
-7. Refinement, 4 passes (`REFINE`), each in two halves over a checkerboard (the patches
+7. Refinement, 2 passes (`REFINE`), each in two halves over a checkerboard (the patches
    with x + y even, then odd; a half reads the other half's lists, which do not change
    meanwhile): every query is offered its four neighbours' candidates moved back by the
    neighbour's offset (PatchMatch's propagation, in both directions of both axes).
 8. Re-ranking: exact full-patch distances of the candidates, ascending by (distance, index
-   in b); the first k are returned.
+   in b); the first k are kept.
+9. Expansion, for the queries whose lists cannot vouch for their matches — the k-th full
+   distance exceeds the list's M-th reduced distance, so a point outside the list may be
+   nearer on the full patches (the reduced distance is the part of the full one in the
+   PCA subspace): the leaves holding the list's points, the first 4 distinct ones
+   (`EXPAND_LEAVES`) in list order; their points not on the list, the 16 (`EXPAND`)
+   nearest in the reduced space, are re-ranked too, nearest first, while their reduced
+   distance is below the current k-th full distance.
+10. Polish, 2 passes (`POLISH`), over the same kind of queries (tested anew each half
+   pass), on a checkerboard as in 7: each is offered its four neighbours' first matches
+   moved back by the neighbour's offset, on full distances. Steps 9–10 matter where a's
+   patches have no close copy in b (the borders of a pan, occlusions): there the nearest
+   neighbour on the full patches is often not among the M nearest in a 10-dimensional
+   reduced space. The first k are returned.
 
 `reconstruct(matches, b)` rebuilds a from b's patches (each pixel the mean of the matched
 pixels of the patches covering it): the paper's Fig. 1, a quick check of a field.
@@ -55,10 +68,10 @@ from ..core.upload import Uploader, check_peak
 from ..core.validate import check_int
 from ..core.volumes import as_volume, magnitude_limit
 from .matches import Matches
-from .nnf_plan import BAND, REFINE, VISITS, NnfPlan
+from .nnf_plan import BAND, EXPAND, EXPAND_LEAVES, POLISH, REFINE, VISITS, NnfPlan
 
-__all__ = ["BAND", "MAX_CANDIDATES", "MAX_K", "MAX_PATCH", "REFINE", "VISITS",
-           "check_nnf_params", "nnf", "reconstruct"]
+__all__ = ["BAND", "EXPAND", "EXPAND_LEAVES", "MAX_CANDIDATES", "MAX_K", "MAX_PATCH", "POLISH",
+           "REFINE", "VISITS", "check_nnf_params", "nnf", "reconstruct"]
 
 #: Bounds of the parameters (private arrays of the kernels hold a query's candidates).
 MAX_K = 32

@@ -18,7 +18,7 @@ from ..core.registry import Operation, register
 from ..core.validate import check_choice, check_int
 from . import nnf as engine
 from .nnf_pca import SAMPLES
-from .nnf_plan import BAND, REFINE, VISITS, tree_levels
+from .nnf_plan import BAND, EXPAND, EXPAND_LEAVES, POLISH, REFINE, VISITS, tree_levels
 
 __all__ = ["NNF_METHODS", "NnfExplanation", "explain_nnf"]
 
@@ -60,10 +60,14 @@ class NnfExplanation:
             f"{VISITS} leaves",
             f"  5. propagation, rows y = t (mod {BAND}) for t = 1 ... {BAND - 1}: the leaves "
             f"of the patches one row below the upper neighbour's candidates",
-            f"  6. refinement, {REFINE} passes: the leaves of the four neighbours' candidates, "
-            f"moved back by the neighbour's offset",
-            f"  then: the {m} candidates re-ranked by their full-patch distance; the {self.k} "
-            f"nearest returned, by (distance, index in b)",
+            f"  6. refinement, {REFINE} passes: the four neighbours' candidates, moved back "
+            f"by the neighbour's offset",
+            f"  7. the {m} candidates re-ranked by their full-patch distance",
+            f"  8. where the {self.k}-th full distance exceeds the {m}-th reduced one: the "
+            f"{EXPAND} nearest other points of the leaves of the first {EXPAND_LEAVES} "
+            f"candidates re-ranked too, then {POLISH} polish passes (the four neighbours' "
+            f"first matches, moved back, on full distances)",
+            f"  then: the {self.k} nearest returned, by (distance, index in b)",
         ])
 
 

@@ -1,7 +1,8 @@
 """The NNF's PCA model (Oancea et al., FITPCA): fitted on the host from a seeded random
 subset of the patches of both images — a 1000-patch fit is a few milliseconds of NumPy, and
 the projection of every patch, the part that grows with the images, runs on the device
-(`cl_src/match/nnf_index.cl.mako`, nnf_project).
+(`cl_src/match/nnf_index.cl.mako`, nnf_project). The sampled patches of an image that lives
+on the device are gathered there (nnf_sample) and only they are downloaded.
 
 The rule, fixed so that the NumPy oracle (tests/reference/nnf.py) fits the same model:
 n_m = min(SAMPLES, Na + Nb) patch indices drawn without replacement by
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["SAMPLES", "fit_pca", "patch_vectors"]
+__all__ = ["SAMPLES", "fit_pca", "fit_rows", "patch_vectors", "sample_picks"]
 
 #: Patches the model is fitted on (the paper's n_m).
 SAMPLES = 1000
@@ -37,17 +38,17 @@ def patch_vectors(image: np.ndarray, p: int, indices: np.ndarray) -> np.ndarray:
     return block.transpose(0, 3, 1, 2).reshape(len(ys), -1)
 
 
-def fit_pca(a: np.ndarray, b: np.ndarray, p: int, dims: int,
-            seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """(mean float32 (d,), basis float32 (d, dims)) of (H, W, C) images a and b."""
-    na = (a.shape[0] - p + 1) * (a.shape[1] - p + 1)
-    nb = (b.shape[0] - p + 1) * (b.shape[1] - p + 1)
+def sample_picks(na: int, nb: int, seed: int) -> np.ndarray:
+    """The sampled patch indices into a's Na patches then b's Nb (index >= Na: patch
+    index - Na of b), in draw order."""
     count = min(SAMPLES, na + nb)
-    picks = np.random.default_rng(seed).choice(na + nb, size=count, replace=False)
-    rows = np.empty((count, p * p * a.shape[2]), np.float64)
-    in_a = picks < na
-    rows[in_a] = patch_vectors(a, p, picks[in_a])
-    rows[~in_a] = patch_vectors(b, p, picks[~in_a] - na)
+    return np.random.default_rng(seed).choice(na + nb, size=count, replace=False)
+
+
+def fit_rows(rows: np.ndarray, dims: int) -> tuple[np.ndarray, np.ndarray]:
+    """(mean float32 (d,), basis float32 (d, dims)) of the float64 sample rows (n, d), in
+    draw order."""
+    count = rows.shape[0]
     mean = rows.mean(axis=0)
     centred = rows - mean
     cov = centred.T @ centred / max(count - 1, 1)
@@ -58,3 +59,16 @@ def fit_pca(a: np.ndarray, b: np.ndarray, p: int, dims: int,
     signs = np.where(basis[lead, np.arange(basis.shape[1])] < 0, -1.0, 1.0)
     return (np.ascontiguousarray(mean, np.float32),
             np.ascontiguousarray(basis * signs, np.float32))   # C order: uploaded as is
+
+
+def fit_pca(a: np.ndarray, b: np.ndarray, p: int, dims: int,
+            seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """(mean float32 (d,), basis float32 (d, dims)) of (H, W, C) images a and b."""
+    na = (a.shape[0] - p + 1) * (a.shape[1] - p + 1)
+    nb = (b.shape[0] - p + 1) * (b.shape[1] - p + 1)
+    picks = sample_picks(na, nb, seed)
+    rows = np.empty((picks.size, p * p * a.shape[2]), np.float64)
+    in_a = picks < na
+    rows[in_a] = patch_vectors(a, p, picks[in_a])
+    rows[~in_a] = patch_vectors(b, p, picks[~in_a] - na)
+    return fit_rows(rows, dims)

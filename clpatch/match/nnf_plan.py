@@ -1,14 +1,16 @@
 """The NNF's plan: for two image shapes and the parameters, the compiled kernels and the
-device buffers, reused between runs (`cl_src/match/nnf_index.cl.mako` and
-`nnf_search.cl.mako` hold the kernels and their launch layouts; the algorithm is the module
-doc of clpatch/match/nnf.py).
+device buffers, reused between runs (`cl_src/match/nnf_index.cl.mako`,
+`nnf_search.cl.mako` and `nnf_rank.cl.mako` hold the kernels and their launch layouts; the
+algorithm is the module doc of clpatch/match/nnf.py).
 
 A run uploads both images (checked by the conversion), fits the PCA model on the host from
 a seeded sample, projects every patch on the device, builds the k-d tree level by level
 (a bitonic sort of every node's points on its split dimension, then the medians), searches
 every query's containing leaf, completes the exact rows by backtracking, propagates down
-each band of rows, and re-ranks the candidates on the full patches. Every launch waits for
-the previous one through events; `last_events` keeps (stage, event) pairs for profiling.
+each band of rows, refines the lists, re-ranks the candidates on the full patches and
+polishes the field on full distances where the lists cannot vouch for it. Every launch
+waits for the previous one through events; `last_events` keeps (stage, event) pairs for
+profiling.
 """
 
 from __future__ import annotations
@@ -25,9 +27,10 @@ from ..core.staging import download
 from ..core.upload import Uploader, check_peak
 from ..core.volumes import as_volume, magnitude_limit
 from .matches import Matches
-from .nnf_pca import fit_pca
+from .nnf_pca import fit_rows, patch_vectors, sample_picks
 
-__all__ = ["BAND", "REFINE", "SORT_BLOCK", "VISITS", "NnfPlan", "tree_levels"]
+__all__ = ["BAND", "EXPAND", "EXPAND_LEAVES", "POLISH", "REFINE", "SORT_BLOCK", "VISITS",
+           "NnfPlan", "tree_levels"]
 
 #: Rows per propagation band: rows 0, BAND, 2·BAND, … are searched by backtracking, and
 #: the rows between them are propagated from the row above, all bands at once.
@@ -36,7 +39,15 @@ BAND = 16
 #: traversal is a single work-item's sequential walk, so this bounds the launch's latency.
 VISITS = 32
 #: Refinement passes after the propagation (every query, from its four neighbours).
-REFINE = 4
+REFINE = 2
+#: The expansion of the queries whose lists cannot vouch for their matches: the points
+#: of the leaves of their first EXPAND_LEAVES distinct candidates' leaves, the EXPAND
+#: nearest in the reduced space, are re-ranked too (either 0: no expansion).
+EXPAND = 16
+EXPAND_LEAVES = 4
+#: Polish passes after the re-ranking (the queries whose lists cannot vouch for their
+#: matches, from their four neighbours' first matches, on full distances).
+POLISH = 2
 #: Pairs a work-group sorts in local memory (at most; a power of two).
 SORT_BLOCK = 2048
 
@@ -74,11 +85,17 @@ class NnfPlan:
         search = runtime.programs.get(
             "match/nnf_search.cl.mako", patch=p, channels=channels, dims=pca_dims,
             leaf=leaf_size, cand=candidates, band=BAND, visits=VISITS)
+        rank = runtime.programs.get(
+            "match/nnf_rank.cl.mako", patch=p, channels=channels, cand=candidates,
+            dims=pca_dims, leaf=leaf_size, expand=max(EXPAND, 1),
+            expand_leaves=max(EXPAND_LEAVES, 1))
         self._k = {name: kernel(program, name) for name in (
-            "nnf_project", "nnf_bounds", "nnf_root", "nnf_keys", "nnf_sort_block",
+            "nnf_sample", "nnf_project", "nnf_bounds", "nnf_root", "nnf_keys", "nnf_sort_block",
             "nnf_medians", "nnf_leaves", "nnf_sort_merge")}
         self._k.update({name: kernel(search, name) for name in (
-            "nnf_contain", "nnf_exact", "nnf_propagate", "nnf_refine", "nnf_rerank")})
+            "nnf_contain", "nnf_exact", "nnf_propagate", "nnf_refine")})
+        self._k.update({name: kernel(rank, name) for name in (
+            "nnf_rerank", "nnf_expand", "nnf_polish")})
         self._program = program
         # One kernel object per bitonic step, so a rerun sets no argument again.
         self._steps: dict[tuple[int, int], Any] = {}
@@ -177,6 +194,44 @@ class NnfPlan:
         events.append(("tree", last[0]))
         return (dims, med, leaf_pts, leaf_pid, leaf_of), last
 
+    def _sample(self, va: Any, abuf: Any, vb: Any, bbuf: Any, events: list) -> np.ndarray:
+        """The PCA model's sample rows (float64, in draw order; nnf_pca.py's rule): a host
+        image's patches are read on the host, a device image's gathered on the device from
+        its converted copy (the same float32 values) so that only they are downloaded."""
+        p, d, queue = self.p, self.p * self.p * self.channels, self.runtime.queue
+        picks = sample_picks(self.na, self.nb, self.seed)
+        rows = np.empty((picks.size, d), np.float64)
+        in_a = picks < self.na
+        parts = ((va, abuf, self.ha, self.wa, in_a, picks[in_a]),
+                 (vb, bbuf, self.hb, self.wb, ~in_a, picks[~in_a] - self.na))
+        on_device = [part for part in parts if part[0].on_device and part[5].size]
+        for volume, _, _, _, where, index in parts:
+            if not volume.on_device:
+                rows[where] = patch_vectors(_host_image(volume), p, index)
+        if on_device:
+            count = sum(part[5].size for part in on_device)
+            out = self.pool.get("sample", 4 * count * d)
+            last, first, held = [events[-1][1]], 0, []     # after the conversions
+            for _, buf, h, w, _, index in on_device:
+                chosen = np.ascontiguousarray(index, np.int32)
+                held.append(chosen)         # alive until the blocking download below
+                pbuf = self.pool.get(f"picks{first}", max(4, chosen.nbytes))
+                copy = cl.enqueue_copy(queue, pbuf, chosen, is_blocking=False)
+                n = chosen.size * d
+                last = [self._k["nnf_sample"](queue, (-(-n // 128) * 128,), (128,), buf,
+                                              np.int32(h), np.int32(w), pbuf,
+                                              np.int32(chosen.size), np.int32(first), out,
+                                              wait_for=[copy, *last])]
+                events.append(("sample", last[0]))
+                first += chosen.size
+            gathered = np.empty((count, d), np.float32)
+            cl.enqueue_copy(queue, gathered, out, wait_for=last)
+            first = 0
+            for _, _, _, _, where, index in on_device:
+                rows[where] = gathered[first:first + index.size]
+                first += index.size
+        return rows
+
     def _project(self, image: Any, shape: tuple[int, int], mean: Any, basis: Any, out: Any,
                  count: int, events: list, wait: list) -> list:
         queue, i32 = self.runtime.queue, np.int32
@@ -208,7 +263,7 @@ class NnfPlan:
         events += self.uploader.convert(vb, 0, 1, 0, self.hb, bbuf, staging="stage_b")
         check_peak(peak_a, limit, "a")
         check_peak(self.uploader.peak([events[-1][1]]), limit, "b")
-        mean, basis = fit_pca(_host_image(va), _host_image(vb), self.p, self.dims, self.seed)
+        mean, basis = fit_rows(self._sample(va, abuf, vb, bbuf, events), self.dims)
         mbuf = self.pool.get("mean", mean.nbytes)
         wbuf = self.pool.get("basis", basis.nbytes)
         last = [cl.enqueue_copy(queue, mbuf, mean, is_blocking=False),
@@ -246,7 +301,8 @@ class NnfPlan:
                     queue, grid, (64, 1), ra, i32(self.hac), i32(self.wac), rb, i32(self.hbc),
                     i32(self.wbc), i32(colour), cd, ci, wait_for=last)]
                 events.append(("refine", last[0]))
-        positions, distances, last = self._rerank(abuf, bbuf, ci, events, last)
+        positions, distances, last = self._rerank(
+            abuf, bbuf, (ra, leaf_pts, leaf_pid, leaf_of, cd, ci), events, last)
         self.last_events = events
         grid_y = np.arange(self.hac, dtype=np.int32)
         grid_x = np.arange(self.wac, dtype=np.int32)
@@ -263,9 +319,12 @@ class NnfPlan:
         cl.enqueue_copy(self.runtime.queue, rb, self.pool.get("rb", rb.nbytes))
         return ra, rb
 
-    def _rerank(self, abuf: Any, bbuf: Any, ci: Any, events: list,
+    def _rerank(self, abuf: Any, bbuf: Any, search: tuple, events: list,
                 wait: list) -> tuple[Any, Any, list]:
+        """Re-ranking, expansion and polish: `search` is (ra, leaf_pts, leaf_pid, leaf_of,
+        cd, ci), the reduced points of a, the tree's leaves and the candidate lists."""
         queue, i32, k = self.runtime.queue, np.int32, self.k
+        ra, leaf_pts, leaf_pid, leaf_of, cd, ci = search
         shape = (self.hac, self.wac, k)
         if self.device_output:
             positions = self.runtime.empty((*shape, 2), np.int32)
@@ -281,6 +340,21 @@ class NnfPlan:
             i32(self.wa), bbuf, i32(self.hb), i32(self.wb), i32(0), i32(self.hac),
             i32(self.wac), ci, i32(k), out_pos, out_dist, wait_for=wait)]
         events.append(("rerank", last[0]))
+        if EXPAND and EXPAND_LEAVES:
+            last = [self._k["nnf_expand"](
+                queue, (-(-self.wac // 64) * 64, self.hac), (64, 1), abuf, i32(self.ha),
+                i32(self.wa), bbuf, i32(self.hb), i32(self.wb), i32(self.hac), i32(self.wac),
+                ra, leaf_pts, leaf_pid, leaf_of, cd, ci, i32(k), out_pos, out_dist,
+                wait_for=last)]
+            events.append(("expand", last[0]))
+        grid = (-(-((self.wac + 1) // 2) // 64) * 64, self.hac)
+        for _ in range(POLISH):
+            for colour in (0, 1):       # a checkerboard: each half reads the other's matches
+                last = [self._k["nnf_polish"](
+                    queue, grid, (64, 1), abuf, i32(self.ha), i32(self.wa), bbuf,
+                    i32(self.hb), i32(self.wb), i32(self.hac), i32(self.wac), i32(colour), cd,
+                    i32(k), out_pos, out_dist, wait_for=last)]
+                events.append(("polish", last[0]))
         if not self.device_output:     # blocking copies: nothing left to wait for
             download(queue, positions, out_pos, shape=positions.shape, wait_for=last)
             download(queue, distances, out_dist, shape=distances.shape, wait_for=last)

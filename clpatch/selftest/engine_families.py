@@ -17,7 +17,7 @@ from ..core.runtime import Runtime
 from ..match.ann import ann_search
 from ..match.knn import knn
 from ..match.nnf import nnf
-from ..match.nnf_plan import BAND, REFINE, VISITS
+from ..match.nnf_plan import BAND, EXPAND, EXPAND_LEAVES, POLISH, REFINE, VISITS
 from .compare import Family, ascending, distinct, equal, host, matches_equal
 from .inputs import integers
 from .oracles import oracle
@@ -96,8 +96,9 @@ def run_nnf(runtime: Runtime) -> list[str]:
     a = integers((21, 19), 11, dtype=np.uint8)
     b = integers((17, 23), 12, dtype=np.uint8)
     result = nnf(a, b, runtime=runtime, **NNF_PARAMS)
-    want_pos, want_dist = oracle("nnf").nnf_oracle(a, b, band=BAND, visits=VISITS,
-                                                          refine=REFINE, **NNF_PARAMS)
+    want_pos, want_dist = oracle("nnf").nnf_oracle(
+        a, b, band=BAND, visits=VISITS, refine=REFINE, expand_points=EXPAND,
+        expand_leaves=EXPAND_LEAVES, polish_passes=POLISH, **NNF_PARAMS)
     positions, distances = host(result.positions), host(result.distances)
     found = matches_equal(positions, distances, want_pos, want_dist)
     if positions.shape == want_pos.shape:

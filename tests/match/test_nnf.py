@@ -17,7 +17,7 @@ import pytest
 
 import clpatch
 from clpatch.match.nnf import BAND
-from clpatch.match.nnf_plan import REFINE, VISITS, NnfPlan
+from clpatch.match.nnf_plan import EXPAND, EXPAND_LEAVES, POLISH, REFINE, VISITS, NnfPlan
 from tests.helpers import random_image
 from tests.reference.nnf import (
     build_tree,
@@ -88,7 +88,7 @@ def check_oracle(result, a, b, *, patch_size, k, pca_dims, candidates, leaf_size
     positions, distances = nnf_oracle(
         host(a), host(b), patch_size=patch_size, k=k, pca_dims=pca_dims, candidates=candidates,
         leaf_size=leaf_of(candidates, leaf_size), seed=seed, band=BAND, visits=VISITS,
-        refine=REFINE)
+        refine=REFINE, expand_points=EXPAND, expand_leaves=EXPAND_LEAVES, polish_passes=POLISH)
     got_pos, got_dist = host(result.positions), host(result.distances)
     bad = np.argwhere(np.any(got_pos != positions, axis=-1))
     if len(bad):
@@ -195,7 +195,9 @@ def test_float_images_are_valid_and_follow_the_oracle(runtime):
     result = plan.run(a, b)
     check_valid(result, a, b, patch_size=4, k=3, exact_sums=False)
     positions, distances = nnf_oracle(a, b, band=BAND, visits=VISITS, refine=REFINE,
-                                      projections=plan.projections(), **params)
+                                      expand_points=EXPAND, expand_leaves=EXPAND_LEAVES,
+                                      polish_passes=POLISH, projections=plan.projections(),
+                                      **params)
     np.testing.assert_array_equal(result.positions, positions)
     np.testing.assert_allclose(result.distances, distances, rtol=1e-6)
 
@@ -226,6 +228,18 @@ def test_device_arrays_in_device_arrays_out(runtime):
     got = clpatch.nnf(a, db, **params)
     assert isinstance(got.positions, np.ndarray) and isinstance(got.distances, np.ndarray)
     np.testing.assert_array_equal(got.positions, expected.positions)
+
+
+def test_device_images_sample_the_same_model(runtime):
+    """Device images are sampled on the device (only the sampled patches come back): with
+    more than 1000 patches the seed's sample is a subset, and the field is the oracle's
+    whichever image lives where."""
+    a, b = integers((26, 27, 3), seed=36), integers((25, 26, 3), seed=37)
+    params = dict(patch_size=4, k=2, pca_dims=5, candidates=6, leaf_size=8, seed=3)
+    da, db = cla.to_device(runtime.queue, a), cla.to_device(runtime.queue, b)
+    for args in ((da, db), (a, db), (da, b)):
+        got = clpatch.nnf(*args, runtime=runtime, **params)
+        check_oracle(got, a, b, **params)
 
 
 def test_runs_repeat_and_seeds_differ(runtime):

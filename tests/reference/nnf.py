@@ -33,6 +33,16 @@ Steps
        by the neighbour's offset (points, PatchMatch-style).
 5. `nnf_oracle`: re-ranking of the candidates by the exact full-dimensional float32 L2
    distance (sequential float32 sum in (c, i, jj) order), ties by pid; the first k.
+6. `expand`: every query whose k-th full distance exceeds the M-th reduced distance of its
+   candidate list (+inf for a short list): the distinct leaves of its list's points, in
+   list order, the first `expand_leaves`; their real points not on the list, the `expand`
+   smallest keys (reduced distance, pid); of these, in that order while the reduced
+   distance is below the current k-th full distance, each offered on its full distance.
+7. `polish`: passes, each in two halves over a checkerboard (x + y even, then odd, each half
+   reading the other's current matches), over the queries whose k-th full distance exceeds
+   the M-th reduced distance of their candidate list (+inf for a short list): each is
+   offered its four neighbours' first matches moved back by the neighbour's offset, on full
+   distances; the first k keys (distance, pid) of the union are kept.
 
 Plus `exact_nnf` (brute-force exact k nearest patches) and `reconstruct` (voting
 reconstruction of a from the first matches), for accuracy checks.
@@ -310,7 +320,7 @@ def traverse(tree: Tree, v: np.ndarray, rb: np.ndarray, leaf_points: list, pids:
 
 def candidate_lists(ra: np.ndarray, rb: np.ndarray, tree: Tree, *, query_shape: tuple[int, int],
                     ref_shape: tuple[int, int], candidates: int, band: int = 16,
-                    visits: int = 32, refine: int = 4, return_searched: bool = False):
+                    visits: int = 32, refine: int = 2, return_searched: bool = False):
     """Section 4: (cand_pid (Na, M) int64, −1 for empty; cand_dist (Na, M) float32, +inf for
     empty), each row ascending by (dist_r, pid). query_shape = (Hac, Wac), ref_shape =
     (Hbc, Wbc). With return_searched, also a list of every query's searched leaves (tuple)."""
@@ -423,11 +433,70 @@ def exact_distances_f32(pa: np.ndarray, pb: np.ndarray, q: np.ndarray, pid: np.n
     return acc
 
 
+def expand(best_pid: np.ndarray, best_dist: np.ndarray, cand_pid: np.ndarray,
+           cand_dist: np.ndarray, ra: np.ndarray, rb: np.ndarray, tree: Tree, pa: np.ndarray,
+           pb: np.ndarray, *, extra: int, leaves: int) -> None:
+    """Section 6, in place on best_pid (Na, k) int64 and best_dist (Na, k) float32;
+    cand_pid/cand_dist: the candidate lists of section 4."""
+    k, m = best_pid.shape[1], cand_pid.shape[1]
+    if not extra or not leaves:
+        return
+    for q in np.flatnonzero(best_dist[:, k - 1] > cand_dist[:, m - 1]):
+        listed = cand_pid[q][cand_pid[q] >= 0]
+        chosen: list[int] = []
+        for pid in listed:
+            f = int(tree.leaf_of[pid])
+            if f not in chosen:
+                chosen.append(f)
+        points = np.concatenate([tree.leaf_points(f) for f in chosen[:leaves]])
+        points = points[~np.isin(points, listed)]
+        pids, reduced = smallest_keys(points, reduced_distances(ra[q], rb[points]), extra)
+        for pid, red in zip(pids, reduced, strict=True):
+            if not red < best_dist[q, k - 1]:
+                break
+            d = exact_distances_f32(pa, pb, np.array([q]), np.array([pid]))
+            best_pid[q], best_dist[q] = smallest_keys(np.append(best_pid[q], pid),
+                                                      np.append(best_dist[q], d), k)
+
+
+def polish(best_pid: np.ndarray, best_dist: np.ndarray, worst_reduced: np.ndarray,
+           pa: np.ndarray, pb: np.ndarray, *, query_shape: tuple[int, int],
+           ref_shape: tuple[int, int], passes: int) -> None:
+    """Section 7, in place on best_pid (Na, k) int64 and best_dist (Na, k) float32 (ascending
+    by (distance, pid)); worst_reduced (Na,) float32: every query's M-th reduced distance."""
+    hac, wac = query_shape
+    hbc, wbc = ref_shape
+    k = best_pid.shape[1]
+    ys, xs = np.divmod(np.arange(hac * wac), wac)
+    for colour in [c for _ in range(passes) for c in (0, 1)]:
+        first = best_pid[:, 0].copy()       # the other colour's matches, as they stand
+        active = np.flatnonzero(((ys + xs) % 2 == colour)
+                                & (best_dist[:, k - 1] > worst_reduced))
+        for q in active:
+            y, x = ys[q], xs[q]
+            offered = []
+            for dy, dx in ((-1, 0), (1, 0), (0, -1), (0, 1)):
+                ny, nx = y + dy, x + dx
+                if not (0 <= ny < hac and 0 <= nx < wac):
+                    continue
+                ty, tx = first[ny * wac + nx] // wbc - dy, first[ny * wac + nx] % wbc - dx
+                if 0 <= ty < hbc and 0 <= tx < wbc:
+                    offered.append(ty * wbc + tx)
+            if not offered:
+                continue
+            new = np.asarray(offered, dtype=np.int64)
+            dists = exact_distances_f32(pa, pb, np.full(new.size, q), new)
+            pids, keep = smallest_keys(np.concatenate([best_pid[q], new]),
+                                       np.concatenate([best_dist[q], dists]), k)
+            best_pid[q], best_dist[q] = pids, keep
+
+
 def nnf_oracle(a, b, *, patch_size: int, k: int, pca_dims: int, candidates: int,
                leaf_size: int = 32, seed: int = 0, band: int = 16, visits: int = 32,
-               refine: int = 4, projections=None):
+               refine: int = 2, expand_points: int = 16, expand_leaves: int = 4,
+               polish_passes: int = 2, projections=None):
     """(positions (Hac, Wac, k, 2) int32 as (y, x), distances (Hac, Wac, k) float32): the
-    approximate k nearest b patches of every a patch (sections 1–5). `projections` = (ra, rb)
+    approximate k nearest b patches of every a patch (sections 1–7). `projections` = (ra, rb)
     float32 replaces sections 1–2 (e.g. the device's own projections)."""
     p = patch_size
     img_a, img_b = as_image(a), as_image(b)
@@ -450,8 +519,9 @@ def nnf_oracle(a, b, *, patch_size: int, k: int, pca_dims: int, candidates: int,
             f"projections of shapes {ra.shape}, {rb.shape}; expected ({na}, {pca_dims}), "
             f"({nb}, {pca_dims})")
     tree = build_tree(rb, leaf_size)
-    cand_pid, _ = candidate_lists(ra, rb, tree, query_shape=(hac, wac), ref_shape=(hbc, wbc),
-                                  candidates=m, band=band, visits=visits, refine=refine)
+    cand_pid, cand_dist = candidate_lists(ra, rb, tree, query_shape=(hac, wac),
+                                          ref_shape=(hbc, wbc), candidates=m, band=band,
+                                          visits=visits, refine=refine)
     real = cand_pid >= 0
     short = np.flatnonzero(real.sum(axis=1) < k)
     if short.size:
@@ -466,6 +536,10 @@ def nnf_oracle(a, b, *, patch_size: int, k: int, pca_dims: int, candidates: int,
     order = np.lexsort((pid_key, dist, ~real), axis=-1)[:, :k]
     best_pid = np.take_along_axis(cand_pid, order, axis=1)
     best_dist = np.take_along_axis(dist, order, axis=1)
+    expand(best_pid, best_dist, cand_pid, cand_dist, ra, rb, tree, pa, pb,
+           extra=expand_points, leaves=expand_leaves)
+    polish(best_pid, best_dist, cand_dist[:, m - 1], pa, pb, query_shape=(hac, wac),
+           ref_shape=(hbc, wbc), passes=polish_passes)
     positions = np.stack([best_pid // wbc, best_pid % wbc], axis=-1).astype(np.int32)
     return positions.reshape(hac, wac, k, 2), best_dist.reshape(hac, wac, k)
 
