@@ -3,13 +3,14 @@ denoising end to end.
 
     python benchmarks/bench_ann.py [--device SPEC] [--json FILE] [--markdown FILE]
                                    [--repeats 9] [--quick] [--groups 32 64 ...]
-                                   [--skip CASE ...]
+                                   [--query-groups 64 128 ...] [--skip CASE ...]
 
 Cases:
 - 512: camera.png (512x512, σ = 20 noise, no clipping), every 8x8 patch (step 1), k 16,
   tile 15; the exact windowed search on the same noisy array (step 1, n 16, window 15,
-  the scheduler's variant); each work-group size of --groups is timed too (the same
-  matches: the engine's results do not depend on it);
+  the scheduler's variant); each work-group size of --groups is timed too, with each
+  query work-group size of --query-groups (the same matches: the engine's results do not
+  depend on them); the ANN's kernel time is also given split into clustering and query;
 - 4608x3456: a mosaic of the shared photographs with σ = 20 noise, same parameters;
 - burst: 16 frames of 1024x1368 (1.4 MP; a mosaic, shaken by up to 2 pixels and 1 degree,
   σ = 12, `clpatch.io.noise.synthetic_burst`): `clpatch.burst_denoise` (its defaults) end
@@ -41,7 +42,7 @@ from PIL import Image
 import clpatch
 from clpatch.io.noise import psnr, synthetic_burst
 from clpatch.match.ann_params import AnnConfig, check_ann_request
-from clpatch.match.ann_plan import AnnPlan
+from clpatch.match.ann_plan import QUERY_GROUP, AnnPlan
 from clpatch.tune.timing import photo_mosaic
 
 IMAGES = Path(__file__).resolve().parents[1] / "tests" / "data"
@@ -76,8 +77,16 @@ def timed(call: Any, plan_of: Any, prof: Any, repeats: int) -> dict[str, float]:
     return {s: statistics.median(x.get(s, 0.0) for x in samples) for s in samples[0]}
 
 
+def phases(plan: Any) -> dict[str, float]:
+    """Kernel milliseconds of the last run of an `AnnPlan`, split into clustering and query
+    (its "ann" events alternate: clustering, query, per launch)."""
+    times = [(e.profile.end - e.profile.start) * 1e-6 for name, e in plan.last_events
+             if name == "ann"]
+    return {"cluster": sum(times[0::2]), "query": sum(times[1::2])}
+
+
 def ann_case(rt: Any, prof: Any, img: np.ndarray, repeats: int, groups: list[int],
-             **kw: Any) -> dict[str, Any]:
+             query_groups: list[int] | None = None, **kw: Any) -> dict[str, Any]:
     d, dp = cla.to_device(rt.queue, img), cla.to_device(prof.queue, img)
     wall = wall_ms(lambda: clpatch.ann_search(d, runtime=rt, **kw), rt.queue.finish, repeats)
     plan = latest_plan(prof, AnnPlan)
@@ -86,7 +95,14 @@ def ann_case(rt: Any, prof: Any, img: np.ndarray, repeats: int, groups: list[int
         clpatch.ann_search(dp, runtime=prof, **kw)
 
     stages = timed(call, plan, prof, repeats)
+    split = []
+    for _ in range(repeats):
+        call()
+        prof.queue.finish()
+        split.append(phases(plan()))
     out: dict[str, Any] = {"wall_ms": wall, "stages_ms": stages, "ann_ms": stages["ann"],
+                           "cluster_ms": statistics.median(x["cluster"] for x in split),
+                           "query_ms": statistics.median(x["query"] for x in split),
                            "config": plan().config.describe()}
     req = check_ann_request(patch_size=kw["patch_size"], step=kw["step"], k=kw["k"],
                             tile=kw["tile"], neighbour_clusters=0, channels=1,
@@ -95,10 +111,15 @@ def ann_case(rt: Any, prof: Any, img: np.ndarray, repeats: int, groups: list[int
     for g in groups:
         ballot = prof.profile.subgroup_ops == "ptx" and g % 32 == 0
         for use_ballot in sorted({ballot, False}):
-            config = AnnConfig(g, use_ballot, req.tile, 0)
-            p = AnnPlan(prof, 1, img.shape[0], img.shape[1], 1, req, config, device_output=True)
-            t = timed(lambda p=p: p.run(dp), lambda p=p: p, prof, repeats)
-            by_group[f"{g}{' ballot' if use_ballot else ''}"] = t["ann"]
+            for qg in query_groups or [QUERY_GROUP]:
+                config = AnnConfig(g, use_ballot, req.tile, 0, query_group=qg)
+                p = AnnPlan(prof, 1, img.shape[0], img.shape[1], 1, req, config,
+                            device_output=True)
+                t = timed(lambda p=p: p.run(dp), lambda p=p: p, prof, repeats)
+                name = f"{g}{' ballot' if use_ballot else ''}"
+                if query_groups:
+                    name += f" / query {qg}"
+                by_group[name] = t["ann"]
     out["ann_ms_by_group"] = by_group
     return out
 
@@ -143,7 +164,10 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=9)
     ap.add_argument("--quick", action="store_true", help="small sizes (a smoke test)")
     ap.add_argument("--groups", type=int, nargs="*", default=[32, 64, 128, 256])
-    ap.add_argument("--skip", nargs="*", default=[])
+    ap.add_argument("--query-groups", type=int, nargs="*", default=[],
+                    help="query work-group sizes to time with each of --groups (default: "
+                         "the engine's)")
+    ap.add_argument("--skip", nargs="*", default=[], help="cases to skip: 512 large burst")
     args = ap.parse_args()
     rt = clpatch.Runtime(args.device)
     prof = clpatch.Runtime(args.device, profiling=True)
@@ -160,7 +184,7 @@ def main() -> None:
     if "512" not in args.skip:
         img = gray("camera")[:512 // scale, :512 // scale]
         img = img + rng.normal(0, 20, img.shape).astype(np.float32)
-        ann = ann_case(rt, prof, img, args.repeats, args.groups, **kw)
+        ann = ann_case(rt, prof, img, args.repeats, args.groups, args.query_groups, **kw)
         exact = search_case(rt, prof, img, args.repeats)
         ann["exact_search"] = exact
         ann["speedup_wall"] = exact["wall_ms"] / ann["wall_ms"]
@@ -181,6 +205,9 @@ def main() -> None:
                  "", "| case | size | wall | kernels | notes |", "|---|---|---|---|---|"]
         for row in results["cases"]:
             split = ", ".join(f"{k} {v:.3f}" for k, v in row["stages_ms"].items())
+            if "cluster_ms" in row:
+                split += (f"; clustering {row['cluster_ms']:.3f}, query "
+                          f"{row['query_ms']:.3f}")
             note = ""
             if "exact_search" in row:
                 e = row["exact_search"]

@@ -1,5 +1,8 @@
-## The clustering ANN (Tsai et al. §3–§4): hierarchical 2-means per tile, then each
-## cluster's kNN by voting. The algorithm, and the rules that make it the same on every
+## The clustering ANN (Tsai et al. §3–§4): hierarchical 2-means per tile, each node cut at
+## the median along its two centres, then each cluster's kNN by voting. Balanced splits
+## make the tree's shape depend on the tile's patch count alone, so the clustering kernel
+## goes through it one depth at a time and splits several nodes of a depth at once (the
+## role of Tsai's task queue): a 225-patch tile takes 3 rounds (7 splits, 8 clusters). The algorithm, and the rules that make it the same on every
 ## device and in NumPy, are written out in clpatch/match/ann_params.py; the NumPy oracle is
 ## tests/reference/ann.py.
 ##
@@ -32,15 +35,21 @@
 ## patches are read from global memory; else the floats of local memory that hold a
 ## tile's pixels, all frames and channels: every tile's block is copied there first, and
 ## its slots and cluster starts too), slots (most slots of a tile), area (most positions
-## of a tile in one frame).
-<%page args="patch, channels, k, group, qgroup, ballot, neighbours, stagger, dim, leaf, samples, iterations, candidates, block, slots, area"/>
+## of a tile in one frame), nodes (NB: the nodes of one depth of the tree that the
+## clustering splits at once, each with its two centres in local memory), dense (every
+## position of the image is a reference: a cluster of more than 16 patches whose
+## candidates are its own patches computes each distance of its table once).
+<%page args="patch, channels, k, group, qgroup, ballot, neighbours, stagger, dim, leaf, samples, iterations, candidates, block, slots, area, nodes, dense"/>
 <%namespace name="mt" file="/lib/matches.mako"/>\
 <%
     P, C, K, GROUP, QGROUP = patch, channels, k, group, qgroup
     D = C * P * P
     LEAF, SAMPLES, ITERS, NEIGH, CAND = leaf, samples, iterations, neighbours, candidates
-    STACK = 32
-    assert GROUP % 32 == 0 and QGROUP % 32 == 0 and LEAF == 32
+    NB = nodes                  # nodes of one depth split at once
+    DP = 1 << (D - 1).bit_length()          # D rounded up to a power of two
+    LOG_DP, LOG_S = DP.bit_length() - 1, SAMPLES.bit_length() - 1
+    assert GROUP % 32 == 0 and QGROUP % 32 == 0 and LEAF == 32 and NB >= 1
+    assert SAMPLES == 1 << LOG_S
     WARPS = GROUP // 32
     QWARPS = QGROUP // 32       # clusters answered at once in the query
     PITCH = CAND | 1            # table row stride: odd, so the rows of a warp hit 32 banks
@@ -187,20 +196,51 @@ const int lid = get_local_id(0);
 
 </%def>
 
+// Slots [*lo, *hi) of node i at depth `level` of a tile of M slots (the root [0, M), a node
+// of m slots having children of m / 2 and m - m / 2: the tree's shape depends on M alone),
+// and whether every node above it is split (else it lies inside a leaf: no such node).
+inline int tree_node(const int i, const int level, const int M, int *lo, int *hi)
+{
+    int a = 0, b = M, valid = 1;
+    for (int l = level - 1; l >= 0; --l) {
+        const int mid = a + ((b - a) >> 1);
+        valid &= b - a > ${LEAF};
+        if ((i >> l) & 1)
+            a = mid;
+        else
+            b = mid;
+    }
+    *lo = a;
+    *hi = b;
+    return valid;
+}
+
+// The node of the batch (0 ... ${NB - 1}) being split that holds slot s, or -1.
+inline int node_of(const int s, __local const int *l_lo, __local const int *l_hi,
+                   __local const int *l_split)
+{
+    int found = -1;
+    for (int b = 0; b < ${NB}; ++b)
+        found = l_split[b] && s >= l_lo[b] && s < l_hi[b] ? b : found;
+    return found;
+}
+
 __kernel __attribute__((reqd_work_group_size(${GROUP}, 1, 1)))
 void ann_cluster(${args()})
 {
 % if block:
     __local float l_img[${block}];
 % endif
-    __local float l_cen[2][${D}];
+    // Per node of a batch: its centres (then the direction in place of centre 0), samples,
+    // sample distances, sample sides, slots, and flags.
+    __local float l_cen[${NB}][2][${D}];
     __local ${IDX} l_off[${D}];
-    __local float l_sd[${SAMPLES}][2];
-    __local float l_n[${SAMPLES}];
-    __local int l_sample[${SAMPLES}], l_side[${SAMPLES}], l_prev[${SAMPLES}];
-    __local int l_stack[${STACK}][2];
+    __local float l_sd[${NB}][${SAMPLES}][2];
+    __local float l_n[${NB}][${SAMPLES}];
+    __local int l_sample[${NB}][${SAMPLES}], l_side[${NB}][${SAMPLES}];
+    __local int l_lo[${NB}], l_hi[${NB}], l_split[${NB}], l_halves[${NB}], l_moved[${NB}];
+    __local int l_second[${NB}], l_n1[${NB}], l_rbase[${NB}];
     __local int l_scan[${GROUP}];
-    __local int l_lo, l_hi, l_sp, l_done, l_mode, l_second, l_ones;
 % if block:
     // The tile's slots live in local memory while it is clustered (no global round trip
     // per step of a split); they go to perm / perm2 at the end for the query.
@@ -226,158 +266,197 @@ void ann_cluster(${args()})
         for (int dy = 0; dy < ${P}; ++dy)
             for (int dx = lid; dx < ${P}; dx += ${GROUP})
                 l_off[(c * ${P} + dy) * ${P} + dx] = c * pix.plane + dy * (${IDX})pix.pitch + dx;
-    if (lid == 0) {
-        l_lo = 0;
-        l_hi = M;
-        l_sp = 0;
-        l_done = 0;
-    }
     barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
 
-    // ---- clustering: split nodes until every one is a leaf; the work-group goes on with
-    // the smaller child and stacks the larger (so the stack stays below log2(M) entries).
-    for (;;) {
-        const int lo = l_lo, hi = l_hi, m = hi - lo;
-        barrier(CLK_LOCAL_MEM_FENCE);
-        int m0;
-        if (m <= ${LEAF}) {
-            if (lid == 0) {
-                PM[lo] |= LEAF_BIT;
-                if (l_sp == 0) {
-                    l_done = 1;
-                } else {
-                    --l_sp;
-                    l_lo = l_stack[l_sp][0];
-                    l_hi = l_stack[l_sp][1];
-                }
+    // ---- clustering, one depth of the tree at a time (every node of a depth has
+    // floor or ceil of M / 2^depth slots), ${NB} node(s) of it at once: a batch's nodes
+    // are consecutive, so its slots are one run [r0, r1).
+    for (int level = 0; ; ++level) {
+        const int count = 1 << level;
+        if (((M + count - 1) >> level) <= ${LEAF}) {
+            // The last depth: every node there is a leaf.
+            for (int i = lid; i < count; i += ${GROUP}) {
+                int lo, hi;
+                if (tree_node(i, level, M, &lo, &hi))
+                    PM[lo] |= LEAF_BIT;
             }
             barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
-            if (l_done)
-                break;
-            continue;
+            break;
         }
-        // 1-3: sub-sample and the two starting centres.
-        if (lid < ${SAMPLES})
-            l_sample[lid] = PM[lo + (int)((uint)(lid * m) / ${SAMPLES}u)];
-        barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);   // read before step 5 writes
-        if (lid < ${SAMPLES})
-            l_n[lid] = dist_pp(pix, patch_at(pix, l_sample[lid]), patch_at(pix, l_sample[0]));
-        barrier(CLK_LOCAL_MEM_FENCE);
-        if (lid == 0) {
-            float total = 0.0f;
-            for (int j = 0; j < ${SAMPLES}; ++j)
-                total = total + l_n[j];
-            l_mode = total == 0.0f;          // 1: split in halves
-            float run = 0.0f;                // n_0 + ... + n_j, in order
-            int second = -1;
-            for (int j = 0; j < ${SAMPLES}; ++j) {
-                run = run + l_n[j];
-                if (second < 0 && 2.0f * run > total)
-                    second = j;
+        for (int i0 = 0; i0 < count; i0 += ${NB}) {
+            if (lid < ${NB}) {
+                int lo = M, hi = M, split = 0;
+                if (i0 + lid < count) {
+                    const int valid = tree_node(i0 + lid, level, M, &lo, &hi);
+                    split = valid && hi - lo > ${LEAF};
+                    if (valid && !split)
+                        PM[lo] |= LEAF_BIT;
+                }
+                l_lo[lid] = lo;
+                l_hi[lid] = hi;
+                l_split[lid] = split;
             }
-            l_second = max(second, 0);
-            l_ones = 0;
-        }
-        barrier(CLK_LOCAL_MEM_FENCE);
-        const bool halves_first = l_mode;
-        if (!halves_first) {
-            const ${IDX} a0 = patch_at(pix, l_sample[0]), a1 = patch_at(pix, l_sample[l_second]);
-            for (int d = lid; d < ${D}; d += ${GROUP}) {
-                l_cen[0][d] = pix.src[a0 + l_off[d]];
-                l_cen[1][d] = pix.src[a1 + l_off[d]];
+            barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
+            // (r0, r1: read from local memory at each use, as PoCL may lose private values
+            // kept across several barriers.)
+#define r0 l_lo[0]
+#define r1 l_hi[${NB - 1}]
+            // 1: the sub-samples.
+            for (int q = lid; q < ${NB * SAMPLES}; q += ${GROUP}) {
+                const int b = q >> ${LOG_S}, j = q & ${SAMPLES - 1};
+                if (l_split[b]) {
+                    const int lo = l_lo[b], m = l_hi[b] - lo;
+                    l_sample[b][j] = PM[lo + (int)(((uint)j * (uint)m) >> ${LOG_S})];
+                }
             }
             barrier(CLK_LOCAL_MEM_FENCE);
-            // 4: 2-means on the sub-sample (a repeated assignment changes nothing more).
-            for (int it = 0; it < ${ITERS}; ++it) {
-                if (lid < 2 * ${SAMPLES}) {
-                    const int j = lid >> 1, c = lid & 1;
-                    l_sd[j][c] = dist_pc(pix, patch_at(pix, l_sample[j]), l_cen[c]);
-                }
-                barrier(CLK_LOCAL_MEM_FENCE);
-                if (lid < ${SAMPLES})
-                    l_side[lid] = l_sd[lid][1] < l_sd[lid][0];
-                barrier(CLK_LOCAL_MEM_FENCE);
-                bool same = it > 0;
-                int n1 = 0;
-                for (int j = 0; j < ${SAMPLES}; ++j) {
-                    same = same && l_side[j] == l_prev[j];
-                    n1 += l_side[j];
-                }
-                barrier(CLK_LOCAL_MEM_FENCE);
-                if (same)
-                    break;
-                if (lid < ${SAMPLES})
-                    l_prev[lid] = l_side[lid];
-                const int n0 = ${SAMPLES} - n1;
-                for (int d = lid; d < ${D}; d += ${GROUP}) {
-                    float s0 = 0.0f, s1 = 0.0f;
+            for (int q = lid; q < ${NB * SAMPLES}; q += ${GROUP}) {
+                const int b = q >> ${LOG_S}, j = q & ${SAMPLES - 1};
+                if (l_split[b])
+                    l_n[b][j] = dist_pp(pix, patch_at(pix, l_sample[b][j]),
+                                        patch_at(pix, l_sample[b][0]));
+            }
+            barrier(CLK_LOCAL_MEM_FENCE);
+            // 2-3: the second centre, or halves; the right children's slots before each node.
+            if (lid < ${NB}) {
+                const int b = lid;
+                int rbase = 0;
+                for (int o = 0; o < b; ++o)
+                    rbase += l_split[o] ? (l_hi[o] - l_lo[o]) - ((l_hi[o] - l_lo[o]) >> 1) : 0;
+                l_rbase[b] = rbase;
+                if (l_split[b]) {
+                    float total = 0.0f;
+                    for (int j = 0; j < ${SAMPLES}; ++j)
+                        total = total + l_n[b][j];
+                    float run = 0.0f;            // n_0 + ... + n_j, in order
+                    int second = -1;
                     for (int j = 0; j < ${SAMPLES}; ++j) {
-                        const float v = pix.src[patch_at(pix, l_sample[j]) + l_off[d]];
-                        if (l_side[j])
-                            s1 = s1 + v;
-                        else
-                            s0 = s0 + v;
+                        run = run + l_n[b][j];
+                        if (second < 0 && 2.0f * run > total)
+                            second = j;
                     }
-                    if (n0 > 0)
-                        l_cen[0][d] = s0 / (float)n0;
-                    if (n1 > 0)
-                        l_cen[1][d] = s1 / (float)n1;
+                    l_second[b] = max(second, 0);
+                    l_halves[b] = total == 0.0f;
+                    l_moved[b] = total != 0.0f;
+                }
+            }
+            barrier(CLK_LOCAL_MEM_FENCE);
+            for (int q = lid; q < ${NB * DP}; q += ${GROUP}) {
+                const int b = q >> ${LOG_DP}, d = q & ${DP - 1};
+                if (d < ${D} && l_split[b] && !l_halves[b]) {
+                    l_cen[b][0][d] = pix.src[patch_at(pix, l_sample[b][0]) + l_off[d]];
+                    l_cen[b][1][d] = pix.src[patch_at(pix, l_sample[b][l_second[b]]) + l_off[d]];
+                }
+            }
+            barrier(CLK_LOCAL_MEM_FENCE);
+            // 4: 2-means on the sub-samples; a node whose sides repeat is done (the same
+            // sides give the same means). The loop always runs its ${ITERS} rounds: with a
+            // work-group-wide early exit, PoCL 5 gave wrong centres at 32 work-items.
+            for (int it = 0; it < ${ITERS}; ++it) {
+                for (int q = lid; q < ${NB * SAMPLES * 2}; q += ${GROUP}) {
+                    const int b = q >> ${LOG_S + 1}, j = (q >> 1) & ${SAMPLES - 1}, c = q & 1;
+                    if (l_split[b] && l_moved[b])
+                        l_sd[b][j][c] = dist_pc(pix, patch_at(pix, l_sample[b][j]), l_cen[b][c]);
+                }
+                barrier(CLK_LOCAL_MEM_FENCE);
+                if (lid < ${NB} && l_split[lid] && l_moved[lid]) {
+                    const int b = lid;
+                    int same = it > 0, n1 = 0;
+                    for (int j = 0; j < ${SAMPLES}; ++j) {
+                        const int side = l_sd[b][j][1] < l_sd[b][j][0];
+                        same = same && side == l_side[b][j];
+                        l_side[b][j] = side;
+                        n1 += side;
+                    }
+                    l_moved[b] = !same;
+                    l_n1[b] = n1;
+                }
+                barrier(CLK_LOCAL_MEM_FENCE);
+                for (int q = lid; q < ${NB * DP}; q += ${GROUP}) {
+                    const int b = q >> ${LOG_DP}, d = q & ${DP - 1};
+                    if (d < ${D} && l_split[b] && l_moved[b]) {
+                        const int n1 = l_n1[b], n0 = ${SAMPLES} - n1;
+                        float s0 = 0.0f, s1 = 0.0f;
+                        for (int j = 0; j < ${SAMPLES}; ++j) {
+                            const float v = pix.src[patch_at(pix, l_sample[b][j]) + l_off[d]];
+                            if (l_side[b][j])
+                                s1 = s1 + v;
+                            else
+                                s0 = s0 + v;
+                        }
+                        if (n0 > 0)
+                            l_cen[b][0][d] = s0 / (float)n0;
+                        if (n1 > 0)
+                            l_cen[b][1][d] = s1 / (float)n1;
+                    }
                 }
                 barrier(CLK_LOCAL_MEM_FENCE);
             }
-            // 5: every patch of the node to its nearer centre (bit SIDE_BIT: centre 1).
-            int mine = 0;
-            for (int s = lo + lid; s < hi; s += ${GROUP}) {
-                const int code = PM[s];
-                const ${IDX} a = patch_at(pix, code);
-                if (dist_pc(pix, a, l_cen[1]) < dist_pc(pix, a, l_cen[0])) {
-                    PM[s] = code | SIDE_BIT;
-                    ++mine;
+            // 5: the direction u = centre 1 - centre 0 (in place of centre 0), then every
+            // patch's key, the sum of its values times u in the order of d, to PM2.
+            for (int q = lid; q < ${NB * DP}; q += ${GROUP}) {
+                const int b = q >> ${LOG_DP}, d = q & ${DP - 1};
+                if (d < ${D} && l_split[b] && !l_halves[b])
+                    l_cen[b][0][d] = l_cen[b][1][d] - l_cen[b][0][d];
+            }
+            barrier(CLK_LOCAL_MEM_FENCE);
+            for (int s = r0 + lid; s < r1; s += ${GROUP}) {
+                const int b = node_of(s, l_lo, l_hi, l_split);
+                if (b >= 0 && !l_halves[b]) {
+                    const ${IDX} a = patch_at(pix, PM[s]);
+                    __local const float *u = l_cen[b][0];
+                    float key = 0.0f;
+                    for (int d = 0; d < ${D}; ++d)
+                        key = key + pix.src[a + l_off[d]] * u[d];
+                    PM2[s] = as_int(key);
                 }
             }
-            atomic_add(&l_ones, mine);
             barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
-        }
-        const int ones = l_ones;
-        const bool halves = halves_first || ones == 0 || ones == m;
-        if (halves) {
-            m0 = m >> 1;
-            if (!halves_first && ones == m) {
-                for (int s = lo + lid; s < hi; s += ${GROUP})
-                    PM[s] &= ~SIDE_BIT;
+            // 6: a patch's rank is the number of its node's patches before it by (key,
+            // slot) (by slot alone for halves); the m / 2 first go left (SIDE_BIT: right).
+            for (int s = r0 + lid; s < r1; s += ${GROUP}) {
+                const int b = node_of(s, l_lo, l_hi, l_split);
+                if (b >= 0) {
+                    const int lo = l_lo[b], hi = l_hi[b];
+                    int rank = s - lo;
+                    if (!l_halves[b]) {
+                        const float key = as_float(PM2[s]);
+                        rank = 0;
+                        for (int j = lo; j < hi; ++j) {
+                            const float kj = as_float(PM2[j]);
+                            rank += (kj < key) | ((kj == key) & (j < s));
+                        }
+                    }
+                    if (rank >= (hi - lo) >> 1)
+                        PM[s] |= SIDE_BIT;
+                }
             }
-        } else {
-            // Stable partition into perm2, then back.
-            m0 = m - ones;
+            barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
+            // Stable partition of every node into PM2 (a scan over the batch's run), then
+            // back.
             int before = 0;
-            for (int c0 = lo; c0 < hi; c0 += ${GROUP}) {
+            for (int c0 = r0; c0 < r1; c0 += ${GROUP}) {
                 const int s = c0 + lid;
-                const int code = s < hi ? PM[s] : 0;
+                const int b = s < r1 ? node_of(s, l_lo, l_hi, l_split) : -1;
+                const int code = b >= 0 ? PM[s] : 0;
                 const int side = (code & SIDE_BIT) != 0;
                 int total;
                 const int below = scan_flags(side, l_scan, &total);
-                if (s < hi) {
-                    const int dest = side ? lo + m0 + before + below
-                                          : s - before - below;
-                    PM2[dest] = code & ~SIDE_BIT;
+                if (b >= 0) {
+                    const int rights = before + below - l_rbase[b];   // in the node, before s
+                    PM2[side ? l_lo[b] + ((l_hi[b] - l_lo[b]) >> 1) + rights : s - rights] =
+                        code & ~SIDE_BIT;
                 }
                 before += total;
             }
             barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
-            for (int s = lo + lid; s < hi; s += ${GROUP})
-                PM[s] = PM2[s];
+            for (int s = r0 + lid; s < r1; s += ${GROUP})
+                if (node_of(s, l_lo, l_hi, l_split) >= 0)
+                    PM[s] = PM2[s];
+            barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
+#undef r0
+#undef r1
         }
-        barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
-        if (lid == 0) {
-            const int m1 = m - m0;
-            const bool left_first = m0 <= m1;
-            l_stack[l_sp][0] = left_first ? lo + m0 : lo;
-            l_stack[l_sp][1] = left_first ? hi : lo + m0;
-            ++l_sp;
-            l_lo = left_first ? lo : lo + m0;
-            l_hi = left_first ? lo + m0 : hi;
-        }
-        barrier(CLK_LOCAL_MEM_FENCE);
     }
 
     // ---- the clusters in slot order: perm2[L] = first slot of cluster L.
@@ -501,7 +580,12 @@ void ann_query(${args()}, __global const int *ref_row, __global const int *ref_c
         __local float *row = table + i * ${PITCH};
         if (i < nm && sub == 0)
             l_mref[warp][i] = ref;
-        if (ref >= 0) {
+        // The table of a cluster searched alone, one work-item per member, is symmetric
+        // (the same products, summed in the same order): member i computes the distances
+        // to members i + t (mod nm), t = 0 ... nm / 2 (t = nm / 2 for i < nm / 2 only when
+        // nm is even), which gives each pair once, and writes both entries.
+        const int sym = ${"nc == nm && S == 1" if dense else "0"};
+        if (sym ? i < nm : ref >= 0) {
             const ${IDX} me = patch_at(pix, mcode);
 % if REG:
             float own[${D}];
@@ -516,8 +600,33 @@ void ann_query(${args()}, __global const int *ref_row, __global const int *ref_c
 % else:
 #define OWN(d, o) pix.src[me + (o)]
 % endif
+            const int hn = nm >> 1, pairs = (nm & 1) || i < hn ? hn + 1 : hn;
             // Two candidates at a time: two independent sums, each in the order of d (a
             // fused multiply-add per value: exact on integer-valued images).
+            if (sym)
+            for (int t = 0; t < pairs; t += 2) {
+                const int t2 = min(t + 1, pairs - 1);
+                const int j1 = i + t - (i + t >= nm ? nm : 0), j2 = i + t2 - (i + t2 >= nm ? nm : 0);
+                const ${IDX} b1 = patch_at(pix, CODE(c0 + j1)), b2 = patch_at(pix, CODE(c0 + j2));
+                float acc1 = 0.0f, acc2 = 0.0f;
+                int d = 0;
+                for (int ch = 0; ch < ${C}; ++ch)
+                    for (int dy = 0; dy < ${P}; ++dy)
+                        for (int dx = 0; dx < ${P}; ++dx, ++d) {
+                            const ${IDX} o = ch * pix.plane + dy * (${IDX})pix.pitch + dx;
+                            const float e1 = OWN(d, o) - pix.src[b1 + o];
+                            const float e2 = OWN(d, o) - pix.src[b2 + o];
+                            acc1 = fma(e1, e1, acc1);
+                            acc2 = fma(e2, e2, acc2);
+                        }
+                row[j1] = acc1;
+                table[j1 * ${PITCH} + i] = acc1;
+                if (t + 1 < pairs) {
+                    row[j2] = acc2;
+                    table[j2 * ${PITCH} + i] = acc2;
+                }
+            }
+            else
             for (int c = sub; c < nc; c += 2 * S) {
                 const int c2 = min(c + S, nc - 1);
                 const ${IDX} b1 = patch_at(pix, CODE(c0 + c)), b2 = patch_at(pix, CODE(c0 + c2));

@@ -43,6 +43,15 @@ QUERY_GROUP = 64
 #: Tile rows per launch at most (a launch's work-groups stay well below driver limits).
 TILE_ROWS_PER_LAUNCH = 256
 DIVIDE = "-cl-fp32-correctly-rounded-divide-sqrt"
+#: Floats of local memory for the centres of the nodes split at once, at most.
+CENTRE_FLOATS = 2048
+
+
+def split_nodes(group: int, values: int) -> int:
+    """Nodes of one depth that the clustering kernel splits at once: one per 16 work-items
+    (each node's 2-means keeps 16 busy), their two centres of `values` floats each within
+    CENTRE_FLOATS."""
+    return max(1, min(group // 16, CENTRE_FLOATS // (2 * values)))
 
 
 def ann_config(request: AnnRequest, profile: Any, group: int | None = None) -> AnnConfig:
@@ -132,7 +141,8 @@ class AnnPlan:
         slots = self.frames * area
         block = self.frames * self.channels * (th + p - 1) * (tw + p - 1)
         c = self.config
-        cluster = 4 * (2 * d + c.group + 128 + 2 * slots) + 8 * d   # centres, offsets
+        nodes = split_nodes(c.group, d)
+        cluster = 4 * (2 * d * nodes + c.group + 48 * nodes) + 8 * d  # centres, offsets
         query = 4 * (c.query_group // 32 * LEAF * ((candidates | 1) + 1 + 2 * self.request.k)
                      + area + 64)
         fits = 4 * (block + 2 * slots) + max(cluster, query) <= self.runtime.profile.local_mem_size
@@ -147,7 +157,9 @@ class AnnPlan:
         params = dict(patch=r.patch_size, channels=self.channels, k=r.k, group=c.group,
                       qgroup=c.query_group, ballot=c.ballot, neighbours=r.neighbour_clusters,
                       stagger=bool(self.stagger), dim=self.dim, leaf=LEAF, samples=SAMPLES,
-                      iterations=ITERATIONS, candidates=candidates)
+                      iterations=ITERATIONS, candidates=candidates,
+                      nodes=split_nodes(c.group, self.channels * r.patch_size ** 2),
+                      dense=r.step == 1 and not self.video and not self.stagger)
         params["block"], params["slots"], params["area"] = self._local_sizes(candidates)
         self.block = params["block"]
         rt = self.runtime

@@ -71,6 +71,9 @@ CASES = {
     "flat": (lambda: np.pad(np.full((12, 20), 7, np.float32), ((9, 11), (5, 6))),
              dict(patch_size=4, k=10, tile=8)),
     "tiny": (lambda: integers((9, 12), 4), dict(patch_size=3, k=5, tile=15)),
+    # One tile of 5 x 13 = 65 patches: its children hold 32 (a leaf) and 33 (split again into
+    # 16 and 17), so one depth of the tree holds a leaf and a node to split.
+    "mixed-depth": (lambda: integers((8, 16), 12), dict(patch_size=4, k=10, tile=13)),
 }
 
 

@@ -22,16 +22,20 @@ Specification
   of at most LEAF (32) patches is a leaf, a larger one (m patches) is split:
   1. samples j = 0 … 7 at slots lo + (j · m) // 8;
   2. n_j = distance(sample j, sample 0), running sums r_j in float32 in j order,
-     total = r_7; total == 0 → halves;
+     total = r_7; total == 0 → halves, the first m // 2 slots and the rest;
   3. centre 0 = sample 0, centre 1 = the first sample j with 2 · r_j > total;
   4. ITERATIONS (5) rounds: a sample joins centre 1 when its distance to centre 1 is below
      its distance to centre 0 (ties: centre 0); each centre becomes the mean of its samples
      (float32 sum in j order, then one correctly rounded float32 division by the count);
      a centre without samples stays;
-  5. every patch of the node joins centre 1 when strictly closer to it; the node's slots
-     are stably partitioned (centre 0's patches first);
-  6. one side empty (or step 2's total == 0): halves, the first m // 2 slots and the rest.
-  The leaves, in slot order, are the clusters.
+  5. direction u = float32(centre 1 − centre 0) per value; every patch's key is
+     Σ_d float32(x_d · u_d), summed in float32 in d order (`keys`);
+  6. balanced split at the median: a patch's rank is the number of the node's patches
+     with a smaller key, or an equal key at an earlier slot; the m // 2 patches of rank
+     below m // 2 are the left child, the others the right one, each in slot order (a
+     stable partition). (u = 0 gives equal keys, hence the halves too.)
+  The leaves, in slot order, are the clusters; a node of m patches has children of m // 2
+  and m − m // 2, so the tree's shape depends on M alone.
 - Query: a reference patch in cluster L takes cluster L, then L + 1, L − 1, L + 2, L − 2, …
   (indices outside [0, nclusters) skipped), adding clusters while fewer than
   1 + neighbour_clusters clusters or fewer than k patches are taken (and clusters remain).
@@ -157,37 +161,56 @@ def _mean(samples: np.ndarray) -> np.ndarray:
 # ----------------------------------------------------------------------------- clustering
 
 
-def split_node(x: np.ndarray) -> tuple[np.ndarray, int]:
-    """(permutation of the node's m > LEAF slots, m0): steps 1–6 of the split of a node
-    whose patches (in slot order) are the rows of x (m, D)."""
+def keys(x: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """(m,) float32: Σ_d float32(x_d · u_d) of every row of x (m, D), summed in float32 in
+    the order of d, every operation rounded on its own."""
+    x = np.asarray(x, dtype=np.float32)
+    if x.shape[0] == 0 or x.shape[1] == 0:
+        return np.zeros(x.shape[0], np.float32)
+    products = (x * np.asarray(u, dtype=np.float32)[None, :]).astype(np.float32)
+    return np.cumsum(products, axis=1, dtype=np.float32)[:, -1]
+
+
+def centres(x: np.ndarray) -> np.ndarray:
+    """(2, D) float32: steps 1–4 of the split of a node whose patches (in slot order) are
+    the rows of x (m, D)."""
     m = x.shape[0]
-    halves = (np.arange(m), m // 2)
     samples = x[(np.arange(SAMPLES) * m) // SAMPLES]
     n = distances(samples, samples[:1])[:, 0]
     running = np.cumsum(n, dtype=np.float32)
     total = running[-1]
-    if total == 0:
-        return halves
     second = int(np.argmax(np.float32(2) * running > total))
-    centres = np.stack([samples[0], samples[second]]).astype(np.float32)
+    result = np.stack([samples[0], samples[second]]).astype(np.float32)
     previous = None
     for _ in range(ITERATIONS):
-        d = distances(samples, centres)
+        d = distances(samples, result)
         side = d[:, 1] < d[:, 0]
         if previous is not None and np.array_equal(side, previous):
             break       # the same samples give the same means: the centres are final
         previous = side
-        new = centres.copy()
+        new = result.copy()
         for c, mask in ((0, ~side), (1, side)):
             if mask.any():
                 new[c] = _mean(samples[mask])
-        centres = new
-    d = distances(x, centres)
-    side = d[:, 1] < d[:, 0]
-    ones = int(side.sum())
-    if ones == 0 or ones == m:
-        return halves
-    return np.concatenate([np.flatnonzero(~side), np.flatnonzero(side)]), m - ones
+        result = new
+    return result
+
+
+def split_node(x: np.ndarray) -> tuple[np.ndarray, int]:
+    """(permutation of the node's m > LEAF slots, m0 = m // 2): steps 1–6 of the split of a
+    node whose patches (in slot order) are the rows of x (m, D)."""
+    m = x.shape[0]
+    samples = x[(np.arange(SAMPLES) * m) // SAMPLES]
+    if distances(samples, samples[:1]).sum(dtype=np.float64) == 0:
+        return np.arange(m), m // 2         # the samples are all equal: halves
+    c = centres(x)
+    key = keys(x, (c[1] - c[0]).astype(np.float32))
+    slot = np.arange(m)
+    before = (key[None, :] < key[:, None]) | ((key[None, :] == key[:, None])
+                                              & (slot[None, :] < slot[:, None]))
+    rank = before.sum(axis=1)
+    left = rank < m // 2
+    return np.concatenate([np.flatnonzero(left), np.flatnonzero(~left)]), m // 2
 
 
 def cluster(vectors: np.ndarray) -> tuple[np.ndarray, list[tuple[int, int]]]:

@@ -156,12 +156,17 @@ def literal_split(x):
                     mean[d] = F32(acc / F32(len(members)))
                 new[c] = mean
         centres = new
-    side = [literal_distance(v, centres[1]) < literal_distance(v, centres[0]) for v in x]
-    zero = [i for i in range(m) if not side[i]]
-    one = [i for i in range(m) if side[i]]
-    if not zero or not one:
-        return halves
-    return zero + one, len(zero)
+    keys = []
+    for v in x:
+        acc = F32(0)
+        for d in range(dim):
+            acc = F32(acc + F32(v[d] * F32(centres[1][d] - centres[0][d])))
+        keys.append(acc)
+    rank = [sum(1 for j in range(m) if keys[j] < keys[i] or (keys[j] == keys[i] and j < i))
+            for i in range(m)]
+    left = [i for i in range(m) if rank[i] < m // 2]
+    right = [i for i in range(m) if rank[i] >= m // 2]
+    return left + right, m // 2
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -200,6 +205,8 @@ def test_cluster_is_a_partition_into_leaves():
     for (_, a1), (b0, _) in zip(leaves, leaves[1:], strict=False):
         assert a1 == b0
     assert all(0 < b - a <= LEAF for a, b in leaves)
+    # Median splits: 300 -> 150 -> 75 -> 37, 38 -> 18, 19: every leaf at depth 4.
+    assert len(leaves) == 16 and {b - a for a, b in leaves} == {18, 19}
     small = x[:LEAF]
     order, leaves = cluster(small)
     assert order.tolist() == list(range(LEAF)) and leaves == [(0, LEAF)]
