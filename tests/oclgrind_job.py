@@ -285,6 +285,23 @@ def run_nnf(channels: int) -> None:
     print(f"ok: nnf on {a.shape} and {b.shape} (exact)")
 
 
+def run_ann_bad_values() -> None:
+    """The ANN on images with a NaN and an infinite pixel, step 1 and 2: every kernel stays
+    in bounds (a NaN key once sent the partition past its node) and the call raises."""
+    runtime = simulator_runtime()
+    for value, step in ((np.nan, 1), (np.inf, 2)):
+        image = np.random.default_rng(7).normal(0, 1, (20, 22)).astype(np.float32)
+        image[3, 4] = value
+        try:
+            clpatch.ann_search(image, patch_size=4, k=4, tile=6, step=step, runtime=runtime)
+        except ValueError as exc:
+            if "NaN or infinite" not in str(exc):
+                sys.exit(f"unexpected error: {exc}")
+        else:
+            sys.exit(f"ann_search accepted an image with {value}")
+    print("ok: ann on NaN and infinite pixels raised, in bounds")
+
+
 def run_ann(pixels: str, burst: bool) -> None:
     from clpatch.match.ann_params import AnnConfig, check_ann_request
     from clpatch.match.ann_plan import AnnPlan
@@ -379,7 +396,7 @@ def main() -> None:
     nnf = jobs.add_parser("nnf")
     nnf.add_argument("--channels", type=int, default=1)
     ann_job = jobs.add_parser("ann")
-    ann_job.add_argument("pixels", choices=("local", "global"))
+    ann_job.add_argument("pixels", choices=("local", "global", "bad-values"))
     ann_job.add_argument("--burst", action="store_true")
     noise_job = jobs.add_parser("noise_level")
     noise_job.add_argument("--channels", type=int, default=1)
@@ -400,7 +417,10 @@ def main() -> None:
     elif args.job == "nnf":
         run_nnf(args.channels)
     elif args.job == "ann":
-        run_ann(args.pixels, args.burst)
+        if args.pixels == "bad-values":
+            run_ann_bad_values()
+        else:
+            run_ann(args.pixels, args.burst)
     elif args.job == "noise_level":
         run_noise_level(args.channels)
     else:

@@ -166,6 +166,12 @@ def test_ann_runs_clean(pixels, burst):
     assert_clean("ann", pixels, *(["--burst"] if burst else []))
 
 
+# ANN on NaN and infinite pixels: the run must fail its value check without touching memory
+# out of bounds on the way (the clustering's ranks once lost their order on a NaN key).
+def test_ann_bad_values_stay_in_bounds():
+    assert_clean("ann", "bad-values")
+
+
 # Noise estimation: texture strengths and their histogram, the tiled scatter of the selected
 # patches' products, and the reduction over work-groups; gray and colour.
 @pytest.mark.parametrize("channels", [1, 3])

@@ -61,6 +61,7 @@
 
 // A slot holds a patch's code: frame << 14 | (row in tile) << 7 | (column in tile); bit 29
 // marks "joins centre 1" during a split, bit 30 the first slot of a cluster.
+#define ORDERED(x) (isnan(x) ? INFINITY : (x))   // NaN as +inf: a total order
 #define CODE_MASK 0x03ffffff
 #define SIDE_BIT 0x20000000
 #define LEAF_BIT 0x40000000
@@ -408,7 +409,10 @@ void ann_cluster(${args()})
                     float key = 0.0f;
                     for (int d = 0; d < ${D}; ++d)
                         key = key + pix.src[a + l_off[d]] * u[d];
-                    PM2[s] = as_int(key);
+                    // NaN (from a NaN or infinite pixel: the run then fails its value check)
+                    // would leave (key, slot) without an order, the ranks without a median
+                    // and the partition writing past its node: 0 keeps the order total.
+                    PM2[s] = as_int(isnan(key) ? 0.0f : key);
                 }
             }
             barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
@@ -658,18 +662,20 @@ void ann_query(${args()}, __global const int *ref_row, __global const int *ref_c
         const int ref = i < nm ? l_mref[warp][i] : -1;
         __local float *row = l_table[warp] + i * ${PITCH};
         // Voting: candidate c's rank is the number of candidates before it (the patch itself
-        // first, then by (distance, slot)).
+        // first, then by (distance, slot)). A NaN distance (a NaN or infinite pixel: the
+        // run then fails its value check) counts as +inf, so the ranks stay a permutation
+        // and every result entry is written.
         if (ref >= 0) {
             const int me = s0 + i - c0;
-            const float dme = row[me];
+            const float dme = ORDERED(row[me]);
             for (int c = sub; c < nc; c += S) {
                 int rank = 0;
-                const float dc = row[c];
+                const float dc = ORDERED(row[c]);
                 if (c != me) {
                     // The count includes the patch itself by value: take that out, count
                     // it first.
                     for (int o = 0; o < nc; ++o) {
-                        const float v = row[o];
+                        const float v = ORDERED(row[o]);
                         rank += (v < dc) | ((v == dc) & (o < c));
                     }
                     rank += 1 - ((dme < dc) | ((dme == dc) & (me < c)));
