@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import platform
 import time
 from pathlib import Path
@@ -33,17 +32,9 @@ from typing import Any
 
 import numpy as np
 from PIL import Image
+from quality_bm3d import DEFAULT_IMAGES, LUMA, psnr
 
 import clpatch
-
-ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_IMAGES = [ROOT.parent / "shared" / "data" / "images", ROOT / "tests" / "data"]
-LUMA = np.array([0.299, 0.587, 0.114])
-
-
-def psnr(out: np.ndarray, clean: np.ndarray) -> float:
-    err = np.clip(np.asarray(out, np.float64), 0, 255) - clean
-    return float(10 * math.log10(255.0 ** 2 / np.mean(err * err)))
 
 
 def luminance(path: Path) -> np.ndarray:

@@ -8,6 +8,7 @@ import argparse
 import numpy as np
 
 from ..core.devices import SPEC_FORMS
+from ..core.errors import ClpatchError
 from ..core.runtime import Runtime
 from ..io.images import ImageInfo
 from ..io.video import VideoInfo
@@ -73,6 +74,16 @@ def seed_number(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
     return value
+
+
+def open_runtime(spec: str | None) -> Runtime:
+    """The runtime of `--device` (None: the default device); CommandError with exit status
+    2 when it cannot be opened."""
+    try:
+        return Runtime(spec)
+    except (ClpatchError, ValueError) as exc:
+        where = f"--device {spec!r}" if spec is not None else "the default device"
+        raise CommandError(f"cannot open {where}: {exc}", code=2) from None
 
 
 def device_line(runtime: Runtime) -> str:

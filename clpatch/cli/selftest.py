@@ -15,11 +15,10 @@ import time
 from importlib import metadata
 from typing import Any
 
-from ..core.errors import ClpatchError
 from ..core.runtime import Runtime
 from ..selftest import FAMILIES, FamilyResult, run_selftest, select_families
 from ..version import __version__
-from .common import CommandError, add_device_option, device_line
+from .common import CommandError, add_device_option, device_line, open_runtime
 
 #: Width of the family-name column.
 NAME_WIDTH = max(len(f.name) for f in FAMILIES) + 2
@@ -71,14 +70,6 @@ def summary_line(results: list[FamilyResult], seconds: float) -> str:
             f"{verdict}")
 
 
-def _runtime(spec: str | None) -> Runtime:
-    try:
-        return Runtime(spec)
-    except (ClpatchError, ValueError) as exc:
-        where = f"--device {spec!r}" if spec is not None else "the default device"
-        raise CommandError(f"cannot open {where}: {exc}", code=2) from None
-
-
 def cmd_selftest(args: argparse.Namespace) -> int:
     try:
         families = select_families(args.family)
@@ -88,7 +79,7 @@ def cmd_selftest(args: argparse.Namespace) -> int:
         for family in families:
             print(f"{family.name:<{NAME_WIDTH}}{family.what}")
         return 0
-    runtime = _runtime(args.device)
+    runtime = open_runtime(args.device)
     names = [f.name for f in families]
     if not args.json:
         env = environment()

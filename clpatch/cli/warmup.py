@@ -16,8 +16,6 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from ..core.errors import ClpatchError
-from ..core.runtime import Runtime
 from ..tune.warmup import (
     DEFAULT_METHODS,
     DTYPES,
@@ -36,7 +34,7 @@ from ..tune.warmup import (
     stored_in,
     warmup_steps,
 )
-from .common import CommandError, add_device_option, device_line
+from .common import CommandError, add_device_option, device_line, open_runtime
 from .progress import BuildProgress, end_build_line, format_duration
 
 #: Width of the step column.
@@ -131,14 +129,6 @@ def summary_line(report: WarmupReport) -> str:
             f"({report.seconds:.1f} s): " + ", ".join(parts))
 
 
-def _runtime(spec: str | None) -> Runtime:
-    try:
-        return Runtime(spec)
-    except (ClpatchError, ValueError) as exc:
-        where = f"--device {spec!r}" if spec is not None else "the default device"
-        raise CommandError(f"cannot open {where}: {exc}", code=2) from None
-
-
 def cmd_warmup(args: argparse.Namespace) -> int:
     try:
         steps = warmup_steps(args.methods, args.channels, args.presets, args.high_noise)
@@ -150,7 +140,7 @@ def cmd_warmup(args: argparse.Namespace) -> int:
         for size, step in todo:
             print(step_label(step, size))
         return 0
-    runtime = _runtime(args.device)
+    runtime = open_runtime(args.device)
     folder = stored_in(runtime)
     if not args.json:
         print(f"warmup on {device_line(runtime)}")
