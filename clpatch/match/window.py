@@ -216,6 +216,8 @@ class SearchPlan:
         key = (planar.int_ptr, chunk, out_rows, out_row0, out_f0)
         template = self._launchers.get(key)
         if template is None or template.planar is not planar:
+            # Templates of a buffer the pool has replaced would keep it alive: drop them.
+            self._launchers = {k: t for k, t in self._launchers.items() if t.planar is planar}
             if len(self._launchers) >= LAUNCHERS_KEPT:
                 self._launchers.clear()
             template = self._launchers[key] = _Launcher(self, planar, chunk, _OUT_POS,
