@@ -109,11 +109,7 @@ class InFlight:
         with self._lock:
             self._enqueued += 1
             self._events.append((self._enqueued, event, name))
-        if self._hook is not None:
-            self._prune()
-            self._report()
-        if self.cancel_requested:
-            self._raise_cancelled()
+        self.poll()
 
     def _make_room(self) -> None:
         self._prune()
@@ -187,7 +183,7 @@ class InFlight:
         return len(self._events)
 
     def poll(self) -> None:
-        """While waiting: report progress and raise `Cancelled` if asked."""
+        """After a launch and while waiting: report progress and raise `Cancelled` if asked."""
         if self._hook is not None:
             self._prune()
             self._report()

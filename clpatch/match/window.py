@@ -9,6 +9,7 @@ device buffers — both take `wait_for` events and return events.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from typing import Any
 
@@ -325,11 +326,11 @@ class _Launcher:
         """A copy whose launches write to `out_pos` and `out_dist` in place of this one's
         output buffers."""
         swap = {id(self.tail[2]): out_pos, id(self.tail[3]): out_dist}
-        copy = object.__new__(_Launcher)
-        copy.__dict__.update(self.__dict__)
-        copy.launches = [(run, global_size, local_size, tuple(swap.get(id(a), a) for a in args))
-                         for run, global_size, local_size, args in self.launches]
-        return copy
+        retargeted = copy.copy(self)
+        retargeted.launches = [
+            (run, global_size, local_size, tuple(swap.get(id(a), a) for a in args))
+            for run, global_size, local_size, args in self.launches]
+        return retargeted
 
     def fire(self, wait_for: list[Any] | None) -> list[Any]:
         """Enqueue the launches, each after `wait_for`; their events."""
