@@ -17,7 +17,7 @@ import numpy as np
 from ..core.runtime import Runtime
 from ..core.volumes import as_volume
 from ..denoise.bm3d import bm3d, noise_255
-from ..denoise.bm3d_params import HIGH_NOISE_SIGMA, stage_params
+from ..denoise.bm3d_params import settings_note, stage_params
 from ..denoise.nlmeans import nlmeans
 from ..denoise.strength import Strength
 from ..denoise.vbm3d import vbm3d
@@ -83,8 +83,7 @@ def method_line(name: str, function: Any, sigma: float, kwargs: dict[str, Any],
         s1, s2, _ = stage_params(preset, noise, **given)
         patch = (f"{s1.patch_size}" if s1.patch_size == s2.patch_size
                  else f"{s1.patch_size}/{s2.patch_size}")
-        parts += [f"preset {preset}" + (" (high-noise settings)" if (noise or 0) > HIGH_NOISE_SIGMA
-                                        else ""),
+        parts += [f"preset {preset}" + settings_note(preset, noise),
                   f"patch {patch}", f"step {s1.step}/{s2.step}",
                   *([] if ann else [f"window {s1.window}/{s2.window}"]), f"n {s1.n}/{s2.n}",
                   f"transforms {s1.transform_2d}/{s2.transform_2d}, {s1.transform_1d}",

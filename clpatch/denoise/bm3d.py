@@ -6,8 +6,9 @@ in registers; the 3-D transform is three 1-D passes joined by the local-memory t
 Algorithms 9 and 10, padded by the device profile's ``bank_padding``):
 
 1. *basic estimate*: groups matched on the noisy image (similar when the mean squared
-   difference per pixel is ``<= tau_match[0]``, 2500 in 8-bit units²), hard thresholding of
-   the 3-D spectrum at ``lambda_3d · σ`` (2.7σ), group weight ``1 / kept coefficients``;
+   difference per pixel is ``<= tau_match[0]``, 2500 in 8-bit units², in the fast preset
+   ``max(2500, 3.125σ²)`` up to σ = 40: see below), hard thresholding of the 3-D spectrum
+   at ``lambda_3d · σ`` (2.7σ), group weight ``1 / kept coefficients``;
 2. *final estimate*: groups matched on the basic estimate (``tau_match[1]`` = 400), empirical
    Wiener shrinkage ``w = B² / (B² + mu2·σ²)`` with B the spectrum of the same group cut from
    the basic estimate (``mu2`` = 1, the original's), group weight
@@ -27,8 +28,12 @@ of Dabov et al.'s BM3D.m for sigma > 40 (its 'vn' profile, Hou et al. 2010): 32 
 group in both stages, stage 1 on step 4 with ``tau_match`` 25000 and ``lambda_3d`` 2.8,
 stage 2 with 11×11 patches (DCT) on step 6 and ``tau_match`` 3500; "fast" the same
 thresholds and ``lambda_3d`` on its own patches, grid and groups. (At σ > 40 the noise alone
-puts patches ``2σ² > 2500`` apart, so the normal thresholds leave groups of one patch.)
-Arguments given explicitly win over these settings.
+puts patches ``2σ² > 3200`` apart, so the normal thresholds leave groups of one patch.)
+Below the switch the fast preset's stage-1 ``tau_match`` already grows with the noise:
+``max(2500, 3.125σ²)``, 2500 up to σ = √800 ≈ 28.28 and 5000 at σ = 40
+(`clpatch.denoise.bm3d_params.noisy_tau`; at σ = 40 it gained 0.3–0.8 dB over 2500 on the
+shared images); "reference" keeps 2500 up to 40, as the bm3d package does. Arguments given
+explicitly win over these settings.
 
 References lie on a grid of step ``step`` plus the last row and column; with ``stagger``
 (the reference preset) grid row i's references sit i mod step columns right of the lattice
@@ -118,7 +123,8 @@ def bm3d(image: Any, sigma: float, *, preset: str = "fast", patch_size: int | No
         Hadamard) or "reference" (the original BM3D: window 39, step 3, 16/32 neighbours,
         Bior1.5/DCT, Haar, on the staggered grid). Above σ = 40 in 0–255 units both take
         their high-noise settings (see the module doc; "reference": step 4/6, 32/32
-        neighbours, patches 8/11, tau_match 25000/3500, lambda_3d 2.8). Every other argument
+        neighbours, patches 8/11, tau_match 25000/3500, lambda_3d 2.8); from σ ≈ 28.28 to
+        40 the fast preset's stage-1 tau_match is 3.125σ² (5000 at 40). Every other argument
         overrides the preset; patch_size, window, step, n, transform_2d ("bior1.5" | "dct"),
         transform_1d ("hadamard" | "haar") and tau_match take one value or a (stage 1,
         stage 2) pair.
@@ -128,10 +134,11 @@ def bm3d(image: Any, sigma: float, *, preset: str = "fast", patch_size: int | No
         basic estimate only; lambda_3d: hard
         threshold in units of sigma (2.7); mu2: Wiener regularisation, w = B² / (B² + mu2·σ²)
         (1; the `bm3d` PyPI package uses lambda_3d=3.0, mu2=0.4 for white noise);
-        tau_match: matching thresholds (2500, 400), mean squared difference per pixel on a
-        0–255 scale; stagger: the reference patches of consecutive grid rows start 0, 1, …,
-        step − 1 columns right of the step lattice, so their edges never line up (the bm3d
-        package's grid; True in the reference preset, False in the fast one).
+        tau_match: matching thresholds (2500, 400; see preset for the noise-dependent
+        defaults), mean squared difference per pixel on a 0–255 scale; stagger: the
+        reference patches of consecutive grid rows start 0, 1, …, step − 1 columns right of
+        the step lattice, so their edges never line up (the bm3d package's grid; True in the
+        reference preset, False in the fast one).
     aggregation: None (device's best), "fixed" or "cas" (see the module doc).
     data_range: the image's nominal range, scaling the matching thresholds by
         (data_range / 255)²; None: 255 for 8-bit data and floats above 1, the dtype's
@@ -176,12 +183,13 @@ def bm3d(image: Any, sigma: float, *, preset: str = "fast", patch_size: int | No
 
 
 def noise_255(volume: Volume, strength: Strength, runtime: Runtime) -> float:
-    """σ in 0–255 units for the preset's high-noise switch (only which side of
-    HIGH_NOISE_SIGMA it lies on matters): sigma · 255 / data_range, with the data range the
-    run will use (the given one, else `default_data_range` of the dtype and the peak). The
-    image is looked at only where the answer depends on it: a float image without a given
-    peak or data range, with 40/255 < sigma <= 40, whose range is 1 when every |value| is
-    at most 1 (a sample of rows first, the whole image only when the sample stays within)."""
+    """σ in 0–255 units for the preset's noise-dependent settings (the high-noise switch
+    above 40, the fast preset's stage-1 tau_match from 28.28 to 40): sigma · 255 /
+    data_range, with the data range the run will use (the given one, else
+    `default_data_range` of the dtype and the peak). The image is looked at only where the
+    settings depend on it (`switch_noise` returns None): a float image without a given peak
+    or data range, with 28.28/255 < sigma <= 40, whose range is 1 when every |value| is at
+    most 1 (a sample of rows first, the whole image only when the sample stays within)."""
     noise = switch_noise(strength.sigma, strength.data_range, volume.dtype, strength.peak)
     if noise is None:
         data_range = 255.0 if _beyond_one(volume, runtime) else 1.0
@@ -224,8 +232,8 @@ def plan_for(runtime: Runtime, rows: int, cols: int, channels: int, *,
              search: str = "window", **params: Any) -> BM3DPlan:
     """The runtime's cached BM3DPlan for images of (rows, cols, channels) and the
     parameters `bm3d` takes (`params`: patch_size, step, window, n, ..., None keeps the
-    preset's; `noise`: σ in 0–255 units, above 40 the preset's high-noise settings are its
-    defaults); n is lowered on images too small to offer it (the project's policy for n),
+    preset's; `noise`: σ in 0–255 units that picks the preset's defaults, see
+    `stage_params`); n is lowered on images too small to offer it (the project's policy for n),
     and a preset's patch size (not a given one) on images smaller than it."""
     check_search(search)
     p1, p2, count = stage_params(preset, noise, **params)

@@ -63,12 +63,32 @@ HIGH_NOISE_SIGMA = 40.0
 #: Hou et al. 2010): 32 patches in both stages, stage 1 step 4 with tau_match 25000 and
 #: lambda 2.8, stage 2 11×11 patches (DCT) on step 6 with tau_match 3500. "fast": the
 #: same matching thresholds and lambda on Davy–Ehret's patches, grid and groups (at σ > 40
-#: the noise alone puts patches 2σ² > 2500 apart, so tau_match 2500 leaves groups of 1).
+#: the noise alone puts patches 2σ² > 3200 apart, so tau_match 2500 leaves groups of 1).
 HIGH_NOISE: dict[str, dict[str, Any]] = {
     "reference": dict(patch_size=(8, 11), step=(4, 6), n=(32, 32), tau_match=(25000.0, 3500.0),
                       lambda_3d=2.8),
     "fast": dict(tau_match=(25000.0, 3500.0), lambda_3d=2.8),
 }
+
+#: Presets whose stage-1 matching threshold grows with the noise up to HIGH_NOISE_SIGMA:
+#: tau_match = max(the preset's, TAU_PER_VARIANCE · σ²), σ in 0–255 units (`noisy_tau`).
+#: Pure noise puts two patches 2σ² apart (mean squared difference per pixel), so the fixed
+#: 2500 (2σ² at σ ≈ 35) leaves most of the fast preset's groups with one patch as σ nears
+#: 40; at σ = 40 tau 5000 instead of 2500 gained 0.27–0.84 dB on every shared image (PoCL,
+#: benchmarks/quality_triton.py). "reference" keeps 2500 up to 40, as the bm3d package does.
+GROWING_TAU = ("fast",)
+#: tau_match of stage 1 per unit of σ² in the rule above (5000 at σ = 40: 1.5625 · 2σ²).
+TAU_PER_VARIANCE = 3.125
+#: σ (0–255 units) up to which the rule keeps the preset's 2500: √(2500 / 3.125) = √800
+#: ≈ 28.28; between it and HIGH_NOISE_SIGMA the settings depend on σ's exact value.
+TAU_GROWTH_SIGMA = math.sqrt(PRESETS["fast"]["tau_match"][0] / TAU_PER_VARIANCE)
+
+
+def noisy_tau(base: float, noise: float) -> float:
+    """Stage 1's matching threshold of a GROWING_TAU preset whose normal one is `base`, for
+    noise of σ = `noise` in 0–255 units at most HIGH_NOISE_SIGMA: max(base, 3.125 σ²)."""
+    return max(float(base), TAU_PER_VARIANCE * noise * noise)
+
 
 _PER_STAGE = ("patch_size", "window", "step", "n", "transform_2d", "transform_1d", "tau_match",
               "beta")
@@ -109,26 +129,47 @@ def group_and_transforms(per: dict[str, tuple[Any, Any]], s: int,
 
 def preset_settings(preset: str, noise: float | None = None) -> dict[str, Any]:
     """The settings of a preset for noise of σ = `noise` in 0–255 units (None: the preset's
-    normal settings): above HIGH_NOISE_SIGMA (40) its HIGH_NOISE settings replace them."""
+    normal settings): above HIGH_NOISE_SIGMA (40) its HIGH_NOISE settings replace them; at
+    most 40, a GROWING_TAU preset ("fast") has the stage-1 tau_match `noisy_tau` (2500 up
+    to σ ≈ 28.28, 3.125 σ² above: 5000 at σ = 40)."""
     check_choice("preset", preset, sorted(PRESETS))
     cfg = dict(PRESETS[preset])
-    if noise is not None and check_float("noise", noise) > HIGH_NOISE_SIGMA:
+    if noise is None:
+        return cfg
+    if check_float("noise", noise) > HIGH_NOISE_SIGMA:
         cfg.update(HIGH_NOISE.get(preset, {}))
+    elif preset in GROWING_TAU:
+        tau1, tau2 = cfg["tau_match"]
+        cfg["tau_match"] = (noisy_tau(tau1, float(noise)), tau2)
     return cfg
+
+
+def settings_note(preset: str, noise: float | None) -> str:
+    """What the noise level changes in a preset's settings, for one-line descriptions: ""
+    (its normal settings), else " (high-noise settings, stage-1 tau 25000)" or
+    " (stage-1 tau 5000)"."""
+    cfg = preset_settings(preset, noise)
+    notes = ["high-noise settings"] if noise is not None and noise > HIGH_NOISE_SIGMA else []
+    tau = cfg["tau_match"][0]
+    if tau != PRESETS[preset]["tau_match"][0]:
+        notes.append(f"stage-1 tau {tau:g}")
+    return f" ({', '.join(notes)})" if notes else ""
 
 
 def switch_noise(sigma: float, data_range: float | None, dtype: Any,
                  peak: float | None) -> float | None:
-    """σ in 0–255 units as the presets' high-noise switch sees it (only which side of
-    HIGH_NOISE_SIGMA it lies on matters): sigma · 255 / data_range, the data range being the
-    given one, else `default_data_range` of `dtype` and `peak`. None when that needs the
-    image's peak and none is given: a float image with 40/255 < sigma <= 40, where a range
-    of 1 and one of 255 fall on either side of the switch."""
+    """σ in 0–255 units as the presets' settings see it: sigma · 255 / data_range, the data
+    range being the given one, else `default_data_range` of `dtype` and `peak`. None when
+    that needs the image's peak and none is given: a float image whose range may be 1 or
+    255, where the two readings give different settings, i.e. unless both lie at or below
+    TAU_GROWTH_SIGMA (≈ 28.28: the normal settings) or both above HIGH_NOISE_SIGMA (40:
+    the high-noise ones), so for TAU_GROWTH_SIGMA/255 (≈ 0.111) < sigma <= 40. (Between
+    28.28 and 40 the fast preset's stage-1 tau_match depends on σ's exact value.)"""
     if data_range is None:
         if np.dtype(dtype).kind != "f" or peak is not None:
             data_range = default_data_range(dtype, peak)
-        elif sigma > HIGH_NOISE_SIGMA or sigma * 255.0 <= HIGH_NOISE_SIGMA:
-            return sigma        # above (below) the switch for a range of 1 and of 255 alike
+        elif sigma > HIGH_NOISE_SIGMA or sigma * 255.0 <= TAU_GROWTH_SIGMA:
+            return sigma        # the same settings for a range of 1 and of 255 alike
         else:
             return None
     return sigma * 255.0 / data_range
@@ -139,7 +180,8 @@ def stage_params(preset: str = "fast", noise: float | None = None,
     """(stage-1 params, stage-2 params, number of stages) for a preset plus overrides.
 
     noise: σ in 0–255 units (sigma · 255 / data_range), or None; above 40 the preset's
-    high-noise settings (HIGH_NOISE) are its defaults. patch_size, window, step, n,
+    high-noise settings (HIGH_NOISE) are its defaults, from 28.28 to 40 the fast preset's
+    stage-1 tau_match grows as 3.125 σ² (`preset_settings`). patch_size, window, step, n,
     transform_2d, transform_1d, tau_match and beta take a scalar (both stages) or a
     (stage 1, stage 2) pair; lambda_3d, mu2, stagger and stages one value; None keeps the
     preset's. A stage whose patch size is not 8 defaults to the DCT as 2-D transform

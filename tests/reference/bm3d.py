@@ -10,7 +10,8 @@ Block matching (both stages, on one guide channel):
 - candidates: every valid top-left within ``±window//2`` of the reference, clipped to the image;
 - distance: sum of squared differences over the p×p patch; a candidate is *similar* when
   ``distance / p² <= tau`` (tau = 2500 in stage 1 on the noisy image, 400 in stage 2 on the
-  basic estimate, in 8-bit units²);
+  basic estimate, in 8-bit units²; the "fast" preset's stage 1 grows with σ, see
+  :func:`fast_stage1_tau`);
 - the group holds the k most similar (ascending distance, ties by raster offset order with the
   reference itself first), k = the largest power of 2 <= min(n, number similar). The reference
   is always similar to itself, so k >= 1.
@@ -51,9 +52,11 @@ stage-2 oracle are unchanged); role ``"oracle"`` takes it as the basic estimate:
 skipped, stage 2 matches on it and uses it as the Wiener oracle (two stages needed).
 High noise: above σ = 40 (0–255 units) the presets take the settings of ``HIGH_NOISE``
 (for "reference" those BM3D.m switches to: its 'vn' profile, 11×11 patches in stage 2);
-patch_size may differ per stage. Not reproduced: the older 'vn_old' settings (12×12 DCT,
-τ = 5000, prefiltered matching). The bm3d package's white-noise λ = 3.0 and μ² = 0.4 are
-reachable through ``lambda_3d`` and ``mu2``.
+patch_size may differ per stage. At σ <= 40 the "fast" preset's stage-1 threshold is
+``max(2500, 3.125·σ²)`` (:func:`fast_stage1_tau`; "reference" keeps 2500). Not
+reproduced: the older 'vn_old' settings (12×12 DCT, τ = 5000, prefiltered matching).
+The bm3d package's white-noise λ = 3.0 and μ² = 0.4 are reachable through ``lambda_3d``
+and ``mu2``.
 """
 
 from __future__ import annotations
@@ -108,6 +111,14 @@ HIGH_NOISE: dict[str, dict[str, Any]] = {
 }
 
 
+def fast_stage1_tau(noise: float) -> float:
+    """The "fast" preset's stage-1 matching threshold at σ = ``noise`` (0–255 units) up to
+    HIGH_NOISE_SIGMA: 2500 or 3.125·σ², whichever is larger (so 2500 up to σ = √800, 5000
+    at σ = 40). Two patches of pure noise lie 2σ² apart per pixel on average, more than
+    2500 from σ ≈ 35 on."""
+    return max(2500.0, 3.125 * float(noise) ** 2)
+
+
 @dataclass(frozen=True)
 class StageParams:
     """Parameters of one BM3D stage (1: hard thresholding, 2: Wiener)."""
@@ -157,9 +168,11 @@ def stage_params(preset: str = "fast", noise: float | None = None,
     """(stage-1 params, stage-2 params, number of stages) of a preset plus overrides.
 
     noise: σ in 0–255 units or None; above HIGH_NOISE_SIGMA the preset's HIGH_NOISE settings
-    are its defaults. patch_size, window, step, n, transform_2d, transform_1d, tau_match and
-    beta take a scalar (both stages) or a (stage 1, stage 2) pair; lambda_3d, mu2, stagger
-    and stages one value; None keeps the preset's. A stage whose patch size is not 8 has the
+    are its defaults, at or below it the "fast" preset's stage-1 tau_match is
+    :func:`fast_stage1_tau` (an explicit tau_match replaces both stages'). patch_size,
+    window, step, n, transform_2d, transform_1d, tau_match and beta take a scalar (both
+    stages) or a (stage 1, stage 2) pair; lambda_3d, mu2, stagger and stages one value;
+    None keeps the preset's. A stage whose patch size is not 8 has the
     DCT as default 2-D transform (Bior1.5 exists on 8 points only).
     """
     if preset not in PRESETS:
@@ -167,6 +180,8 @@ def stage_params(preset: str = "fast", noise: float | None = None,
     cfg = dict(PRESETS[preset])
     if noise is not None and float(noise) > HIGH_NOISE_SIGMA:
         cfg.update(HIGH_NOISE[preset])
+    elif noise is not None and preset == "fast":
+        cfg["tau_match"] = (fast_stage1_tau(noise), cfg["tau_match"][1])
     for key, value in overrides.items():
         if key not in cfg:
             raise TypeError(f"unknown BM3D parameter {key!r}; accepted: {sorted(cfg)}")
@@ -498,7 +513,8 @@ def bm3d_reference(image, sigma: float, preset: str = "fast", *, guide=None,
     their groups on the guide) or "oracle" (the guide is the basic estimate: stage 2 only,
     matched on the guide, the guide as Wiener oracle); see the module doc.
     noise: σ in 0–255 units that picks the preset's settings (None: sigma, 0–255 data
-    assumed); above 40 the preset's HIGH_NOISE settings apply.
+    assumed); above 40 the preset's HIGH_NOISE settings apply, below it the "fast"
+    preset's stage-1 threshold follows :func:`fast_stage1_tau`.
     """
     sigma = float(sigma)
     if not np.isfinite(sigma) or sigma <= 0:
