@@ -190,6 +190,18 @@ def test_search_matches_the_whole_image(on_device):
     np.testing.assert_array_equal(got.distances.compute(), expected.distances)
 
 
+def test_graph_has_one_task_per_piece_over_the_input_chunks():
+    """Each piece is one task reading the input's chunks directly (no sliced copy of the
+    input per piece, no reduction per piece): 16 pieces of a 4 x 4-chunk image make about
+    16 + 16 + the peak's reduction tasks, where slicing the Dask array per piece made ten
+    times more."""
+    x = da.zeros((64, 64), chunks=16, dtype=np.float32)
+    out = cdask.nlmeans(x, SIGMA, **NLM)
+    tasks = len(dict(out.__dask_graph__()))
+    assert out.chunks == x.chunks
+    assert tasks <= 8 * 16, tasks
+
+
 def test_the_halo_is_needed(on_device, monkeypatch):
     """A halo one patch short changes the result: the test above can fail."""
     image = noisy((47, 38), seed=6)
