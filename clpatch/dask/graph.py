@@ -28,7 +28,7 @@ from ..core.runtime import Runtime
 from .pieces import Halo, Piece, pieces
 from .worker import run_on_device
 
-__all__ = ["check_dask_array", "global_peak", "map_pieces"]
+__all__ = ["check_dask_array", "global_peak", "join_window", "map_pieces", "window_parts"]
 
 
 def check_dask_array(x: Any, name: str, ndims: tuple[int, ...]) -> da.Array:
@@ -70,7 +70,7 @@ def _chunk_parts(chunks: tuple[int, ...], lo: int, hi: int) -> list[tuple[int, s
     return parts
 
 
-def _window_parts(blocks: np.ndarray, chunks: tuple[tuple[int, ...], ...],
+def window_parts(blocks: np.ndarray, chunks: tuple[tuple[int, ...], ...],
                   window: tuple[tuple[int, int], ...]) -> Any:
     """The chunks (`blocks`: x.to_delayed(), one per chunk of the windowed axes) covering
     `window` ((lo, hi) per leading axis), as nested lists of (chunk, slices) pairs, one
@@ -84,13 +84,13 @@ def _window_parts(blocks: np.ndarray, chunks: tuple[tuple[int, ...], ...],
     return nest(0, (), ())
 
 
-def _join(parts: Any, axis: int = 0) -> np.ndarray:
-    """The sub-window from `_window_parts`' nesting, the chunks computed."""
+def join_window(parts: Any, axis: int = 0) -> np.ndarray:
+    """The sub-window from `window_parts`' nesting, the chunks computed."""
     if isinstance(parts, tuple):
         block, slices = parts
         return block[slices]
-    pieces_ = [_join(p, axis + 1) for p in parts]
-    return pieces_[0] if len(pieces_) == 1 else np.concatenate(pieces_, axis=axis)
+    joined = [join_window(p, axis + 1) for p in parts]
+    return joined[0] if len(joined) == 1 else np.concatenate(joined, axis=axis)
 
 
 def _run_piece(parts: Any, peak: Any, guide_parts: Any, piece: Piece,
@@ -98,8 +98,8 @@ def _run_piece(parts: Any, peak: Any, guide_parts: Any, piece: Piece,
                kwargs: dict[str, Any]) -> np.ndarray:
     """One task: the method on the sub-window joined from `parts` (and the guide's from
     `guide_parts`, when given), the core cut out of its result."""
-    block = _join(parts)
-    guide = None if guide_parts is None else _join(guide_parts)
+    block = join_window(parts)
+    guide = None if guide_parts is None else join_window(guide_parts)
     peak = float(peak)
     if not math.isfinite(peak):
         raise ValueError("image contains NaN or infinite values")
@@ -146,9 +146,9 @@ def map_pieces(x: da.Array, halo: Halo, method: Callable[..., Any], args: tuple,
         window = ((piece.ya, piece.yb), (piece.xa, piece.xb))
         if video:
             window = ((piece.ta, piece.tb), *window)
-        parts = _window_parts(x_blocks, x.chunks[:spatial], window)
+        parts = window_parts(x_blocks, x.chunks[:spatial], window)
         guide_parts = (None if guide is None else
-                       _window_parts(g_blocks, guide.chunks[:spatial], window))
+                       window_parts(g_blocks, guide.chunks[:spatial], window))
         task = dask.delayed(_run_piece, pure=True, name=f"{name}-{token}-{piece.t0}-{piece.a}-{piece.c}")(
             parts, peak, guide_parts, piece, video, method, args, kwargs)
         shape = (piece.b - piece.a, piece.d - piece.c, *tail)

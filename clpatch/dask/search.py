@@ -20,7 +20,7 @@ from ..core.runtime import Runtime
 from ..match.matches import Matches, grid_positions
 from ..match.search import search_patches as search_image
 from ..match.window_params import check_fits, check_search_request
-from .graph import check_dask_array
+from .graph import check_dask_array, join_window, window_parts
 from .pieces import search_halo, sub_window
 from .worker import run_on_device
 
@@ -34,10 +34,12 @@ def _spans(chunks: tuple[int, ...], grid: np.ndarray) -> list[tuple[int, int]]:
     return [(int(g0), int(g1)) for g0, g1 in zip(cuts[:-1], cuts[1:], strict=True) if g1 > g0]
 
 
-def _run_search(block: np.ndarray, ya: int, xa: int, ys: np.ndarray, xs: np.ndarray,
+def _run_search(parts: Any, ya: int, xa: int, ys: np.ndarray, xs: np.ndarray,
                 kwargs: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
-    """One task: search the sub-window `block` (top-left at (ya, xa) in the image) and keep
-    the references at rows `ys` and columns `xs` (image coordinates)."""
+    """One task: search the sub-window joined from the input chunks' `parts` (top-left at
+    (ya, xa) in the image) and keep the references at rows `ys` and columns `xs` (image
+    coordinates)."""
+    block = join_window(parts)
 
     def call(runtime: Runtime) -> Matches:
         return search_image(block, runtime=runtime, **kwargs)
@@ -82,6 +84,7 @@ def search_patches(image: Any, patch_size: int = 8, step: int = 4, window: int =
 
     # Sub-windows by the pieces' rule, over the pixel extent of each block's references.
     tall, wide = extent(grid_y, row_spans), extent(grid_x, col_spans)
+    blocks = x.to_delayed().reshape(x.numblocks[:2])   # channels: one chunk
     pos_rows, dist_rows = [], []
     for g0, g1 in row_spans:
         ys = grid_y[g0:g1]
@@ -92,7 +95,8 @@ def search_patches(image: Any, patch_size: int = 8, step: int = 4, window: int =
             xa, xb = sub_window(int(xs[0]), int(xs[-1]) + 1, cols, wide, halo)
             task = dask.delayed(_run_search, pure=True, nout=2,
                                 name=f"clpatch-search-{token}-{g0}-{h0}")(
-                x[ya:yb, xa:xb], ya, xa, ys, xs, kwargs)
+                window_parts(blocks, x.chunks[:2], ((ya, yb), (xa, xb))), ya, xa, ys, xs,
+                kwargs)
             shape = (g1 - g0, h1 - h0, request.n)
             pos_row.append(da.from_delayed(task[0], (*shape, 2), dtype=np.int32))
             dist_row.append(da.from_delayed(task[1], shape, dtype=np.float32))
