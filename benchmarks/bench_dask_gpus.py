@@ -1,0 +1,197 @@
+"""clpatch.dask on every GPU of one host against one GPU: wall time, scaling, bit-identity.
+
+    python benchmarks/bench_dask_gpus.py [--size 16384] [--chunks 2048]
+        [--video 64 2160 3840] [--video-chunks 16 1080 1920] [--workers N]
+        [--repeats 1] [--methods bm3d nlmeans vbm3d] [--json FILE] [--markdown FILE]
+
+Inputs: a size x size grayscale mosaic of the test photographs (tests/data) and a
+T-frame H x W pan over such a mosaic (frame t shifted by (2t, 3t) pixels), both with
+sigma 20 Gaussian noise (float32, not clipped). BM3D (fast preset) and NL-means
+("fixed" aggregation) run on the image, VBM3D on the video, through `clpatch.dask`, on a
+`distributed.LocalCluster` of one worker process and of N (default: one per GPU of the
+host; on a one-GPU host 2, sharing it, which checks each worker's device choice and that
+the result does not depend on the number of workers, not the scaling). Each worker opens
+its own runtime (`clpatch.dask.worker`: LocalCluster numbers its workers and worker i
+takes GPU i mod the number of GPUs) and reports its device and PCI bus id.
+
+Times are wall clock from the lazy result to its chunks persisted on the workers (the
+input is persisted there first), median of the repeats after a warm-up run that builds
+the programs and plans on every worker. The tasks' own time comes from Dask's task stream
+(compute durations of the clpatch tasks, summed over the workers); wall x workers minus
+it is the time the workers spent outside the tasks (scheduling, gathering sub-windows and
+halos from other workers, idling at the end). Results are gathered after the timing and
+compared bit for bit: N workers against one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+import dask.array as da
+import distributed
+import numpy as np
+from bench_dask import SIGMA, mosaic
+
+import clpatch.dask as cdask
+from clpatch.core.devices import is_simulator, list_devices
+
+
+def gpu_count() -> int:
+    import pyopencl as cl
+    return sum(1 for e in list_devices()
+               if e.device.type & cl.device_type.GPU and not is_simulator(e.device))
+
+
+def pan(frames: int, rows: int, cols: int, seed: int = 1) -> np.ndarray:
+    """frames x rows x cols: a noisy mosaic seen through a window moving (2, 3) px a frame."""
+    side = max(rows + 2 * frames, cols + 3 * frames)
+    clean = mosaic(side, seed=seed, noisy=False)
+    rng = np.random.default_rng(seed + 1)
+    out = np.empty((frames, rows, cols), np.float32)
+    for t in range(frames):
+        out[t] = clean[2 * t:2 * t + rows, 3 * t:3 * t + cols]
+        out[t] += rng.normal(0, SIGMA, (rows, cols)).astype(np.float32)
+    return out
+
+
+def worker_device() -> dict[str, Any]:
+    """Run as a task on one worker: the device its clpatch runtime opened."""
+    from clpatch.dask.worker import device_spec, worker_runtime
+    device = worker_runtime().device
+    info = {"spec": device_spec(), "device": device.name.strip()}
+    for attr in ("pci_domain_id_nv", "pci_bus_id_nv", "pci_slot_id_nv"):
+        try:
+            info[attr] = int(getattr(device, attr))
+        except Exception:  # noqa: BLE001 - not an NVIDIA device
+            pass
+    if "pci_bus_id_nv" in info:
+        info["pci"] = (f"{info.get('pci_domain_id_nv', 0):04x}:{info['pci_bus_id_nv']:02x}:"
+                       f"{info.get('pci_slot_id_nv', 0):02x}")
+    return info
+
+
+def devices(client: distributed.Client) -> dict[str, Any]:
+    workers = sorted(client.scheduler_info()["workers"])
+    futures = {w: client.submit(worker_device, workers=[w], pure=False, allow_other_workers=False)
+               for w in workers}
+    return {w: f.result() for w, f in futures.items()}
+
+
+def run(client: distributed.Client, x: da.Array, chunked: Any,
+        repeats: int) -> tuple[float, float, np.ndarray]:
+    """(median seconds to persisted, median summed task seconds, the result)."""
+    times, busy, out = [], [], None
+    resident = len(client.who_has())         # the persisted inputs
+    for k in range(repeats + 1):
+        if out is not None:
+            client.cancel(out)
+            del out
+            while len(client.who_has()) > resident:
+                time.sleep(0.01)
+        with distributed.get_task_stream(client) as stream:
+            start = time.perf_counter()
+            out = client.persist(chunked(x))
+            distributed.wait(out)
+            seconds = time.perf_counter() - start
+        if k:
+            times.append(seconds)
+            busy.append(sum(s["stop"] - s["start"] for task in stream.data
+                            if "run_piece" in str(task["key"])     # (fused with the join)
+                            for s in task["startstops"] if s["action"] == "compute"))
+    return statistics.median(times), statistics.median(busy), np.asarray(out.compute())
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--size", type=int, default=16384)
+    ap.add_argument("--chunks", type=int, default=2048)
+    ap.add_argument("--video", type=int, nargs=3, default=[64, 2160, 3840])
+    ap.add_argument("--video-chunks", type=int, nargs=3, default=[16, 1080, 1920])
+    ap.add_argument("--workers", type=int, default=None)
+    ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--methods", nargs="*", default=["bm3d", "nlmeans", "vbm3d"])
+    ap.add_argument("--json", type=Path)
+    ap.add_argument("--markdown", type=Path)
+    args = ap.parse_args()
+    gpus = gpu_count()
+    many = args.workers or max(gpus, 2)
+    image = mosaic(args.size) if {"bm3d", "nlmeans"} & set(args.methods) else None
+    video = pan(*args.video) if "vbm3d" in args.methods else None
+    cases = {
+        "bm3d": (image, args.chunks, lambda x: cdask.bm3d(x, SIGMA)),
+        "nlmeans": (image, args.chunks, lambda x: cdask.nlmeans(x, SIGMA, aggregation="fixed")),
+        "vbm3d": (video, tuple(args.video_chunks), lambda x: cdask.vbm3d(x, SIGMA)),
+    }
+    rows: list[dict[str, Any]] = []
+    clusters: list[dict[str, Any]] = []
+    seen: dict[str, Any] = {}
+    for workers in (1, many):
+        with distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                                      dashboard_address=None, silence_logs=50) as cluster, \
+                distributed.Client(cluster) as client:
+            where = devices(client)
+            clusters.append({"workers": workers, "devices": where})
+            print(json.dumps({"workers": workers, "devices": where}), flush=True)
+            inputs: dict[int, da.Array] = {}      # each input persisted once per cluster
+            for name in args.methods:
+                data, chunks, chunked = cases[name]
+                if id(data) not in inputs:
+                    inputs[id(data)] = client.persist(da.from_array(data, chunks=chunks))
+                    distributed.wait(inputs[id(data)])
+                x = inputs[id(data)]
+                seconds, busy, out = run(client, x, chunked, args.repeats)
+                megapixels = data.size / 1e6
+                row = dict(method=name, workers=workers, seconds=seconds,
+                           mp_per_s=megapixels / seconds, task_seconds=busy,
+                           outside_seconds=max(0.0, seconds * workers - busy),
+                           devices=sorted({d["device"] + (f" ({d['pci']})" if "pci" in d else "")
+                                           for d in where.values()}))
+                if name in seen:
+                    row["identical_to_1"] = bool(np.array_equal(out, seen[name]))
+                    first = next(r for r in rows if r["method"] == name and r["workers"] == 1)
+                    row["scaling"] = first["seconds"] / seconds
+                else:
+                    seen[name] = out
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+                del out
+    info = dict(host=platform.node(), gpus=gpus, size=args.size, chunks=args.chunks,
+                video=args.video, video_chunks=args.video_chunks, repeats=args.repeats,
+                clusters=clusters, rows=rows)
+    if args.json:
+        args.json.write_text(json.dumps(info, indent=1))
+    lines = [f"# clpatch.dask on {gpus} GPU(s) of one host",
+             "", f"Image {args.size}x{args.size} in {args.chunks}² chunks; video "
+             f"{'x'.join(map(str, args.video))} (frames x rows x cols) in "
+             f"{'x'.join(map(str, args.video_chunks))} chunks. Wall clock from the lazy result "
+             f"to its chunks persisted on the workers, median of {args.repeats} after a "
+             "warm-up; task time: the clpatch tasks' compute time summed over the workers; "
+             "outside: wall x workers - task time.", "",
+             "| method | workers | devices | s | MP/s | scaling | task s | outside s | "
+             "bit-identical to 1 worker |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['method']} | {r['workers']} | {'; '.join(r['devices'])} | "
+                     f"{r['seconds']:.3f} | {r['mp_per_s']:.1f} | "
+                     f"{r.get('scaling', 1.0):.2f} | {r['task_seconds']:.3f} | "
+                     f"{r['outside_seconds']:.3f} | "
+                     f"{'–' if 'identical_to_1' not in r else ('yes' if r['identical_to_1'] else 'NO')} |")
+    lines += ["", "Each worker's runtime (opened by a task on that worker):", ""]
+    for c in clusters:
+        for i, (address, d) in enumerate(sorted(c["devices"].items())):
+            lines.append(f"- {c['workers']} worker(s), worker {i} ({address}): {d['device']}"
+                         + (f", PCI {d['pci']}" if "pci" in d else "")
+                         + (f", device spec {d['spec']}" if d.get("spec") else ""))
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if args.markdown:
+        args.markdown.write_text(text)
+
+
+if __name__ == "__main__":
+    main()
