@@ -51,7 +51,7 @@ ${agg.helpers(aggregation)}
     const int nfr, const int ref_fb, const int row_index0, const int fixed_class,
     __global ${ACC} *acc, const int plane,
     const float two_sigma2, const float inv_h2, const float flat_var, const float norm,
-    const float scale
+    __global const float *restrict scales
 </%def>
 
 ## Reads the reference's neighbours: weights w[k], band offsets off[k] of their top-left
@@ -147,6 +147,9 @@ ${agg.helpers(aggregation)}
 __kernel __attribute__((reqd_work_group_size(${P}, ${R}, 1)))
 void nlm_average(${average_args()})
 {
+% if aggregation == "fixed":
+    const float scale = scales[0];      // the fixed-point scale (nlm_scale)
+% endif
     __local float part[${R}][${P}][${2 * C}];
     const int j = get_local_id(0);
     const int slot = get_local_id(1);
@@ -211,6 +214,9 @@ void nlm_average(${average_args()})
 //
 __kernel void nlm_average(${average_args()})
 {
+% if aggregation == "fixed":
+    const float scale = scales[0];      // the fixed-point scale (nlm_scale)
+% endif
     const int b = get_global_id(0);
     const int a = get_global_id(1);
     const int fr = get_global_id(2);
@@ -249,11 +255,13 @@ __kernel void nlm_average(${average_args()})
 // known in advance and separable). Then back from the opponent colour space (colour).
 // Launch: global (W, rows, nfr) over band rows y_first ... y_first + rows - 1; writes the
 // interleaved float output out[((out_f0 + fr) * out_rows + out_y0 + y) * W + x) * C + c].
+// scales[1] is 1 / the fixed-point scale (read for "fixed" only; nlm_scale).
 //
 __kernel void nlm_finalize(__global const ${ACC} *restrict acc, const int plane, const int H,
                            const int W, const int band_y0, const int y_first, const int rows,
                            const int nfr, __global const float *restrict dy,
-                           __global const float *restrict dx, const float inv_scale,
+                           __global const float *restrict dx,
+                           __global const float *restrict scales,
                            __global float *restrict out, const int out_rows, const int out_y0,
                            const int out_f0)
 {
@@ -261,6 +269,9 @@ __kernel void nlm_finalize(__global const ${ACC} *restrict acc, const int plane,
     if (x >= W || r >= rows || fr >= nfr)
         return;
     const int y = y_first + r;
+% if aggregation == "fixed":
+    const float inv_scale = scales[1];
+% endif
     const float inv_den = 1.0f / (dy[band_y0 + y] * dx[x]);
     float v[${C}];
 % for c in range(C):
@@ -288,6 +299,34 @@ __kernel void nlm_finalize(__global const ${ACC} *restrict acc, const int plane,
 % for c in range(C):
     out[o + ${c}] = v[${c}];
 % endfor
+}
+
+//
+// The fixed-point scale of a run, on the device, so that the host need not read the
+// image's peak before averaging: the power of two 2^min(40, floor(log2(2^62 / bound))),
+// bound = max(peak * bound_factor, 1e-30) (bound_factor = K^2, times sqrt(3) for colour:
+// every pixel's sum then stays within int64), with peak = `given` unless it is negative,
+// else the float in check word `word` (the conversion kernels' largest |value| of this run,
+// lib/convert.cl.mako). The floor is exact, read off the bits: bound (a normal float, at
+// least 1e-30) is m 2^e with m in [0.5, 1), e its biased exponent - 126, so log2(2^62 /
+// bound) lies in (62 - e, 63 - e], reaching 63 - e only when m = 0.5 (mantissa bits 0).
+// The exponent x lies in [-67, 40], so 2^x and 2^-x are built as normal floats. A NaN
+// peak makes bound 1e-30 (fmax), an infinite one the scale 2^-67: such runs are refused
+// after the kernels. Writes scales[0] = 2^x, scales[1] = 2^-x.
+// Launch: global (1), local any.
+//
+__kernel void nlm_scale(__global const uint *restrict check, const int word, const float given,
+                        const float bound_factor, __global float *restrict scales)
+{
+    if (get_global_id(0) != 0)
+        return;
+    const float peak = given < 0.0f ? as_float(check[word]) : given;
+    const float bound = fmax(peak * bound_factor, 1e-30f);
+    const uint bits = as_uint(bound);
+    const int e = (int)((bits >> 23) & 0xffu) - 126;
+    const int x = min(40, 62 - e + ((bits & 0x7fffffu) == 0u ? 1 : 0));
+    scales[0] = as_float((uint)(127 + x) << 23);
+    scales[1] = as_float((uint)(127 - x) << 23);
 }
 
 //

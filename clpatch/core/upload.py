@@ -64,6 +64,12 @@ class Uploader:
             found = self._kernels[name, word] = kernel(program, "to_planar")
         return found
 
+    def check_words(self) -> tuple[Any, int]:
+        """(the device buffer of check words, the index of this run's word): a kernel that
+        needs a run's peak on the device reads the float bits of that word (uint32), once
+        the run's conversions are done (queue it after them)."""
+        return self._check, self._word
+
     def begin(self) -> None:
         """Start a run's running maximum (before its first block): switch to the check word
         the previous run's conversions cleared. Enqueues nothing; call it only after the

@@ -53,7 +53,7 @@ class NLMeansPlan:
     exactly the contributions of an untiled run, in the same order. Videos are processed a
     few reference frames at a time (a stream), so device memory does not grow with the
     number of frames. `last_events` holds the (stage, event) pairs of the last run:
-    convert, transform, search, clear, average, finalize ("guide upload", "guide convert"
+    convert, scale, transform, search, clear, average, finalize ("guide upload", "guide convert"
     for a guide).
     """
 
@@ -154,6 +154,9 @@ class NLMeansPlan:
         self._naive_group = max(1, min(self.runtime.profile.naive_group_size, allowed))
         self._finalize = kernel(program, "nlm_finalize")
         self._clear = kernel(program, "nlm_clear")
+        # One per check word of the uploader (its word alternates between runs), so that a
+        # run's arguments repeat the previous use's and none is set again.
+        self._scale = [kernel(program, "nlm_scale") for _ in range(2)]
         self._opponent = kernel(program, "nlm_to_opponent") if self.colour else None
 
     # ---- memory plan (`clpatch.denoise.nlmeans_tiles`) --------------------------------------
@@ -179,13 +182,22 @@ class NLMeansPlan:
 
     # ---- running ---------------------------------------------------------------------------
 
-    def _fixed_scale(self, peak: float) -> float:
-        """Fixed-point scale: a power of two keeping every pixel's sum within int64, given
-        the input's peak |value|."""
-        peak *= math.sqrt(3.0) if self.colour else 1.0
+    def _bound_factor(self) -> np.float32:
+        """What the largest |value| is multiplied by to bound every pixel's fixed-point sum
+        (nlm_scale in denoise/nlmeans.cl.mako): K² for the K x K patches summed over a pixel,
+        times sqrt(3) for colour (the opponent transform's largest gain)."""
         k = buffer_classes(self.patch_size, self.step) + 1
-        bound = max(peak * k * k, 1e-30)
-        return float(2.0 ** min(40, math.floor(math.log2(2.0 ** 62 / bound))))
+        return np.float32(k * k * (math.sqrt(3.0) if self.colour else 1.0))
+
+    def _enqueue_scale(self, given: float | None) -> Any:
+        """Queue nlm_scale: the fixed-point scale of this run into the "scales" buffer, from
+        the peak `given` or, when None, from the run's check word (after the conversions
+        queued so far). Returns its event."""
+        check, word = self.search.uploader.check_words()
+        return self._scale[word](
+            self.runtime.queue, (1,), None, check, np.int32(word),
+            np.float32(-1.0 if given is None else given), self._bound_factor(),
+            self._buffer("scales", 8))
 
     def _check_peak(self, peak: float, name: str = "image") -> None:
         check_peak(peak, magnitude_limit(self.patch_size, self.channels), name)
@@ -213,37 +225,33 @@ class NLMeansPlan:
                       self.device_output, self.runtime.context)
         guided = None if guide is None else self._guide.check(guide, volume)
         tiles = self.tiles_for(guided is not None)
-        # Values are checked by the conversion kernel. The fixed-point scale and the colour
-        # bound need the peak |value| before averaging: then a single tile's upload is kept,
-        # and a tiled input is converted tile by tile once up front to measure it, unless
-        # the caller gave the peak (checked against the measured one after the run).
+        # Values are checked by the conversion kernel, after the run (the kernels stay in
+        # bounds whatever the values). The fixed-point scale comes from the peak on the
+        # device (nlm_scale), so nothing waits for the host before averaging: a single
+        # tile's upload is queued first, a tiled input is converted tile by tile once up
+        # front to fold all its values in, unless the caller gave the peak (checked against
+        # the measured one after the run).
         uploader = self.search.uploader
         uploader.begin()
         events: list[tuple[str, Any]] = []
         first = None
         given = strength.peak
-        peak_first = (self.colour or self.aggregation == "fixed") and given is None
-        scale = 1.0
         if given is not None:
             self._check_peak(given)
-            if self.aggregation == "fixed":
-                scale = self._fixed_scale(given)
-        if peak_first:
-            if len(tiles) == 1:
-                first = self.search.upload(volume, tiles[0].chunk)
-            else:
-                for tile in tiles:
-                    self.search.upload(volume, tile.chunk, "peak")
-            peak = uploader.peak()
-            self._check_peak(peak)
-            if self.aggregation == "fixed":
-                scale = self._fixed_scale(peak)
+        if self.aggregation == "fixed":
+            if given is None:
+                if len(tiles) == 1:
+                    first = self.search.upload(volume, tiles[0].chunk)
+                else:
+                    for tile in tiles:
+                        self.search.upload(volume, tile.chunk, "peak")
+            events.append(("scale", self._enqueue_scale(given)))
         # The weights' noise level is the searched image's (the guide's when given).
         search_sigma = strength.nlm_guide_sigma if guided is not None else sigma
         scalars = (np.float32(2.0 * search_sigma * search_sigma), np.float32(1.0 / (h * h)),
                    np.float32(flat_beta * sigma * sigma),
                    np.float32(1.0 / (self.patch_size ** 2 * self.searched_channels)),
-                   np.float32(scale))
+                   self._buffer("scales", 8))
         shape = tuple(image.shape)
         if self.reference is not None:
             shape = shape[1:]
@@ -263,12 +271,11 @@ class NLMeansPlan:
         if pending is not None:
             self.transfers.finish_download(f"out{pending[0]}", pending[1])
         self.last_events = events
-        if not peak_first:
-            measured = uploader.peak()
-            self._check_peak(measured)
-            if given is not None and measured > given:
-                raise ValueError(f"image values reach |x| = {measured:.6g}, above the peak "
-                                 f"{given:.6g} passed")
+        measured = uploader.peak()
+        self._check_peak(measured)
+        if given is not None and measured > given:
+            raise ValueError(f"image values reach |x| = {measured:.6g}, above the peak "
+                             f"{given:.6g} passed")
         if guided is not None:
             self._check_peak(self._guide.peak(), "guide")
         return output
@@ -361,13 +368,12 @@ class NLMeansPlan:
                                nr * (tile.b - tile.a) * w * ch * 4)
             out_rows, out_y0, out_f0 = tile.b - tile.a, 0, 0
         rows = tile.b - tile.a
-        scale = float(scalars[-1])
         # A pipelined slot's output buffer is written again once its last download is done.
         previous = self._downloads.pop(slot, None)
         finalized = self._finalize(
             queue, (w, rows, nr), None, acc, i32(plane), i32(hb), i32(w), i32(chunk.y_lo),
             i32(tile.a - chunk.y_lo), i32(rows), i32(nr), self._cover_y, self._cover_x,
-            np.float32(1.0 / scale), out, i32(out_rows), i32(out_y0), i32(out_f0),
+            self._buffer("scales", 8), out, i32(out_rows), i32(out_y0), i32(out_f0),
             wait_for=[previous] if previous is not None else None)
         events.append(("finalize", finalized))
         if self.device_output:
