@@ -258,8 +258,8 @@ def run_knn(method: str, metric: str, channels: int) -> None:
     print(f"ok: knn {method} {metric} on {shape} (exact)")
 
 
-def run_nnf(channels: int) -> None:
-    from clpatch.match.nnf_plan import BAND, EXPAND, EXPAND_LEAVES, POLISH, REFINE, VISITS
+def run_nnf(channels: int, pca_dims: int = 3) -> None:
+    from clpatch.match.nnf_plan import BAND, POLISH, REFINE, VISITS, hard_effort
     from tests.reference.nnf import nnf_oracle
 
     keep_buffers_alive()
@@ -273,16 +273,19 @@ def run_nnf(channels: int) -> None:
     # b's 9 x 11 = 99 patches in leaves of 4: 5 levels, the last of 25 real leaves short
     # (3 points < 4 candidates); a's 10 rows of patches: row 0 by backtracking, rows 1-9
     # propagated, then the refinement passes.
-    params = dict(patch_size=3, k=2, pca_dims=3, candidates=4, leaf_size=4, seed=0)
+    # Above 10 reduced dimensions the hard queries' expansion also traverses the tree.
+    params = dict(patch_size=3, k=2, pca_dims=pca_dims, candidates=4, leaf_size=4, seed=0)
     got = clpatch.nnf(a, b, runtime=runtime, **params)
+    slack, points, leaves, expand_visits = hard_effort(pca_dims)
     positions, distances = nnf_oracle(a, b, band=BAND, visits=VISITS, refine=REFINE,
-                                      expand_points=EXPAND, expand_leaves=EXPAND_LEAVES,
+                                      expand_points=points, expand_leaves=leaves,
+                                      slack=slack, expand_visits=expand_visits,
                                       polish_passes=POLISH, **params)
     if not (np.array_equal(got.positions, positions)
             and np.array_equal(got.distances, distances)):
         sys.exit(f"nnf differs from the oracle at "
                  f"{np.argwhere(np.any(got.positions != positions, axis=-1))[:4].tolist()}")
-    print(f"ok: nnf on {a.shape} and {b.shape} (exact)")
+    print(f"ok: nnf on {a.shape} and {b.shape}, {pca_dims} dimensions (exact)")
 
 
 def run_ann_bad_values() -> None:
@@ -395,6 +398,7 @@ def main() -> None:
     knn.add_argument("--channels", type=int, default=1)
     nnf = jobs.add_parser("nnf")
     nnf.add_argument("--channels", type=int, default=1)
+    nnf.add_argument("--pca-dims", type=int, default=3)
     ann_job = jobs.add_parser("ann")
     ann_job.add_argument("pixels", choices=("local", "global", "bad-values"))
     ann_job.add_argument("--burst", action="store_true")
@@ -415,7 +419,7 @@ def main() -> None:
     elif args.job == "knn":
         run_knn(args.method, args.metric, args.channels)
     elif args.job == "nnf":
-        run_nnf(args.channels)
+        run_nnf(args.channels, args.pca_dims)
     elif args.job == "ann":
         if args.pixels == "bad-values":
             run_ann_bad_values()

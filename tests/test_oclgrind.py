@@ -157,6 +157,11 @@ def test_nnf_runs_clean(channels):
     assert_clean("nnf", "--channels", str(channels))
 
 
+def test_nnf_runs_clean_above_ten_dimensions():
+    """12 reduced dimensions: the hard queries' scaled test and their tree traversal."""
+    assert_clean("nnf", "--channels", "3", "--pca-dims", "12")
+
+
 # ANN: clustering (sub-sample, 2-means, partition scans in local memory, cluster list) and
 # the query (candidate runs, distance table, voting), with the tile's pixels in local or in
 # global memory, for an image and a burst. (The warp-ballot scans are inline PTX, which

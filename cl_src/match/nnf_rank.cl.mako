@@ -4,15 +4,16 @@
 ## algorithm is the module doc of clpatch/match/nnf.py).
 ##
 ##   nnf_rerank   exact full-patch distances of the candidates, sorted; the k best out
-##   nnf_expand   for a query whose k-th full distance exceeds its M-th reduced distance
-##                (its list cannot vouch for it: a point outside it may be nearer on the
-##                full patches), the EXPAND nearest (reduced space) other points of the
-##                leaves holding its first EXPAND_LEAVES distinct candidates' leaves are
-##                re-ranked too, nearest first, while their reduced distance is below the
-##                k-th full distance
+##   nnf_expand   for a query whose k-th full distance exceeds SLACK times its M-th
+##                reduced distance (its list cannot vouch for it: a point outside it may
+##                be nearer on the full patches), the EXPAND nearest (reduced space) other
+##                points of the leaves holding its first EXPAND_LEAVES distinct candidates'
+##                leaves and of a traversal of the tree of at most EXPAND_VISITS leaves
+##                are re-ranked too, nearest first, while their reduced distance is below
+##                the k-th full distance
 ##   nnf_polish   half a polish pass (one colour of a checkerboard): a query whose k-th
-##                full distance exceeds its M-th reduced distance (the list cannot vouch
-##                for it) is offered its four neighbours' first matches shifted back by
+##                full distance exceeds SLACK times its M-th reduced distance (the list
+##                cannot vouch for it) is offered its four neighbours' first matches shifted back by
 ##                the neighbour's offset, on full distances (PatchMatch's propagation)
 ##
 ## The field lives in the Matches layout (lib/matches.mako: ref = y * Wac + x, n = K,
@@ -22,8 +23,10 @@
 ## sums it.
 ##
 ## Rendered with: patch (P), channels (C), cand (M, candidates per query), dims (DR),
-## leaf (LEAF, slots per leaf), expand (EXPAND), expand_leaves (EXPAND_LEAVES).
-<%page args="patch, channels, cand, dims, leaf, expand, expand_leaves"/>
+## leaf (LEAF, slots per leaf), expand (EXPAND), expand_leaves (EXPAND_LEAVES), slack
+## (SLACK, a float32 value: the test multiplies the M-th reduced distance by it),
+## expand_visits (leaves the expansion's traversal visits; 0: none).
+<%page args="patch, channels, cand, dims, leaf, expand, expand_leaves, slack, expand_visits"/>
 <%namespace name="mt" file="/lib/matches.mako"/>\
 <%
     P, C, M, DR, LEAF = patch, channels, cand, dims, leaf
@@ -37,6 +40,7 @@
 #define EXPAND ${expand}
 #define EXPAND_LEAVES ${expand_leaves}
 #define NONE INT_MAX
+#define SLACK ${repr(float(slack))}f
 
 inline bool key_before(const float da, const int ia, const float db, const int ib)
 {
@@ -159,11 +163,11 @@ __kernel void nnf_rerank(__global const float *restrict aimg, const int Ha, cons
 // nnf_polish. Launch: global (ceil(Wac / 2) rounded up to any local size, Hac), local any.
 // Work-item (g, y) is query (y, x), x = 2 g + ((y + colour) & 1): the queries with
 // x + y = colour (mod 2), whose four neighbours all have the other colour and do not change
-// during this launch. A query is polished when its K-th full distance exceeds the M-th
-// reduced distance of its candidate list (cd_red: the list's worst, INFINITY when the list
-// is short): then a point outside the list may be nearer on the full patches. It is offered,
-// for each neighbour (y - 1, x), (y + 1, x), (y, x - 1), (y, x + 1) and its first match
-// (cy, cx), b's patch (cy - dy, cx - dx) when that lies in b.
+// during this launch. A query is polished when its K-th full distance exceeds SLACK times
+// the M-th reduced distance of its candidate list (cd_red: the list's worst, INFINITY when
+// the list is short): then a point outside the list may be nearer on the full patches. It
+// is offered, for each neighbour (y - 1, x), (y + 1, x), (y, x - 1), (y, x + 1) and its
+// first match (cy, cx), b's patch (cy - dy, cx - dx) when that lies in b.
 __kernel void nnf_polish(__global const float *restrict aimg, const int Ha, const int Wa,
                          __global const float *restrict bimg, const int Hb, const int Wb,
                          const int Hac, const int Wac, const int colour,
@@ -179,7 +183,7 @@ __kernel void nnf_polish(__global const float *restrict aimg, const int Ha, cons
     float cd[M];
     int ci[M];
     read_matches(cd, ci, K, y, x, Wac, Wbc, out_pos, out_dist);
-    if (ci[K - 1] == NONE || !(cd[K - 1] > cd_red[(long)q * M + M - 1]))
+    if (ci[K - 1] == NONE || !(cd[K - 1] > SLACK * cd_red[(long)q * M + M - 1]))
         return;
     for (int n = 0; n < 4; ++n) {
         const int dy = n == 0 ? -1 : (n == 1 ? 1 : 0);
@@ -200,16 +204,49 @@ __kernel void nnf_polish(__global const float *restrict aimg, const int Ha, cons
     write_matches(cd, ci, K, y, x, Wac, Wbc, out_pos, out_dist);
 }
 
+// Offer to the ascending extra list ed/ei (EXPAND entries) the real points of leaf f that
+// are not on the query's list `listed` and whose reduced distance is below `limit` (the
+// others would not be re-ranked: leaving them out changes no entry below it).
+inline void offer_extra(const float *v, const int f, const int *listed, const int Nb,
+                        __global const float *restrict leaf_pts,
+                        __global const int *restrict leaf_pid, const float limit, float *ed,
+                        int *ei)
+{
+    for (int s = 0; s < LEAF; ++s) {
+        const int pid = leaf_pid[f * LEAF + s];
+        bool other = pid < Nb;
+        for (int l = 0; l < M; ++l)
+            other = other && listed[l] != pid;
+        if (!other)
+            continue;
+        const float d = reduced_distance(v, leaf_pts + (long)(f * LEAF + s) * DR);
+        if (!(d < limit) || !key_before(d, pid, ed[EXPAND - 1], ei[EXPAND - 1]))
+            continue;
+        int at = EXPAND - 1;
+        while (at > 0 && key_before(d, pid, ed[at - 1], ei[at - 1])) {
+            ed[at] = ed[at - 1];
+            ei[at] = ei[at - 1];
+            --at;
+        }
+        ed[at] = d;
+        ei[at] = pid;
+    }
+}
+
 // nnf_expand. Launch: global (Wac rounded up to any local size, Hac), local any. Query
-// (y, x), when its K-th full distance exceeds the M-th reduced distance of its list
-// (ci_red/cd_red): the distinct leaves of its list's points, in list order, the first
-// EXPAND_LEAVES of them; their real points not on the list, the EXPAND smallest by
-// (reduced distance, id); of these, nearest first while the reduced distance is below the
-// current K-th full distance, each offered on its full distance.
+// (y, x), when its K-th full distance exceeds SLACK times the M-th reduced distance of its
+// list (ci_red/cd_red): the distinct leaves of its list's points, in list order, the first
+// EXPAND_LEAVES of them, then (EXPAND_VISITS > 0) a traversal of the tree from the root as
+// nnf_exact's (nearer child first, bounded by the smaller of the extra list's worst and
+// the K-th full distance, at most EXPAND_VISITS leaves, the leaves already scanned
+// counted but not scanned again); their real points not on the list, the EXPAND smallest
+// by (reduced distance, id); of these, nearest first while the reduced distance is below
+// the current K-th full distance, each offered on its full distance.
 __kernel void nnf_expand(__global const float *restrict aimg, const int Ha, const int Wa,
                          __global const float *restrict bimg, const int Hb, const int Wb,
                          const int Hac, const int Wac, __global const float *restrict ra,
-                         __global const float *restrict leaf_pts,
+                         __global const int *restrict dims, __global const float *restrict med,
+                         const int levels, __global const float *restrict leaf_pts,
                          __global const int *restrict leaf_pid,
                          __global const int *restrict leaf_of,
                          __global const float *restrict cd_red,
@@ -224,7 +261,7 @@ __kernel void nnf_expand(__global const float *restrict aimg, const int Ha, cons
     float cd[M];
     int ci[M];
     read_matches(cd, ci, K, y, x, Wac, Wbc, out_pos, out_dist);
-    if (ci[K - 1] == NONE || !(cd[K - 1] > cd_red[(long)q * M + M - 1]))
+    if (ci[K - 1] == NONE || !(cd[K - 1] > SLACK * cd_red[(long)q * M + M - 1]))
         return;
     int listed[M];
     for (int e = 0; e < M; ++e)
@@ -251,26 +288,41 @@ __kernel void nnf_expand(__global const float *restrict aimg, const int Ha, cons
         if (!fresh)
             continue;
         leaves[count++] = f;
-        for (int s = 0; s < LEAF; ++s) {
-            const int pid = leaf_pid[f * LEAF + s];
-            bool other = pid < Nb;
-            for (int l = 0; l < M; ++l)
-                other = other && listed[l] != pid;
-            if (!other)
-                continue;
-            const float d = reduced_distance(v, leaf_pts + (long)(f * LEAF + s) * DR);
-            if (!key_before(d, pid, ed[EXPAND - 1], ei[EXPAND - 1]))
-                continue;
-            int at = EXPAND - 1;
-            while (at > 0 && key_before(d, pid, ed[at - 1], ei[at - 1])) {
-                ed[at] = ed[at - 1];
-                ei[at] = ei[at - 1];
-                --at;
-            }
-            ed[at] = d;
-            ei[at] = pid;
-        }
+        offer_extra(v, f, listed, Nb, leaf_pts, leaf_pid, cd[K - 1], ed, ei);
     }
+% if expand_visits:
+    const float limit = cd[K - 1];
+    int stack_h[40];
+    float stack_b[40];
+    int sp = 0;
+    stack_h[sp] = 1;
+    stack_b[sp++] = 0.0f;
+    int visited = 0;
+    while (sp > 0 && visited < ${expand_visits}) {
+        --sp;
+        int h = stack_h[sp];
+        const float bound = stack_b[sp];
+        if (bound > fmin(ed[EXPAND - 1], limit))
+            continue;
+        while (h < (1 << levels)) {
+            const float diff = v[dims[h]] - med[h];
+            const int near = diff > 0.0f ? 2 * h + 1 : 2 * h;
+            const float b2 = fmax(bound, diff * diff);
+            if (!(b2 > fmin(ed[EXPAND - 1], limit))) {
+                stack_h[sp] = near ^ 1;
+                stack_b[sp++] = b2;
+            }
+            h = near;
+        }
+        const int f = h - (1 << levels);
+        ++visited;
+        bool fresh = true;
+        for (int s = 0; s < count; ++s)
+            fresh = fresh && leaves[s] != f;
+        if (fresh)
+            offer_extra(v, f, listed, Nb, leaf_pts, leaf_pid, limit, ed, ei);
+    }
+% endif
     for (int e = 0; e < EXPAND && ei[e] != NONE && ed[e] < cd[K - 1]; ++e) {
         const int cy = ei[e] / Wbc, cx = ei[e] - (ei[e] / Wbc) * Wbc;
         offer_n(cd, ci, K, full_distance(aimg, Ha, Wa, y, x, bimg, Hb, Wb, cy, cx, cd[K - 1]),

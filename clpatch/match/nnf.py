@@ -37,10 +37,13 @@ for bit (tests/reference/nnf.py):
 8. Re-ranking: exact full-patch distances of the candidates, ascending by (distance, index
    in b); the first k are kept.
 9. Expansion, for the queries whose lists cannot vouch for their matches — the k-th full
-   distance exceeds the list's M-th reduced distance, so a point outside the list may be
-   nearer on the full patches (the reduced distance is the part of the full one in the
-   PCA subspace): the leaves holding the list's points, the first 4 distinct ones
-   (`EXPAND_LEAVES`) in list order; their points not on the list, the 16 (`EXPAND`)
+   distance exceeds the list's M-th reduced distance (times a slack, below), so a point
+   outside the list may be nearer on the full patches (the reduced distance is the part
+   of the full one in the PCA subspace): the leaves holding the list's points, the first
+   4 distinct ones (`EXPAND_LEAVES`) in list order, then (in more than 10 dimensions) a
+   traversal of the tree as in 5, bounded by the smaller of the worst point collected and
+   the k-th full distance, of at most 8 leaves (`EXPAND_VISITS`; those already scanned
+   count but are not scanned again); their points not on the list, the 16 (`EXPAND`)
    nearest in the reduced space, are re-ranked too, nearest first, while their reduced
    distance is below the current k-th full distance.
 10. Polish, 2 passes (`POLISH`), over the same kind of queries (tested anew each half
@@ -49,6 +52,16 @@ for bit (tests/reference/nnf.py):
    patches have no close copy in b (the borders of a pan, occlusions): there the nearest
    neighbour on the full patches is often not among the M nearest in a 10-dimensional
    reduced space. The first k are returned.
+   In more than 10 reduced dimensions (`EFFORT_DIMS`) the effort of 9–10 scales with
+   f = ceil(pca_dims / 10), at most 4 (`nnf_plan.hard_effort`): the test compares with
+   sqrt(10 / pca_dims) times the M-th reduced distance (float32), the expansion takes
+   16 f points of 4 f leaves and a traversal of 8 (f − 1) leaves. There the reduced
+   distance holds more of the full one, so an approximate list (not the true M nearest)
+   passes the plain test more often, and a k-d tree's near points spread over more
+   leaves: on the 800x1920 pan at PCA 20 the plain test left the field at 1.043 times the
+   exact NNF's mean distance (PoCL, a 2000-query sample of its borders), most of the
+   excess on queries whose lists had missed their region of the tree; this effort brings
+   it to 1.026 (PCA 10 is unchanged: 1.040).
 
 `reconstruct(matches, b)` rebuilds a from b's patches (each pixel the mean of the matched
 pixels of the patches covering it): the paper's Fig. 1, a quick check of a field.
@@ -68,10 +81,21 @@ from ..core.upload import Uploader, check_peak
 from ..core.validate import check_int
 from ..core.volumes import as_volume, magnitude_limit
 from .matches import Matches
-from .nnf_plan import BAND, EXPAND, EXPAND_LEAVES, POLISH, REFINE, VISITS, NnfPlan
+from .nnf_plan import (
+    BAND,
+    EFFORT_DIMS,
+    EXPAND,
+    EXPAND_LEAVES,
+    EXPAND_VISITS,
+    POLISH,
+    REFINE,
+    VISITS,
+    NnfPlan,
+)
 
-__all__ = ["BAND", "EXPAND", "EXPAND_LEAVES", "MAX_CANDIDATES", "MAX_K", "MAX_PATCH", "POLISH",
-           "REFINE", "VISITS", "check_nnf_params", "nnf", "reconstruct"]
+__all__ = ["BAND", "EFFORT_DIMS", "EXPAND", "EXPAND_LEAVES", "EXPAND_VISITS", "MAX_CANDIDATES",
+           "MAX_K", "MAX_PATCH", "POLISH", "REFINE", "VISITS", "check_nnf_params", "nnf",
+           "reconstruct"]
 
 #: Bounds of the parameters (private arrays of the kernels hold a query's candidates).
 MAX_K = 32

@@ -18,7 +18,7 @@ from ..core.registry import Operation, register
 from ..core.validate import check_choice, check_int
 from . import nnf as engine
 from .nnf_pca import SAMPLES
-from .nnf_plan import BAND, EXPAND, EXPAND_LEAVES, POLISH, REFINE, VISITS, tree_levels
+from .nnf_plan import BAND, POLISH, REFINE, VISITS, hard_effort, tree_levels
 
 __all__ = ["NNF_METHODS", "NnfExplanation", "explain_nnf"]
 
@@ -45,6 +45,9 @@ class NnfExplanation:
         p, c, m, s = self.patch_size, self.channels, self.candidates, self.leaf_size
         rule = "given" if self.leaf_given else (
             "default: 32, or the smallest power of two >= candidates")
+        slack, expand, expand_leaves, visits = hard_effort(self.pca_dims)
+        scaled = "" if slack == 1.0 else f"{slack:.3g} x "
+        traversal = f" and of a traversal of {visits} leaves" if visits else ""
         return "\n".join([
             f"nnf on {self.device}: patch {p}, k {self.k}, {c} channel(s) ({p * p * c} values "
             f"per patch), pca_dims {self.pca_dims}, candidates {m}, leaf size {s} ({rule})",
@@ -63,10 +66,10 @@ class NnfExplanation:
             f"  6. refinement, {REFINE} passes: the four neighbours' candidates, moved back "
             f"by the neighbour's offset",
             f"  7. the {m} candidates re-ranked by their full-patch distance",
-            f"  8. where the {self.k}-th full distance exceeds the {m}-th reduced one: the "
-            f"{EXPAND} nearest other points of the leaves of the first {EXPAND_LEAVES} "
-            f"candidates re-ranked too, then {POLISH} polish passes (the four neighbours' "
-            f"first matches, moved back, on full distances)",
+            f"  8. where the {self.k}-th full distance exceeds {scaled}the {m}-th reduced "
+            f"one: the {expand} nearest other points of the leaves of the first "
+            f"{expand_leaves} candidates{traversal} re-ranked too, then {POLISH} polish "
+            f"passes (the four neighbours' first matches, moved back, on full distances)",
             f"  then: the {self.k} nearest returned, by (distance, index in b)",
         ])
 

@@ -29,8 +29,8 @@ from ..core.volumes import as_volume, magnitude_limit
 from .matches import Matches
 from .nnf_pca import fit_rows, patch_vectors, sample_picks
 
-__all__ = ["BAND", "EXPAND", "EXPAND_LEAVES", "POLISH", "REFINE", "SORT_BLOCK", "VISITS",
-           "NnfPlan", "tree_levels"]
+__all__ = ["BAND", "EFFORT_DIMS", "EXPAND", "EXPAND_LEAVES", "EXPAND_VISITS", "POLISH",
+           "REFINE", "SORT_BLOCK", "VISITS", "NnfPlan", "hard_effort", "tree_levels"]
 
 #: Rows per propagation band: rows 0, BAND, 2·BAND, … are searched by backtracking, and
 #: the rows between them are propagated from the row above, all bands at once.
@@ -45,11 +45,32 @@ REFINE = 2
 #: nearest in the reduced space, are re-ranked too (either 0: no expansion).
 EXPAND = 16
 EXPAND_LEAVES = 4
+#: Up to 10 reduced dimensions the hard queries get the effort above; in more, where the
+#: reduced distance holds more of the full one (so an approximate list passes the test
+#: more often without being the nearest) and a k-d tree's neighbourhoods spread over more
+#: leaves, `hard_effort` scales it (see there).
+EFFORT_DIMS = 10
+#: Leaves the expansion's traversal visits per step of the scale (0 up to EFFORT_DIMS).
+EXPAND_VISITS = 8
 #: Polish passes after the re-ranking (the queries whose lists cannot vouch for their
 #: matches, from their four neighbours' first matches, on full distances).
 POLISH = 2
 #: Pairs a work-group sorts in local memory (at most; a power of two).
 SORT_BLOCK = 2048
+
+
+def hard_effort(dims: int) -> tuple[float, int, int, int]:
+    """(slack, expand, expand_leaves, expand_visits) of the hard queries in a reduced space
+    of `dims` dimensions, with f = ceil(dims / EFFORT_DIMS) clipped to 1–4: a query is hard
+    when its k-th full distance exceeds slack · its list's M-th reduced distance, slack =
+    sqrt(min(1, EFFORT_DIMS / dims)) as float32 (0.7071 at 20 dimensions); its expansion
+    takes the EXPAND · f nearest other points of the leaves of its first EXPAND_LEAVES · f
+    distinct candidates' leaves and of a traversal of the tree visiting
+    EXPAND_VISITS · (f − 1) leaves. Up to EFFORT_DIMS dimensions: (1.0, EXPAND,
+    EXPAND_LEAVES, 0)."""
+    f = min(4, max(1, -(-dims // EFFORT_DIMS)))
+    slack = float(np.float32(np.sqrt(min(1.0, EFFORT_DIMS / dims))))
+    return slack, EXPAND * f, EXPAND_LEAVES * f, EXPAND_VISITS * (f - 1)
 
 
 def tree_levels(points: int, leaf: int) -> int:
@@ -85,10 +106,12 @@ class NnfPlan:
         search = runtime.programs.get(
             "match/nnf_search.cl.mako", patch=p, channels=channels, dims=pca_dims,
             leaf=leaf_size, cand=candidates, band=BAND, visits=VISITS)
+        self.slack, self.expand, self.expand_leaves, self.expand_visits = hard_effort(pca_dims)
         rank = runtime.programs.get(
             "match/nnf_rank.cl.mako", patch=p, channels=channels, cand=candidates,
-            dims=pca_dims, leaf=leaf_size, expand=max(EXPAND, 1),
-            expand_leaves=max(EXPAND_LEAVES, 1))
+            dims=pca_dims, leaf=leaf_size, expand=max(self.expand, 1),
+            expand_leaves=max(self.expand_leaves, 1), slack=self.slack,
+            expand_visits=self.expand_visits)
         self._k = {name: kernel(program, name) for name in (
             "nnf_sample", "nnf_project", "nnf_bounds", "nnf_root", "nnf_keys", "nnf_sort_block",
             "nnf_medians", "nnf_leaves", "nnf_sort_merge")}
@@ -302,7 +325,7 @@ class NnfPlan:
                     i32(self.wbc), i32(colour), cd, ci, wait_for=last)]
                 events.append(("refine", last[0]))
         positions, distances, last = self._rerank(
-            abuf, bbuf, (ra, leaf_pts, leaf_pid, leaf_of, cd, ci), events, last)
+            abuf, bbuf, (ra, dims, med, leaf_pts, leaf_pid, leaf_of, cd, ci), events, last)
         self.last_events = events
         grid_y = np.arange(self.hac, dtype=np.int32)
         grid_x = np.arange(self.wac, dtype=np.int32)
@@ -321,10 +344,11 @@ class NnfPlan:
 
     def _rerank(self, abuf: Any, bbuf: Any, search: tuple, events: list,
                 wait: list) -> tuple[Any, Any, list]:
-        """Re-ranking, expansion and polish: `search` is (ra, leaf_pts, leaf_pid, leaf_of,
-        cd, ci), the reduced points of a, the tree's leaves and the candidate lists."""
+        """Re-ranking, expansion and polish: `search` is (ra, dims, med, leaf_pts, leaf_pid,
+        leaf_of, cd, ci), the reduced points of a, the tree (split dimensions, medians,
+        leaves) and the candidate lists."""
         queue, i32, k = self.runtime.queue, np.int32, self.k
-        ra, leaf_pts, leaf_pid, leaf_of, cd, ci = search
+        ra, tdims, tmed, leaf_pts, leaf_pid, leaf_of, cd, ci = search
         shape = (self.hac, self.wac, k)
         if self.device_output:
             positions = self.runtime.empty((*shape, 2), np.int32)
@@ -340,11 +364,12 @@ class NnfPlan:
             i32(self.wa), bbuf, i32(self.hb), i32(self.wb), i32(0), i32(self.hac),
             i32(self.wac), ci, i32(k), out_pos, out_dist, wait_for=wait)]
         events.append(("rerank", last[0]))
-        if EXPAND and EXPAND_LEAVES:
+        if self.expand and self.expand_leaves:
             last = [self._k["nnf_expand"](
                 queue, (-(-self.wac // 64) * 64, self.hac), (64, 1), abuf, i32(self.ha),
                 i32(self.wa), bbuf, i32(self.hb), i32(self.wb), i32(self.hac), i32(self.wac),
-                ra, leaf_pts, leaf_pid, leaf_of, cd, ci, i32(k), out_pos, out_dist,
+                ra, tdims, tmed, i32(self.levels), leaf_pts, leaf_pid, leaf_of, cd, ci, i32(k),
+                out_pos, out_dist,
                 wait_for=last)]
             events.append(("expand", last[0]))
         grid = (-(-((self.wac + 1) // 2) // 64) * 64, self.hac)

@@ -17,7 +17,7 @@ import pytest
 
 import clpatch
 from clpatch.match.nnf import BAND
-from clpatch.match.nnf_plan import EXPAND, EXPAND_LEAVES, POLISH, REFINE, VISITS, NnfPlan
+from clpatch.match.nnf_plan import POLISH, REFINE, VISITS, NnfPlan, hard_effort
 from tests.helpers import random_image
 from tests.reference.nnf import (
     build_tree,
@@ -83,12 +83,19 @@ def check_valid(result, a, b, *, patch_size: int, k: int, exact_sums: bool) -> N
         np.testing.assert_allclose(distances, true, rtol=1e-5, atol=1e-3)
 
 
+def effort(pca_dims: int) -> dict:
+    """The oracle's keywords for the hard queries' effort in `pca_dims` dimensions (the
+    plan's `hard_effort`)."""
+    slack, points, leaves, visits = hard_effort(pca_dims)
+    return dict(slack=slack, expand_points=points, expand_leaves=leaves, expand_visits=visits)
+
+
 def check_oracle(result, a, b, *, patch_size, k, pca_dims, candidates, leaf_size, seed=0):
     """The field is the oracle's, bit for bit (integer-valued images)."""
     positions, distances = nnf_oracle(
         host(a), host(b), patch_size=patch_size, k=k, pca_dims=pca_dims, candidates=candidates,
         leaf_size=leaf_of(candidates, leaf_size), seed=seed, band=BAND, visits=VISITS,
-        refine=REFINE, expand_points=EXPAND, expand_leaves=EXPAND_LEAVES, polish_passes=POLISH)
+        refine=REFINE, polish_passes=POLISH, **effort(pca_dims))
     got_pos, got_dist = host(result.positions), host(result.distances)
     bad = np.argwhere(np.any(got_pos != positions, axis=-1))
     if len(bad):
@@ -138,6 +145,10 @@ CASES = [
     # Nb = 1088: 2048 slots, more than one sort block (1024), so the global sort steps run
     pytest.param((19, 20), (36, 34), np.uint8, 3, 4, 8, 2, None, None, id="Nb1088"),
     pytest.param((9, 30), (12, 11), np.int16, 3, 4, 6, 3, 8, None, id="int16-one-band"),
+    # more than EFFORT_DIMS dimensions: the hard queries' slack and the expansion's
+    # traversal (8 leaves at 11-20 dimensions, 16 at 21-30) in a tree of 64 and 32 leaves
+    pytest.param((24, 22, 3), (30, 28, 3), np.uint8, 4, 20, 8, 2, 8, None, id="rgb-pca20"),
+    pytest.param((20, 23, 3), (19, 21, 3), np.uint8, 4, 27, 6, 1, 8, None, id="rgb-pca27"),
 ]
 
 
@@ -185,6 +196,29 @@ def test_projections_equal_the_oracle(runtime, shape_a, shape_b, p, dims, seed):
     check_oracle(direct, a, b, **params)
 
 
+def test_hard_query_effort_above_ten_dimensions(runtime):
+    """PCA 20 on a smooth pair (a blurred random image and its shifted copy with noise,
+    rounded): some queries sit between the plain test and the scaled one, and the
+    expansion's traversal finds closer points for others. The field is the oracle's, and
+    differs from what the oracle gives without the slack and without the traversal."""
+    raw = integers((32, 34, 3), seed=40).astype(np.float64)
+    base = sum(raw[i:i + 30, j:j + 32] for i in range(3) for j in range(3)) / 9
+    noise = np.random.default_rng(7).normal(0, 8, (24, 22, 3))
+    a = np.rint(base[:24, :22]).astype(np.float32)
+    b = np.rint(base[3:27, 5:27] + noise).astype(np.float32)
+    params = dict(patch_size=4, k=2, pca_dims=20, candidates=8, leaf_size=8)
+    result = clpatch.nnf(a, b, runtime=runtime, **params)
+    check_valid(result, a, b, patch_size=4, k=2, exact_sums=True)
+    check_oracle(result, a, b, **params)
+    slack, points, leaves, visits = hard_effort(20)
+    assert slack < 1 and visits > 0
+    for change in (dict(slack=1.0), dict(expand_visits=0)):
+        kw = {**effort(20), **change}
+        _, other = nnf_oracle(a, b, band=BAND, visits=VISITS, refine=REFINE,
+                              polish_passes=POLISH, **kw, **params)
+        assert np.any(other != result.distances), f"{change} changes nothing here"
+
+
 def test_float_images_are_valid_and_follow_the_oracle(runtime):
     """Fractional values: each distance is its position's true distance (to float32
     rounding), and the field is the oracle's when the oracle is given the device's own
@@ -195,9 +229,8 @@ def test_float_images_are_valid_and_follow_the_oracle(runtime):
     result = plan.run(a, b)
     check_valid(result, a, b, patch_size=4, k=3, exact_sums=False)
     positions, distances = nnf_oracle(a, b, band=BAND, visits=VISITS, refine=REFINE,
-                                      expand_points=EXPAND, expand_leaves=EXPAND_LEAVES,
                                       polish_passes=POLISH, projections=plan.projections(),
-                                      **params)
+                                      **effort(6), **params)
     np.testing.assert_array_equal(result.positions, positions)
     np.testing.assert_allclose(result.distances, distances, rtol=1e-6)
 

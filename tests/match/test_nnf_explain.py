@@ -28,6 +28,12 @@ def test_defaults_and_steps(runtime):
            "leaves" in text
     assert f"t = 1 ... {BAND - 1}" in text and f"refinement, {REFINE} passes" in text
     assert lines[-1].endswith("the 1 nearest returned, by (distance, index in b)")
+    assert ("where the 1-th full distance exceeds the 8-th reduced one: the 16 nearest other "
+            "points of the leaves of the first 4 candidates re-ranked too") in text
+    # more than 10 reduced dimensions: a scaled test and a traversal (hard_effort)
+    text = str(clpatch.explain("nnf", channels=3, pca_dims=20, runtime=runtime))
+    assert ("exceeds 0.707 x the 8-th reduced one: the 32 nearest other points of the leaves "
+            "of the first 8 candidates and of a traversal of 8 leaves re-ranked too") in text
 
 
 def test_parameters_and_leaf_rule(runtime):

@@ -33,16 +33,22 @@ Steps
        by the neighbour's offset (points, PatchMatch-style).
 5. `nnf_oracle`: re-ranking of the candidates by the exact full-dimensional float32 L2
    distance (sequential float32 sum in (c, i, jj) order), ties by pid; the first k.
-6. `expand`: every query whose k-th full distance exceeds the M-th reduced distance of its
-   candidate list (+inf for a short list): the distinct leaves of its list's points, in
-   list order, the first `expand_leaves`; their real points not on the list, the `expand`
-   smallest keys (reduced distance, pid); of these, in that order while the reduced
-   distance is below the current k-th full distance, each offered on its full distance.
+6. `expand`: every query whose k-th full distance exceeds float32(slack) times the M-th
+   reduced distance of its candidate list (+inf for a short list; a float32 product): the
+   distinct leaves of its list's points, in list order, the first `expand_leaves`, then
+   (`expand_visits` > 0) `traverse` from the root over an extra list of `expand` entries,
+   bounded by the smaller of its worst and the k-th full distance, at most
+   `expand_visits` leaves, the leaves just scanned counted but not scanned again;
+   their real points not on the list, the `expand` smallest keys (reduced distance, pid);
+   of these, in that order while the reduced distance is below the current k-th full
+   distance, each offered on its full distance.
 7. `polish`: passes, each in two halves over a checkerboard (x + y even, then odd, each half
    reading the other's current matches), over the queries whose k-th full distance exceeds
-   the M-th reduced distance of their candidate list (+inf for a short list): each is
-   offered its four neighbours' first matches moved back by the neighbour's offset, on full
-   distances; the first k keys (distance, pid) of the union are kept.
+   float32(slack) times the M-th reduced distance of their candidate list (+inf for a short
+   list): each is offered its four neighbours' first matches moved back by the neighbour's
+   offset, on full distances; the first k keys (distance, pid) of the union are kept.
+   (clpatch picks slack, expand, expand_leaves and expand_visits from pca_dims: 1.0, 16, 4
+   and 0 up to 10 dimensions; the tests pass what it uses.)
 
 Plus `exact_nnf` (brute-force exact k nearest patches) and `reconstruct` (voting
 reconstruction of a from the first matches), for accuracy checks.
@@ -286,15 +292,17 @@ def smallest_keys(pids: np.ndarray, dists: np.ndarray, m: int) -> tuple[np.ndarr
 
 
 def traverse(tree: Tree, v: np.ndarray, rb: np.ndarray, leaf_points: list, pids: np.ndarray,
-             dists: np.ndarray, m: int, searched: tuple, visits: int):
+             dists: np.ndarray, m: int, searched: tuple, visits: int, cap=np.inf):
     """Section 4(b): the depth-first traversal with backtracking of one query v from its
     list (pids, dists), visiting at most `visits` leaves, literally as the kernel walks it:
     nearer child first (left when v[dim] − median <= 0), the farther child stacked with the
     bound max(parent bound, (v[dim] − median)²) unless that exceeds the M-th distance,
     popped entries skipped when their bound exceeds it by then; searched leaves count as
-    visited but are not offered again."""
+    visited but are not offered again. With `cap`, the bound is min(M-th distance, cap)."""
     v = np.asarray(v, dtype=np.float32)
-    worst = lambda: dists[m - 1] if dists.size >= m else np.float32(np.inf)  # noqa: E731
+    cap = np.float32(cap)
+    worst = lambda: min(dists[m - 1] if dists.size >= m else np.float32(np.inf),  # noqa: E731
+                        cap)
     stack = [(1, np.float32(0.0))]
     visited = 0
     while stack and visited < visits:
@@ -435,22 +443,30 @@ def exact_distances_f32(pa: np.ndarray, pb: np.ndarray, q: np.ndarray, pid: np.n
 
 def expand(best_pid: np.ndarray, best_dist: np.ndarray, cand_pid: np.ndarray,
            cand_dist: np.ndarray, ra: np.ndarray, rb: np.ndarray, tree: Tree, pa: np.ndarray,
-           pb: np.ndarray, *, extra: int, leaves: int) -> None:
+           pb: np.ndarray, *, extra: int, leaves: int, slack: float = 1.0,
+           visits: int = 0) -> None:
     """Section 6, in place on best_pid (Na, k) int64 and best_dist (Na, k) float32;
-    cand_pid/cand_dist: the candidate lists of section 4."""
+    cand_pid/cand_dist: the candidate lists of section 4. A query is expanded when its k-th
+    full distance exceeds float32(slack) · its M-th reduced distance (a float32 product)."""
     k, m = best_pid.shape[1], cand_pid.shape[1]
     if not extra or not leaves:
         return
-    for q in np.flatnonzero(best_dist[:, k - 1] > cand_dist[:, m - 1]):
+    worst = F32(slack) * cand_dist[:, m - 1]
+    for q in np.flatnonzero(best_dist[:, k - 1] > worst):
         listed = cand_pid[q][cand_pid[q] >= 0]
         chosen: list[int] = []
         for pid in listed:
             f = int(tree.leaf_of[pid])
             if f not in chosen:
                 chosen.append(f)
-        points = np.concatenate([tree.leaf_points(f) for f in chosen[:leaves]])
+        chosen = chosen[:leaves]
+        points = np.concatenate([tree.leaf_points(f) for f in chosen])
         points = points[~np.isin(points, listed)]
         pids, reduced = smallest_keys(points, reduced_distances(ra[q], rb[points]), extra)
+        if visits:
+            others = _ListedOut(tree, listed)
+            pids, reduced = traverse(tree, ra[q], rb, others, pids, reduced, extra,
+                                     tuple(chosen), visits, cap=best_dist[q, k - 1])
         for pid, red in zip(pids, reduced, strict=True):
             if not red < best_dist[q, k - 1]:
                 break
@@ -459,14 +475,27 @@ def expand(best_pid: np.ndarray, best_dist: np.ndarray, cand_pid: np.ndarray,
                                                       np.append(best_dist[q], d), k)
 
 
+class _ListedOut:
+    """`leaf_points` of a tree without the points of one query's list (indexable by leaf)."""
+
+    def __init__(self, tree: Tree, listed: np.ndarray) -> None:
+        self.tree, self.listed = tree, listed
+
+    def __getitem__(self, leaf: int) -> np.ndarray:
+        points = self.tree.leaf_points(leaf)
+        return points[~np.isin(points, self.listed)]
+
+
 def polish(best_pid: np.ndarray, best_dist: np.ndarray, worst_reduced: np.ndarray,
            pa: np.ndarray, pb: np.ndarray, *, query_shape: tuple[int, int],
-           ref_shape: tuple[int, int], passes: int) -> None:
+           ref_shape: tuple[int, int], passes: int, slack: float = 1.0) -> None:
     """Section 7, in place on best_pid (Na, k) int64 and best_dist (Na, k) float32 (ascending
-    by (distance, pid)); worst_reduced (Na,) float32: every query's M-th reduced distance."""
+    by (distance, pid)); worst_reduced (Na,) float32: every query's M-th reduced distance,
+    times float32(slack) (a float32 product) before the comparison."""
     hac, wac = query_shape
     hbc, wbc = ref_shape
     k = best_pid.shape[1]
+    worst_reduced = F32(slack) * np.asarray(worst_reduced, dtype=np.float32)
     ys, xs = np.divmod(np.arange(hac * wac), wac)
     for colour in [c for _ in range(passes) for c in (0, 1)]:
         first = best_pid[:, 0].copy()       # the other colour's matches, as they stand
@@ -494,7 +523,8 @@ def polish(best_pid: np.ndarray, best_dist: np.ndarray, worst_reduced: np.ndarra
 def nnf_oracle(a, b, *, patch_size: int, k: int, pca_dims: int, candidates: int,
                leaf_size: int = 32, seed: int = 0, band: int = 16, visits: int = 32,
                refine: int = 2, expand_points: int = 16, expand_leaves: int = 4,
-               polish_passes: int = 2, projections=None):
+               polish_passes: int = 2, slack: float = 1.0, expand_visits: int = 0,
+               projections=None):
     """(positions (Hac, Wac, k, 2) int32 as (y, x), distances (Hac, Wac, k) float32): the
     approximate k nearest b patches of every a patch (sections 1–7). `projections` = (ra, rb)
     float32 replaces sections 1–2 (e.g. the device's own projections)."""
@@ -537,9 +567,9 @@ def nnf_oracle(a, b, *, patch_size: int, k: int, pca_dims: int, candidates: int,
     best_pid = np.take_along_axis(cand_pid, order, axis=1)
     best_dist = np.take_along_axis(dist, order, axis=1)
     expand(best_pid, best_dist, cand_pid, cand_dist, ra, rb, tree, pa, pb,
-           extra=expand_points, leaves=expand_leaves)
+           extra=expand_points, leaves=expand_leaves, slack=slack, visits=expand_visits)
     polish(best_pid, best_dist, cand_dist[:, m - 1], pa, pb, query_shape=(hac, wac),
-           ref_shape=(hbc, wbc), passes=polish_passes)
+           ref_shape=(hbc, wbc), passes=polish_passes, slack=slack)
     positions = np.stack([best_pid // wbc, best_pid % wbc], axis=-1).astype(np.int32)
     return positions.reshape(hac, wac, k, 2), best_dist.reshape(hac, wac, k)
 
