@@ -113,7 +113,8 @@ class NLMeansPlan:
         self._xs = cl.Buffer(ctx, flags, hostbuf=self.grid_x.astype(np.int32))
         self._pool = BufferPool(runtime.context)
         self._ys: dict[tuple[int, int], Any] = {}
-        # Pipelined: a NumPy image large enough, and no peak needed before averaging.
+        # Pipelined: a NumPy image large enough, gray, and not "fixed" (whose scale needs all
+        # of a tiled image's values converted before the first tile is averaged).
         self.pipelined = (not device_output and not video and not self.colour
                           and self.aggregation != "fixed"
                           and rows * cols * channels * 4 >= PIPELINE_BYTES)
