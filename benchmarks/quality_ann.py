@@ -4,6 +4,7 @@ filters on the exact windowed search.
 
     python benchmarks/quality_ann.py [--images DIR] [--sigma 20] [--seed 0] [--device SPEC]
                                      [--json FILE] [--markdown FILE] [--only NAME ...]
+                                     [--filters-only]
 
 Every image of the folder (default `../shared/data/images`, else `tests/data`; colour ones
 reduced to 8-bit luminance round(0.299 R + 0.587 G + 0.114 B)) gets σ = 20 Gaussian noise
@@ -15,7 +16,10 @@ recall = the share of the exact neighbours the ANN returns; ratio = D_ann / D_kn
 of the ANN's distances over the sum of the exact ones; for 0, 1 and 2 neighbour clusters.
 
 Filters (Tsai's Table 6): PSNR (peak 255, outputs clipped to 0-255) of `clpatch.bm3d`
-(fast preset) and `clpatch.nlmeans` (defaults) with search="window" and search="ann".
+(fast preset) and `clpatch.nlmeans` (defaults) with search="window" and search="ann" (whose
+matcher takes tiles of FILTER_TILE and searches FILTER_NEIGHBOUR_CLUSTERS sibling clusters
+besides a patch's own; see clpatch/match/ann.py). `--filters-only` skips the matches'
+measures (the exact in-tile brute force is slow on a CPU).
 
 The ANN's matches are the same on every OpenCL device (its arithmetic is fixed: see
 clpatch/match/ann_params.py), so this runs anywhere (PoCL included).
@@ -34,6 +38,7 @@ import numpy as np
 from PIL import Image
 
 import clpatch
+from clpatch.match.ann import FILTER_NEIGHBOUR_CLUSTERS, FILTER_TILE
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -67,6 +72,7 @@ def main() -> None:
     ap.add_argument("--json")
     ap.add_argument("--markdown")
     ap.add_argument("--only", nargs="*", default=[])
+    ap.add_argument("--filters-only", action="store_true")
     args = ap.parse_args()
     rt = clpatch.Runtime(args.device)
     rows = []
@@ -74,8 +80,9 @@ def main() -> None:
         rng = np.random.default_rng(args.seed)
         noisy = (clean + rng.normal(0, args.sigma, clean.shape)).astype(np.float32)
         row: dict[str, Any] = {"image": name, "size": list(clean.shape)}
-        exact_pos, exact_dist = oracle.exact_in_tile_image(noisy, patch_size=8, k=16, tile=15)
-        for nc in (0, 1, 2):
+        exact_pos, exact_dist = (None, None) if args.filters_only else \
+            oracle.exact_in_tile_image(noisy, patch_size=8, k=16, tile=15)
+        for nc in () if args.filters_only else (0, 1, 2):
             found = clpatch.ann_search(noisy, patch_size=8, k=16, tile=15,
                                        neighbour_clusters=nc, runtime=rt)
             recall, ratio = oracle.quality(found.distances, exact_dist, found.positions,
@@ -91,7 +98,9 @@ def main() -> None:
     keys = [k for k in rows[0] if k not in ("image", "size")]
     mean = {k: float(np.mean([r[k] for r in rows])) for k in keys}
     result = {"device": rt.device.name, "host": platform.node(), "sigma": args.sigma,
-              "seed": args.seed, "images": rows, "mean": mean}
+              "seed": args.seed, "filter_tile": FILTER_TILE,
+              "filter_neighbour_clusters": FILTER_NEIGHBOUR_CLUSTERS,
+              "images": rows, "mean": mean}
     print(json.dumps({"mean": mean}), flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
@@ -99,14 +108,15 @@ def main() -> None:
         lines = [f"# Clustering ANN quality, σ = {args.sigma:g} (device: {rt.device.name})", "",
                  "Matches: every 8x8 patch, k 16, tile 15, against the exact in-tile kNN "
                  "(recall / D_ann/D_knn) with 0, 1, 2 neighbour clusters. Filters: PSNR (dB) "
-                 "with the exact windowed search and with the ANN.", "",
+                 "with the exact windowed search and with the ANN (the filters' ANN: tiles of "
+                 f"{FILTER_TILE}, {FILTER_NEIGHBOUR_CLUSTERS} neighbour clusters).", "",
                  "| image | nc 0 | nc 1 | nc 2 | BM3D window | BM3D ann | Δ | NL-means window "
                  "| NL-means ann | Δ |", "|---|---|---|---|---|---|---|---|---|---|"]
         for r in [*rows, {"image": "mean", **mean}]:
             lines.append(
                 f"| {r['image']} | "
                 + " | ".join(f"{100 * r[f'recall_nc{n}']:.1f} % / {r[f'ratio_nc{n}']:.3f}"
-                             for n in (0, 1, 2))
+                             if f"recall_nc{n}" in r else "–" for n in (0, 1, 2))
                 + f" | {r['bm3d_window']:.2f} | {r['bm3d_ann']:.2f} | "
                 f"{r['bm3d_ann'] - r['bm3d_window']:+.2f} | {r['nlmeans_window']:.2f} | "
                 f"{r['nlmeans_ann']:.2f} | {r['nlmeans_ann'] - r['nlmeans_window']:+.2f} |")

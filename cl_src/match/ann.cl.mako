@@ -1,5 +1,6 @@
-## The clustering ANN (Tsai et al. §3–§4): hierarchical 2-means per tile, each node cut at
-## the median along its two centres, then each cluster's kNN by voting. Balanced splits
+## The clustering ANN (Tsai et al. §3–§4): hierarchical clustering per tile, each node cut
+## at the median along the principal direction of a sub-sample (power iterations on the
+## samples' Gram matrix), then each cluster's kNN by voting. Balanced splits
 ## make the tree's shape depend on the tile's patch count alone, so the clustering kernel
 ## goes through it one depth at a time and splits several nodes of a depth at once (the
 ## role of Tsai's task queue): a 225-patch tile takes 3 rounds (7 splits, 8 clusters). The algorithm, and the rules that make it the same on every
@@ -31,20 +32,22 @@
 ## warp of 32 work-items at a time), ballot (partition scans by warp ballot, inline PTX; else
 ## through local memory — the same integers either way), neighbours (neighbour clusters
 ## searched), stagger (ref_col per grid row), dim (2: positions (y, x); 3: (t, y, x)),
-## leaf, samples, iterations, candidates (bound of one query's candidates), block (0: the
+## leaf, samples, power (power iterations), candidates (bound of one query's candidates), block (0: the
 ## patches are read from global memory; else the floats of local memory that hold a
 ## tile's pixels, all frames and channels: every tile's block is copied there first, and
 ## its slots and cluster starts too), slots (most slots of a tile), area (most positions
 ## of a tile in one frame), nodes (NB: the nodes of one depth of the tree that the
-## clustering splits at once, each with its two centres in local memory), dense (every
+## clustering splits at once, each with its samples' mean, Gram matrix and direction in
+## local memory), dense (every
 ## position of the image is a reference: a cluster of more than 16 patches whose
 ## candidates are its own patches computes each distance of its table once).
-<%page args="patch, channels, k, group, qgroup, ballot, neighbours, stagger, dim, leaf, samples, iterations, candidates, block, slots, area, nodes, dense"/>
+<%page args="patch, channels, k, group, qgroup, ballot, neighbours, stagger, dim, leaf, samples, power, candidates, block, slots, area, nodes, dense"/>
 <%namespace name="mt" file="/lib/matches.mako"/>\
 <%
     P, C, K, GROUP, QGROUP = patch, channels, k, group, qgroup
     D = C * P * P
-    LEAF, SAMPLES, ITERS, NEIGH, CAND = leaf, samples, iterations, neighbours, candidates
+    LEAF, SAMPLES, POWER, NEIGH, CAND = leaf, samples, power, neighbours, candidates
+    INV_S = repr(1.0 / samples)               # exact: SAMPLES is a power of two
     NB = nodes                  # nodes of one depth split at once
     DP = 1 << (D - 1).bit_length()          # D rounded up to a power of two
     LOG_DP, LOG_S = DP.bit_length() - 1, SAMPLES.bit_length() - 1
@@ -84,34 +87,6 @@ inline ${IDX} patch_at(const Pixels px, const int code)
 {
     return px.origin + (code >> 14) * px.fstride + ((code >> 7) & 127) * (${IDX})px.pitch
            + (code & 127);
-}
-
-// Sum of squared differences of two patches, over (channel, row, column) in order.
-inline float dist_pp(const Pixels px, const ${IDX} a, const ${IDX} b)
-{
-    float acc = 0.0f;
-    for (int c = 0; c < ${C}; ++c)
-        for (int dy = 0; dy < ${P}; ++dy)
-            for (int dx = 0; dx < ${P}; ++dx) {
-                const ${IDX} o = c * px.plane + dy * (${IDX})px.pitch + dx;
-                const float diff = px.src[a + o] - px.src[b + o];
-                acc = acc + diff * diff;
-            }
-    return acc;
-}
-
-// Sum of squared differences of a patch and a centre (D values in local memory).
-inline float dist_pc(const Pixels px, const ${IDX} a, __local const float *cen)
-{
-    float acc = 0.0f;
-    int d = 0;
-    for (int c = 0; c < ${C}; ++c)
-        for (int dy = 0; dy < ${P}; ++dy)
-            for (int dx = 0; dx < ${P}; ++dx, ++d) {
-                const float diff = px.src[a + c * px.plane + dy * (${IDX})px.pitch + dx] - cen[d];
-                acc = acc + diff * diff;
-            }
-    return acc;
 }
 
 // (The kernels divide no integer by a non-power of two: Oclgrind cannot check the code such
@@ -232,15 +207,14 @@ void ann_cluster(${args()})
 % if block:
     __local float l_img[${block}];
 % endif
-    // Per node of a batch: its centres (then the direction in place of centre 0), samples,
-    // sample distances, sample sides, slots, and flags.
+    // Per node of a batch: the samples' mean and the direction, the samples' Gram matrix,
+    // the power iteration's vectors, samples, slots, and flags.
     __local float l_cen[${NB}][2][${D}];
     __local ${IDX} l_off[${D}];
-    __local float l_sd[${NB}][${SAMPLES}][2];
-    __local float l_n[${NB}][${SAMPLES}];
-    __local int l_sample[${NB}][${SAMPLES}], l_side[${NB}][${SAMPLES}];
-    __local int l_lo[${NB}], l_hi[${NB}], l_split[${NB}], l_halves[${NB}], l_moved[${NB}];
-    __local int l_second[${NB}], l_n1[${NB}], l_rbase[${NB}];
+    __local float l_g[${NB}][${SAMPLES}][${SAMPLES + 1}];
+    __local float l_v[${NB}][${SAMPLES}], l_w[${NB}][${SAMPLES}];
+    __local int l_sample[${NB}][${SAMPLES}];
+    __local int l_lo[${NB}], l_hi[${NB}], l_split[${NB}], l_halves[${NB}], l_rbase[${NB}];
     __local int l_scan[${GROUP}];
 % if block:
     // The tile's slots live in local memory while it is clustered (no global round trip
@@ -311,14 +285,39 @@ void ann_cluster(${args()})
                 }
             }
             barrier(CLK_LOCAL_MEM_FENCE);
-            for (int q = lid; q < ${NB * SAMPLES}; q += ${GROUP}) {
-                const int b = q >> ${LOG_S}, j = q & ${SAMPLES - 1};
-                if (l_split[b])
-                    l_n[b][j] = dist_pp(pix, patch_at(pix, l_sample[b][j]),
-                                        patch_at(pix, l_sample[b][0]));
+            // 2: the samples' mean (a sum in j order times 1 / ${SAMPLES}, exact), in centre 0.
+            for (int q = lid; q < ${NB * DP}; q += ${GROUP}) {
+                const int b = q >> ${LOG_DP}, d = q & ${DP - 1};
+                if (d < ${D} && l_split[b]) {
+                    float sum = 0.0f;
+                    for (int j = 0; j < ${SAMPLES}; ++j)
+                        sum = sum + pix.src[patch_at(pix, l_sample[b][j]) + l_off[d]];
+                    l_cen[b][0][d] = sum * ${INV_S}f;
+                }
             }
             barrier(CLK_LOCAL_MEM_FENCE);
-            // 2-3: the second centre, or halves; the right children's slots before each node.
+            // 3: the Gram matrix of the centred samples, one entry G(i, j), i <= j, per
+            // work-item, written to both halves (the same products in the same order).
+            for (int q = lid; q < ${NB * SAMPLES * SAMPLES}; q += ${GROUP}) {
+                const int b = q >> ${2 * LOG_S}, i = (q >> ${LOG_S}) & ${SAMPLES - 1},
+                          j = q & ${SAMPLES - 1};
+                if (i <= j && l_split[b]) {
+                    const ${IDX} pi = patch_at(pix, l_sample[b][i]),
+                                 pj = patch_at(pix, l_sample[b][j]);
+                    __local const float *mean = l_cen[b][0];
+                    float acc = 0.0f;
+                    for (int d = 0; d < ${D}; ++d) {
+                        const float zi = pix.src[pi + l_off[d]] - mean[d];
+                        const float zj = pix.src[pj + l_off[d]] - mean[d];
+                        acc = acc + zi * zj;
+                    }
+                    l_g[b][i][j] = acc;
+                    l_g[b][j][i] = acc;
+                }
+            }
+            barrier(CLK_LOCAL_MEM_FENCE);
+            // Halves when the trace is 0 (the samples are all equal); the power iteration
+            // starts from the diagonal; the right children's slots before each node.
             if (lid < ${NB}) {
                 const int b = lid;
                 int rbase = 0;
@@ -326,86 +325,60 @@ void ann_cluster(${args()})
                     rbase += l_split[o] ? (l_hi[o] - l_lo[o]) - ((l_hi[o] - l_lo[o]) >> 1) : 0;
                 l_rbase[b] = rbase;
                 if (l_split[b]) {
-                    float total = 0.0f;
-                    for (int j = 0; j < ${SAMPLES}; ++j)
-                        total = total + l_n[b][j];
-                    float run = 0.0f;            // n_0 + ... + n_j, in order
-                    int second = -1;
+                    float trace = 0.0f;
                     for (int j = 0; j < ${SAMPLES}; ++j) {
-                        run = run + l_n[b][j];
-                        if (second < 0 && 2.0f * run > total)
-                            second = j;
+                        trace = trace + l_g[b][j][j];
+                        l_v[b][j] = l_g[b][j][j];
                     }
-                    l_second[b] = max(second, 0);
-                    l_halves[b] = total == 0.0f;
-                    l_moved[b] = total != 0.0f;
+                    l_halves[b] = trace == 0.0f;
                 }
             }
             barrier(CLK_LOCAL_MEM_FENCE);
+            // 4: power iterations w = G v, v = w scaled by a power of two (exact) so that
+            // max |v| lies in [0.5, 1).
+            // (Unrolled: PoCL 5 lost private values in a loop holding these barriers.)
+% for it in range(POWER):
+            for (int q = lid; q < ${NB * SAMPLES}; q += ${GROUP}) {
+                const int b = q >> ${LOG_S}, i = q & ${SAMPLES - 1};
+                if (l_split[b] && !l_halves[b]) {
+                    float w = 0.0f;
+                    for (int j = 0; j < ${SAMPLES}; ++j)
+                        w = w + l_g[b][i][j] * l_v[b][j];
+                    l_w[b][i] = w;
+                }
+            }
+            barrier(CLK_LOCAL_MEM_FENCE);
+            for (int q = lid; q < ${NB * SAMPLES}; q += ${GROUP}) {
+                const int b = q >> ${LOG_S}, i = q & ${SAMPLES - 1};
+                if (l_split[b] && !l_halves[b]) {
+                    float top = 0.0f;
+                    for (int j = 0; j < ${SAMPLES}; ++j)
+                        top = fmax(top, fabs(l_w[b][j]));
+                    // top = f · 2^e, 0.5 <= f < 1: e = ilogb(top) + 1 (frexp's exponent)
+                    if (top > 0.0f && top < INFINITY)
+                        l_v[b][i] = ldexp(l_w[b][i], -(ilogb(top) + 1));
+                }
+            }
+            barrier(CLK_LOCAL_MEM_FENCE);
+% endfor
+            // 5: the direction u = sum over j of v_j times the centred sample j (in centre 1),
+            // then every patch's key, the sum of its values times u in the order of d, to PM2.
             for (int q = lid; q < ${NB * DP}; q += ${GROUP}) {
                 const int b = q >> ${LOG_DP}, d = q & ${DP - 1};
                 if (d < ${D} && l_split[b] && !l_halves[b]) {
-                    l_cen[b][0][d] = pix.src[patch_at(pix, l_sample[b][0]) + l_off[d]];
-                    l_cen[b][1][d] = pix.src[patch_at(pix, l_sample[b][l_second[b]]) + l_off[d]];
+                    const float mean = l_cen[b][0][d];
+                    float u = 0.0f;
+                    for (int j = 0; j < ${SAMPLES}; ++j)
+                        u = u + l_v[b][j] * (pix.src[patch_at(pix, l_sample[b][j]) + l_off[d]] - mean);
+                    l_cen[b][1][d] = u;
                 }
-            }
-            barrier(CLK_LOCAL_MEM_FENCE);
-            // 4: 2-means on the sub-samples; a node whose sides repeat is done (the same
-            // sides give the same means). The loop always runs its ${ITERS} rounds: with a
-            // work-group-wide early exit, PoCL 5 gave wrong centres at 32 work-items.
-            for (int it = 0; it < ${ITERS}; ++it) {
-                for (int q = lid; q < ${NB * SAMPLES * 2}; q += ${GROUP}) {
-                    const int b = q >> ${LOG_S + 1}, j = (q >> 1) & ${SAMPLES - 1}, c = q & 1;
-                    if (l_split[b] && l_moved[b])
-                        l_sd[b][j][c] = dist_pc(pix, patch_at(pix, l_sample[b][j]), l_cen[b][c]);
-                }
-                barrier(CLK_LOCAL_MEM_FENCE);
-                if (lid < ${NB} && l_split[lid] && l_moved[lid]) {
-                    const int b = lid;
-                    int same = it > 0, n1 = 0;
-                    for (int j = 0; j < ${SAMPLES}; ++j) {
-                        const int side = l_sd[b][j][1] < l_sd[b][j][0];
-                        same = same && side == l_side[b][j];
-                        l_side[b][j] = side;
-                        n1 += side;
-                    }
-                    l_moved[b] = !same;
-                    l_n1[b] = n1;
-                }
-                barrier(CLK_LOCAL_MEM_FENCE);
-                for (int q = lid; q < ${NB * DP}; q += ${GROUP}) {
-                    const int b = q >> ${LOG_DP}, d = q & ${DP - 1};
-                    if (d < ${D} && l_split[b] && l_moved[b]) {
-                        const int n1 = l_n1[b], n0 = ${SAMPLES} - n1;
-                        float s0 = 0.0f, s1 = 0.0f;
-                        for (int j = 0; j < ${SAMPLES}; ++j) {
-                            const float v = pix.src[patch_at(pix, l_sample[b][j]) + l_off[d]];
-                            if (l_side[b][j])
-                                s1 = s1 + v;
-                            else
-                                s0 = s0 + v;
-                        }
-                        if (n0 > 0)
-                            l_cen[b][0][d] = s0 / (float)n0;
-                        if (n1 > 0)
-                            l_cen[b][1][d] = s1 / (float)n1;
-                    }
-                }
-                barrier(CLK_LOCAL_MEM_FENCE);
-            }
-            // 5: the direction u = centre 1 - centre 0 (in place of centre 0), then every
-            // patch's key, the sum of its values times u in the order of d, to PM2.
-            for (int q = lid; q < ${NB * DP}; q += ${GROUP}) {
-                const int b = q >> ${LOG_DP}, d = q & ${DP - 1};
-                if (d < ${D} && l_split[b] && !l_halves[b])
-                    l_cen[b][0][d] = l_cen[b][1][d] - l_cen[b][0][d];
             }
             barrier(CLK_LOCAL_MEM_FENCE);
             for (int s = r0 + lid; s < r1; s += ${GROUP}) {
                 const int b = node_of(s, l_lo, l_hi, l_split);
                 if (b >= 0 && !l_halves[b]) {
                     const ${IDX} a = patch_at(pix, PM[s]);
-                    __local const float *u = l_cen[b][0];
+                    __local const float *u = l_cen[b][1];
                     float key = 0.0f;
                     for (int d = 0; d < ${D}; ++d)
                         key = key + pix.src[a + l_off[d]] * u[d];

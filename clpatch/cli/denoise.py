@@ -24,7 +24,7 @@ from ..denoise.vbm3d import vbm3d
 from ..io.images import ImageInfo, add_noise, output_format, psnr, read_image, write_image
 from ..io.noise import psnr_peak
 from ..io.video import is_video_path
-from ..match.ann import DEFAULT_TILE
+from ..match.ann import DEFAULT_TILE, FILTER_NEIGHBOUR_CLUSTERS, FILTER_TILE
 from ..match.matcher import searches
 from .burst import (
     add_burst_arguments,
@@ -98,7 +98,8 @@ def method_line(name: str, function: Any, sigma: float, kwargs: dict[str, Any],
                          f"{value:g}" if isinstance(value, float) else value)
                 parts.append(f"{label} {shown}")
     if ann:
-        parts.append(f"search ann (the clustering ANN, tiles of {DEFAULT_TILE})")
+        parts.append(f"search ann (the clustering ANN, tiles of {FILTER_TILE}, "
+                     f"{FILTER_NEIGHBOUR_CLUSTERS} sibling clusters)")
     return ", ".join(parts)
 
 
@@ -174,7 +175,7 @@ def denoise_image(name: str, image: np.ndarray, info: ImageInfo, args: argparse.
         lines.append(f"sigma:      {sigma_line}")
     noise = (noise_255(as_volume(image), Strength.check(args.sigma,
                                                         data_range=kwargs.get("data_range")),
-                       runtime) if args.method == "bm3d" else None)
+                       runtime, kwargs.get("preset")) if args.method == "bm3d" else None)
     lines.append(f"method:     {method_line(args.method, function, args.sigma, kwargs, noise)}")
     if guided:
         lines.append(f"guide:      {guide_line(args)}")
@@ -238,7 +239,7 @@ def _check_search(args: argparse.Namespace, video: bool) -> None:
                            "scene use --method burst")
     if args.window is not None:
         raise CommandError(f"--window does not apply to --search {args.search} (the ANN "
-                           f"searches tiles of {DEFAULT_TILE})")
+                           f"searches tiles of {FILTER_TILE})")
 
 
 def _cmd_burst(args: argparse.Namespace) -> int:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.registry import Operation, register
-from ..match.ann import filter_request
+from ..match.ann import FILTER_NEIGHBOUR_CLUSTERS, FILTER_TILE, filter_request
 from ..match.ann_params import AnnConfig, AnnRequest
 from ..match.ann_plan import ann_config
 from ..match.explain import Explanation, explain_search_request
@@ -71,7 +71,8 @@ def _ann_notes(window: str, variant: Any) -> list[str]:
         f" (the variant given, {getattr(variant, 'variant', variant)}, is ignored)"
     return [f"search engine: ann — {DESCRIPTIONS['ann']}",
             f"not applied with the ANN: the window ({window}) and the search variant{ignored}"
-            "; candidates come from the patch's own cluster in its tile",
+            f"; candidates come from the patch's own cluster and its "
+            f"{FILTER_NEIGHBOUR_CLUSTERS} nearest sibling clusters in tiles of {FILTER_TILE}",
             "not tuned: clpatch autotune times the windowed searches only"]
 
 

@@ -1,4 +1,4 @@
-"""`ann_search`: the clustering ANN of Tsai et al. (tiled hierarchical 2-means, then each
+"""`ann_search`: the clustering ANN of Tsai et al. (tiled hierarchical clustering, then each
 cluster's kNN by voting) as one call, and as the filters' `search="ann"` engine.
 
 The algorithm and its exact rules are in `clpatch.match.ann_params`; the device code in
@@ -16,10 +16,29 @@ from .ann_plan import AnnPlan
 from .matcher import register_engine
 from .matches import Matches
 
-__all__ = ["DEFAULT_TILE", "ann_matcher", "ann_search", "filter_request"]
+__all__ = ["DEFAULT_TILE", "FILTER_NEIGHBOUR_CLUSTERS", "FILTER_TILE", "ann_matcher",
+           "ann_search", "filter_request"]
 
 #: Tsai's preferred tile (their Table 2: larger tiles gain little).
 DEFAULT_TILE = 15
+#: The filters' ANN (`search="ann"` of nlmeans and bm3d on an image; see filter_request):
+#: tiles of FILTER_TILE, each reference's cluster and its FILTER_NEIGHBOUR_CLUSTERS nearest
+#: sibling clusters searched (Tsai §3.2: "two neighboring clusters" at most). With tiles of
+#: 15 and the cluster alone (k = n of its ~28 patches) the filters lost to the windowed
+#: search (21 x 21) on the shared images at σ = 20 (H100): NL-means 0.89 dB (cell 2.15),
+#: BM3D 0.11 dB (brick 0.25). NL-means averages all of its n patches: it needs nearer ones
+#: (two sibling clusters: ~84 candidates) and a wider scope (even the exact kNN of a 15-tile
+#: loses ~0.9 dB on cell); BM3D's loss is the scope alone (the same with 0, 1 or 2 sibling
+#: clusters). Measured on PoCL (cell, brick, moon; Δ dB against the window, 15-tiles with
+#: 2 sibling clusters → 21-tiles with 2): NL-means −0.99/−0.81/−0.37 → −0.67/−0.75/−0.17,
+#: BM3D −0.19/−0.30/−0.20 → +0.08/−0.06/−0.00 (31-tiles gain little more for twice the
+#: clustering). The cost: the query's table grows with the candidates (about 3x), but the
+#: filters query their grid references only (step 3-4); the clustering takes one more
+#: depth for the 441 patches of a 21-tile, and a node's ranks grow with its size (about 2x).
+#: `ann_search` keeps its defaults (tile 15, no neighbour clusters); a burst keeps its own
+#: tile and no neighbour clusters (its clusters gather every frame's patches).
+FILTER_TILE = 21
+FILTER_NEIGHBOUR_CLUSTERS = 2
 #: ANN plans kept per runtime.
 PLANS_KEPT = 8
 
@@ -55,11 +74,12 @@ def ann_search(image: Any, *, patch_size: int = 8, k: int = 16, tile: int = DEFA
 
 def filter_request(*, patch_size: int, step: int, n: int, channels: int, rows: int,
                    cols: int, metric: str = "l2", several_frames: bool = False,
-                   frames: int = 1, tile: int = DEFAULT_TILE,
-                   neighbour_clusters: int = 0) -> AnnRequest:
-    """The checked ANN request of a filter's `search="ann"` (k = the filter's n): refused
-    for several frames that are not a burst (`several_frames`) and for other metrics than
-    L2; `frames` > 1 only for a burst."""
+                   frames: int = 1, tile: int = FILTER_TILE,
+                   neighbour_clusters: int = FILTER_NEIGHBOUR_CLUSTERS) -> AnnRequest:
+    """The checked ANN request of a filter's `search="ann"` (k = the filter's n, tiles of
+    `tile`, the patch's cluster and `neighbour_clusters` sibling clusters searched): refused for several
+    frames that are not a burst (`several_frames`) and for other metrics than L2; `frames`
+    > 1 only for a burst."""
     if several_frames:
         raise ValueError("search='ann' filters single images; for several frames of one "
                          "scene use clpatch.burst_denoise")
@@ -73,13 +93,19 @@ def filter_request(*, patch_size: int, step: int, n: int, channels: int, rows: i
 def ann_matcher(runtime: Runtime, frames: int, rows: int, cols: int, channels: int,
                 request: Any, config: Any = None, *, temporal_window: int = 0,
                 video: bool = False, stagger: tuple[int, ...] = (),
-                tile: int = DEFAULT_TILE, neighbour_clusters: int = 0,
+                tile: int | None = None, neighbour_clusters: int | None = None,
                 reference: int | None = None) -> AnnPlan:
     """The ANN as the filters' matcher (`search="ann"`): k = the filter's n, tiles of
-    `tile`; the filter's window and search configuration do not apply. With `reference`
-    (a burst: video=True), the references are that frame's and the candidates come from
-    every frame."""
+    `tile`, `neighbour_clusters` sibling clusters searched (None: FILTER_TILE and
+    FILTER_NEIGHBOUR_CLUSTERS for an image; DEFAULT_TILE and 0 for a burst, whose clusters
+    already gather a location's patches from every frame); the filter's window and search
+    configuration do not apply. With `reference` (a burst: video=True), the references are
+    that frame's and the candidates come from every frame."""
     burst = reference is not None
+    if tile is None:
+        tile = DEFAULT_TILE if burst else FILTER_TILE
+    if neighbour_clusters is None:
+        neighbour_clusters = 0 if burst else FILTER_NEIGHBOUR_CLUSTERS
     checked = filter_request(
         patch_size=request.patch_size, step=request.step, n=request.n, channels=channels,
         rows=rows, cols=cols, metric=getattr(request, "metric", "l2"),
@@ -93,9 +119,10 @@ def ann_capacity(rows: int, cols: int, frames: int, patch_size: int, window: int
                  temporal_window: int) -> int:
     """The fewest candidates a reference has with the filters' ANN: the smallest tile's
     patch count (the window does not apply)."""
-    return largest_k(rows, cols, patch_size, DEFAULT_TILE)
+    return largest_k(rows, cols, patch_size, FILTER_TILE)
 
 
 register_engine("ann", ann_matcher,
                 "the clustering ANN (Tsai et al.): candidates from the patch's own cluster "
-                f"in tiles of {DEFAULT_TILE}", ann_capacity)
+                f"and its {FILTER_NEIGHBOUR_CLUSTERS} nearest sibling clusters in tiles of "
+                f"{FILTER_TILE}", ann_capacity)

@@ -13,7 +13,6 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import pyopencl as cl
 
 from ..core.buffers import BufferPool, int_buffer, memory_limits
 from ..core.errors import DeviceResourceError
@@ -23,8 +22,8 @@ from ..core.staging import download
 from ..core.upload import Uploader, check_peak
 from ..core.volumes import Volume, as_volume, check_planned, magnitude_limit
 from .ann_params import (
-    ITERATIONS,
     LEAF,
+    POWER_ITERATIONS,
     SAMPLES,
     AnnConfig,
     AnnRequest,
@@ -42,15 +41,14 @@ GROUP = 128
 QUERY_GROUP = 64
 #: Tile rows per launch at most (a launch's work-groups stay well below driver limits).
 TILE_ROWS_PER_LAUNCH = 256
-DIVIDE = "-cl-fp32-correctly-rounded-divide-sqrt"
-#: Floats of local memory for the centres of the nodes split at once, at most.
+#: Floats of local memory for the means and directions of the nodes split at once, at most.
 CENTRE_FLOATS = 2048
 
 
 def split_nodes(group: int, values: int) -> int:
     """Nodes of one depth that the clustering kernel splits at once: one per 16 work-items
-    (each node's 2-means keeps 16 busy), their two centres of `values` floats each within
-    CENTRE_FLOATS."""
+    (each node's power iteration keeps SAMPLES = 16 busy), their samples' mean and direction
+    of `values` floats each within CENTRE_FLOATS."""
     return max(1, min(group // 16, CENTRE_FLOATS // (2 * values)))
 
 
@@ -142,7 +140,8 @@ class AnnPlan:
         block = self.frames * self.channels * (th + p - 1) * (tw + p - 1)
         c = self.config
         nodes = split_nodes(c.group, d)
-        cluster = 4 * (2 * d * nodes + c.group + 48 * nodes) + 8 * d  # centres, offsets
+        per_node = SAMPLES * (SAMPLES + 1) + 3 * SAMPLES + 5      # Gram, vectors, flags
+        cluster = 4 * (2 * d * nodes + c.group + per_node * nodes) + 8 * d  # + offsets
         query = 4 * (c.query_group // 32 * LEAF * ((candidates | 1) + 1 + 2 * self.request.k)
                      + area + 64)
         fits = 4 * (block + 2 * slots) + max(cluster, query) <= self.runtime.profile.local_mem_size
@@ -157,18 +156,14 @@ class AnnPlan:
         params = dict(patch=r.patch_size, channels=self.channels, k=r.k, group=c.group,
                       qgroup=c.query_group, ballot=c.ballot, neighbours=r.neighbour_clusters,
                       stagger=bool(self.stagger), dim=self.dim, leaf=LEAF, samples=SAMPLES,
-                      iterations=ITERATIONS, candidates=candidates,
+                      power=POWER_ITERATIONS, candidates=candidates,
                       nodes=split_nodes(c.group, self.channels * r.patch_size ** 2),
                       dense=r.step == 1 and not self.video and not self.stagger)
         params["block"], params["slots"], params["area"] = self._local_sizes(candidates)
         self.block = params["block"]
         rt = self.runtime
         source = render("match/ann.cl.mako", rt.profile, **params)
-        # Centres are means: exact division makes them the same numbers as NumPy's.
-        exact = rt.device.single_fp_config & cl.device_fp_config.CORRECTLY_ROUNDED_DIVIDE_SQRT
-        options = (DIVIDE,) if exact else ()
-        program = rt.programs.build(source, template="match/ann.cl.mako", params=params,
-                                    options=options)
+        program = rt.programs.build(source, template="match/ann.cl.mako", params=params)
         return kernel(program, "ann_cluster"), kernel(program, "ann_query")
 
     # ---- the matcher's face ----------------------------------------------------------------

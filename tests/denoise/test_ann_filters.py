@@ -86,7 +86,8 @@ def test_nlmeans_tiles_give_identical_results(runtime, aggregation):
     if aggregation == "fixed" and not runtime.profile.int64_atomics:
         pytest.skip("no 64-bit atomics")
     image = _noisy(camera_crop(64, 72), SIGMA, seed=2)
-    kwargs = dict(aggregation=aggregation, search="ann")
+    # Tiles of 15 (not the filters' 21): 64 rows then hold 4 tile rows, enough bands.
+    kwargs = dict(aggregation=aggregation, search="ann", search_options={"tile": 15})
     whole = NLMeansPlan(runtime, 1, 64, 72, 1, **kwargs)
     tiled = NLMeansPlan(runtime, 1, 64, 72, 1, tile_bytes=NLM_TILE_BYTES[aggregation], **kwargs)
     assert len(whole.tiles) == 1 and len(tiled.tiles) > 2, len(tiled.tiles)
@@ -94,16 +95,17 @@ def test_nlmeans_tiles_give_identical_results(runtime, aggregation):
     np.testing.assert_array_equal(tiled.run(image, SIGMA), whole.run(image, SIGMA))
 
 
-# 109 x 72: tiles of 15 to 27 rows, so a band's groups reach up to 26 rows beyond it (and
-# the ANN's kernels are those of the 64 x 72 photograph: same largest tile).
-BM3D_TILE_BYTES = {"fast": 300_000, "reference": 500_000}
+# 109 x 72 (fast) and 130 x 72 (reference): the filters' tiles of 21 to 41 rows, so a
+# band's groups reach up to 40 rows beyond it; each size still gives at least 2 bands.
+BM3D_TILE_BYTES = {"fast": 300_000, "reference": 700_000}
+BM3D_ROWS = {"fast": 109, "reference": 130}
 
 
 @pytest.mark.parametrize("preset", ["fast", "reference"])
 def test_bm3d_tiles_are_bit_identical_with_fixed_point(runtime, preset):
     if not runtime.profile.int64_atomics:
         pytest.skip("no 64-bit atomics")
-    rows, cols = 109, 72
+    rows, cols = BM3D_ROWS[preset], 72
     image = _noisy(camera_crop(rows, cols), SIGMA, seed=3)
     p1, p2, stages = stage_params(preset)
     kwargs = dict(aggregation="fixed", search="ann")

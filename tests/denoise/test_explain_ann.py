@@ -10,7 +10,7 @@ import pytest
 
 import clpatch
 from clpatch.core.registry import operations
-from clpatch.match.ann import DEFAULT_TILE
+from clpatch.match.ann import FILTER_NEIGHBOUR_CLUSTERS, FILTER_TILE
 from clpatch.match.ann_params import check_ann_request
 from clpatch.match.ann_plan import ann_config
 from clpatch.match.matcher import DESCRIPTIONS
@@ -19,8 +19,9 @@ from tests.cli.test_cli import assert_one_error_line, run, spec_of
 
 def ann_lines(runtime, *, patch_size=8, step=4, n=16) -> tuple[str, str]:
     """The configuration and the reason the ANN of these parameters has on `runtime`."""
-    request = check_ann_request(patch_size=patch_size, step=step, k=n, tile=DEFAULT_TILE,
-                                neighbour_clusters=0, channels=1, rows=4096, cols=4096)
+    request = check_ann_request(patch_size=patch_size, step=step, k=n, tile=FILTER_TILE,
+                                neighbour_clusters=FILTER_NEIGHBOUR_CLUSTERS, channels=1,
+                                rows=4096, cols=4096)
     config = ann_config(request, runtime.profile)
     return config.describe(), config.reason
 

@@ -1,6 +1,7 @@
 """NumPy reference ("oracle") of the clustering approximate-nearest-neighbour search of
-Tsai, Steinberger, Pająk and Pulli (per-tile hierarchical 2-means, then each cluster's
-k nearest patches among its own and its neighbouring clusters), written from the
+Tsai, Steinberger, Pająk and Pulli (per-tile hierarchical clustering, each node cut at
+the median along the principal direction of a sub-sample, then each cluster's k nearest
+patches among its own and its neighbouring clusters), written from the
 algorithm's specification (the docstring of clpatch/match/ann_params.py, restated below)
 and nothing of clpatch: tile geometry, grid and arithmetic are all re-implemented here.
 
@@ -19,17 +20,19 @@ Specification
   (patch–patch and patch–centre) is acc = float32(acc + float32(diff · diff)),
   diff = float32(a − b), over d = 0 … D − 1 in order, acc starting at 0 (`distances`).
 - Clustering (`cluster`): a node is a run of slots [lo, hi), the root the whole tile; a node
-  of at most LEAF (32) patches is a leaf, a larger one (m patches) is split:
-  1. samples j = 0 … 7 at slots lo + (j · m) // 8;
-  2. n_j = distance(sample j, sample 0), running sums r_j in float32 in j order,
-     total = r_7; total == 0 → halves, the first m // 2 slots and the rest;
-  3. centre 0 = sample 0, centre 1 = the first sample j with 2 · r_j > total;
-  4. ITERATIONS (5) rounds: a sample joins centre 1 when its distance to centre 1 is below
-     its distance to centre 0 (ties: centre 0); each centre becomes the mean of its samples
-     (float32 sum in j order, then one correctly rounded float32 division by the count);
-     a centre without samples stays;
-  5. direction u = float32(centre 1 − centre 0) per value; every patch's key is
-     Σ_d float32(x_d · u_d), summed in float32 in d order (`keys`);
+  of at most LEAF (32) patches is a leaf, a larger one (m patches) is split (`split_node`):
+  1. samples j = 0 … 15 (SAMPLES) at slots lo + (j · m) // 16;
+  2. their mean mu = (float32 sum over j in order) · (1/16) (exact: a power of two);
+     z_j = float32(s_j − mu) per value;
+  3. Gram matrix G_ij = Σ_d float32(z_i,d · z_j,d), summed in float32 in d order (so
+     G_ij = G_ji); trace = Σ_j G_jj in j order; trace == 0 (the samples are all equal) →
+     halves, the first m // 2 slots and the rest;
+  4. POWER_ITERATIONS (8) power iterations from v = diag(G): w_i = Σ_j float32(G_ij · v_j)
+     in j order; t = max_i |w_i|; when 0 < t < inf, v = w · 2^−e with e the exponent of
+     t (t = f · 2^e, 0.5 ≤ f < 1: an exact scaling), else v stays;
+  5. direction u = Σ_j float32(v_j · z_j) per value, summed in float32 in j order (the
+     principal direction of the samples); every patch's key is Σ_d float32(x_d · u_d),
+     summed in float32 in d order (`keys`);
   6. balanced split at the median: a patch's rank is the number of the node's patches
      with a smaller key, or an equal key at an earlier slot; the m // 2 patches of rank
      below m // 2 are the left child, the others the right one, each in slot order (a
@@ -61,9 +64,9 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 F32 = np.float32
 
-LEAF = 32          # a node of at most LEAF patches is a cluster
-SAMPLES = 8        # sub-sample of a node for its 2-means
-ITERATIONS = 5     # 2-means rounds on the sub-sample
+LEAF = 32              # a node of at most LEAF patches is a cluster
+SAMPLES = 16           # sub-sample of a node whose principal direction splits it
+POWER_ITERATIONS = 8   # power iterations for that direction
 _CHUNK = 1 << 21   # elements of one broadcast difference block in `distances`
 
 
@@ -152,10 +155,9 @@ def distances(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return out
 
 
-def _mean(samples: np.ndarray) -> np.ndarray:
-    """Per value: float32 sum of the samples in order, then divided by their count."""
-    total = np.cumsum(samples, axis=0, dtype=np.float32)[-1]
-    return (total / np.float32(samples.shape[0])).astype(np.float32)
+def _sum_rows(a: np.ndarray) -> np.ndarray:
+    """Per column: the float32 sum of the rows of a (n, D) in row order."""
+    return np.cumsum(a, axis=0, dtype=np.float32)[-1]
 
 
 # ----------------------------------------------------------------------------- clustering
@@ -171,40 +173,47 @@ def keys(x: np.ndarray, u: np.ndarray) -> np.ndarray:
     return np.cumsum(products, axis=1, dtype=np.float32)[:, -1]
 
 
-def centres(x: np.ndarray) -> np.ndarray:
-    """(2, D) float32: steps 1–4 of the split of a node whose patches (in slot order) are
-    the rows of x (m, D)."""
+def samples_of(x: np.ndarray) -> np.ndarray:
+    """(SAMPLES, D): step 1, the sub-sample of a node whose patches are the rows of x."""
     m = x.shape[0]
-    samples = x[(np.arange(SAMPLES) * m) // SAMPLES]
-    n = distances(samples, samples[:1])[:, 0]
-    running = np.cumsum(n, dtype=np.float32)
-    total = running[-1]
-    second = int(np.argmax(np.float32(2) * running > total))
-    result = np.stack([samples[0], samples[second]]).astype(np.float32)
-    previous = None
-    for _ in range(ITERATIONS):
-        d = distances(samples, result)
-        side = d[:, 1] < d[:, 0]
-        if previous is not None and np.array_equal(side, previous):
-            break       # the same samples give the same means: the centres are final
-        previous = side
-        new = result.copy()
-        for c, mask in ((0, ~side), (1, side)):
-            if mask.any():
-                new[c] = _mean(samples[mask])
-        result = new
-    return result
+    return np.asarray(x, dtype=np.float32)[(np.arange(SAMPLES) * m) // SAMPLES]
+
+
+def gram(samples: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(z, G): steps 2–3, the centred samples (S, D) and their Gram matrix (S, S)."""
+    mean = (_sum_rows(samples) * np.float32(1.0 / SAMPLES)).astype(np.float32)
+    z = (samples - mean[None, :]).astype(np.float32)
+    if z.shape[1] == 0:
+        return z, np.zeros((z.shape[0], z.shape[0]), np.float32)
+    products = (z[:, None, :] * z[None, :, :]).astype(np.float32)
+    return z, np.cumsum(products, axis=2, dtype=np.float32)[..., -1]
+
+
+def direction(x: np.ndarray) -> np.ndarray | None:
+    """(D,) float32: steps 1–5, the direction u of a node whose patches (in slot order) are
+    the rows of x (m, D); None when its samples are all equal (halves)."""
+    z, g = gram(samples_of(x))
+    diagonal = np.diagonal(g).astype(np.float32)
+    if _sum_rows(diagonal[:, None])[0] == 0:
+        return None
+    v = diagonal.copy()
+    for _ in range(POWER_ITERATIONS):
+        w = np.cumsum((g * v[None, :]).astype(np.float32), axis=1, dtype=np.float32)[:, -1]
+        top = np.abs(w).max()
+        if 0 < top < np.inf:
+            _, exponent = np.frexp(top)
+            v = np.ldexp(w, -exponent).astype(np.float32)
+    return _sum_rows((v[:, None] * z).astype(np.float32))
 
 
 def split_node(x: np.ndarray) -> tuple[np.ndarray, int]:
     """(permutation of the node's m > LEAF slots, m0 = m // 2): steps 1–6 of the split of a
     node whose patches (in slot order) are the rows of x (m, D)."""
     m = x.shape[0]
-    samples = x[(np.arange(SAMPLES) * m) // SAMPLES]
-    if distances(samples, samples[:1]).sum(dtype=np.float64) == 0:
+    u = direction(x)
+    if u is None:
         return np.arange(m), m // 2         # the samples are all equal: halves
-    c = centres(x)
-    key = keys(x, (c[1] - c[0]).astype(np.float32))
+    key = keys(x, u)
     slot = np.arange(m)
     before = (key[None, :] < key[:, None]) | ((key[None, :] == key[:, None])
                                               & (slot[None, :] < slot[:, None]))

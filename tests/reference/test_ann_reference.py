@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from tests.reference.ann import (
-    ITERATIONS,
     LEAF,
+    POWER_ITERATIONS,
     SAMPLES,
     ann,
     ann_image,
@@ -121,46 +121,40 @@ def test_distances_are_the_sequential_float32_sum():
     assert np.array_equal(distances(x[:1], x[:1]), np.zeros((1, 1), F32))
 
 
+def literal_sum(values):
+    acc = F32(0)
+    for v in values:
+        acc = F32(acc + F32(v))
+    return acc
+
+
 def literal_split(x):
-    """Steps 1–6 of a node split, written as the specification reads (scalar loops, fixed
-    ITERATIONS rounds)."""
+    """Steps 1–6 of a node split, written as the specification reads (scalar loops)."""
     m, dim = x.shape
     halves = (list(range(m)), m // 2)
     samples = [x[(j * m) // SAMPLES] for j in range(SAMPLES)]
-    n = [literal_distance(s, samples[0]) for s in samples]
-    total = F32(0)
-    for v in n:
-        total = F32(total + v)
-    if total == 0:
+    mean = [F32(literal_sum(s[d] for s in samples) * F32(1 / SAMPLES)) for d in range(dim)]
+    z = [[F32(F32(s[d]) - mean[d]) for d in range(dim)] for s in samples]
+    g = [[literal_sum(F32(zi[d] * zj[d]) for d in range(dim)) for zj in z] for zi in z]
+    if literal_sum(g[j][j] for j in range(SAMPLES)) == 0:
         return halves
-    running = F32(0)
-    second = None
-    for j, v in enumerate(n):
-        running = F32(running + v)
-        if F32(2) * running > total:
-            second = j
-            break
-    centres = [samples[0].copy(), samples[second].copy()]
-    for _ in range(ITERATIONS):
-        side = [literal_distance(s, centres[1]) < literal_distance(s, centres[0])
-                for s in samples]
-        new = [c.copy() for c in centres]
-        for c in (0, 1):
-            members = [s for s, sd in zip(samples, side, strict=True) if sd == bool(c)]
-            if members:
-                mean = np.empty(dim, np.float32)
-                for d in range(dim):
-                    acc = F32(0)
-                    for s in members:
-                        acc = F32(acc + s[d])
-                    mean[d] = F32(acc / F32(len(members)))
-                new[c] = mean
-        centres = new
+    v = [g[j][j] for j in range(SAMPLES)]
+    for _ in range(POWER_ITERATIONS):
+        w = [literal_sum(F32(g[i][j] * v[j]) for j in range(SAMPLES)) for i in range(SAMPLES)]
+        top = max(abs(value) for value in w)
+        if 0 < top < np.inf:
+            exponent = 0                    # top = f · 2^exponent, 0.5 <= f < 1
+            while top >= 2.0 ** exponent:
+                exponent += 1
+            while top < 2.0 ** (exponent - 1):
+                exponent -= 1
+            v = [F32(value * F32(2.0 ** -exponent)) for value in w]
+    u = [literal_sum(F32(v[j] * z[j][d]) for j in range(SAMPLES)) for d in range(dim)]
     keys = []
     for v in x:
         acc = F32(0)
         for d in range(dim):
-            acc = F32(acc + F32(v[d] * F32(centres[1][d] - centres[0][d])))
+            acc = F32(acc + F32(v[d] * u[d]))
         keys.append(acc)
     rank = [sum(1 for j in range(m) if keys[j] < keys[i] or (keys[j] == keys[i] and j < i))
             for i in range(m)]
