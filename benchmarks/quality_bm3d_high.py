@@ -9,11 +9,14 @@ Every grayscale image of the folder (colour ones reduced to 8-bit luminance, as 
 `numpy.random.default_rng(seed)` (a fresh generator per image and σ); the same noisy floats
 (0–255 units, not clipped) go to every method:
 
-- reference: `clpatch.bm3d(noisy, σ, preset="reference")` (above σ = 40 the original's
-  high-noise settings, see `clpatch.denoise.bm3d_params.HIGH_NOISE`);
-- reference, normal profile: the same with the normal settings forced (patch 8, step 3,
-  n 16/32, tau_match 2500/400, lambda 2.7): what the preset did before the switch;
-- fast and fast, normal profile: likewise for the fast preset;
+- reference: `clpatch.bm3d(noisy, σ, preset="reference")` (the bm3d package's default
+  profile: the same settings at every σ, stage-1 tau_match 3000 + 2σ²);
+- reference, 'vn' profile: the same with BM3D.m's high-noise settings forced (patches
+  8/11, step 4/6, n 32/32, tau_match 25000/3500, lambda 2.8): what the preset took above
+  σ = 40 before it followed the package;
+- fast: `preset="fast"` (above σ = 40 its high-noise settings, see
+  `clpatch.denoise.bm3d_params.HIGH_NOISE`); fast, normal profile: with its σ <= 40
+  settings forced (tau_match 2500/400, lambda 2.7);
 - bm3d: the `bm3d` PyPI package (Tampere), `bm3d.bm3d(noisy, sigma_psd=σ)`, default profile.
 
 PSNR (peak 255) on outputs clipped to 0–255. A second table gives the mean level: the
@@ -36,9 +39,10 @@ from quality_bm3d import DEFAULT_IMAGES, load, psnr
 
 import clpatch
 
-NORMAL = {"reference": dict(patch_size=8, step=3, n=(16, 32), tau_match=(2500.0, 400.0),
-                            lambda_3d=2.7),
-          "fast": dict(tau_match=(2500.0, 400.0), lambda_3d=2.7)}
+#: The forced settings of the second column of each preset.
+FORCED = {"reference": (", 'vn' profile", dict(patch_size=(8, 11), step=(4, 6), n=(32, 32),
+                                               tau_match=(25000.0, 3500.0), lambda_3d=2.8)),
+          "fast": (", normal profile", dict(tau_match=(2500.0, 400.0), lambda_3d=2.7))}
 
 
 def crop(image: np.ndarray, size: int) -> np.ndarray:
@@ -53,9 +57,10 @@ def methods(tampere: Any, rt: Any) -> dict[str, Any]:
     for preset in ("reference", "fast"):
         out[preset] = (lambda x, s, p=preset: clpatch.bm3d(x.astype(np.float32), s, preset=p,
                                                           runtime=rt))
-        out[preset + ", normal profile"] = (
-            lambda x, s, p=preset: clpatch.bm3d(x.astype(np.float32), s, preset=p, runtime=rt,
-                                                **NORMAL[p]))
+        suffix, forced = FORCED[preset]
+        out[preset + suffix] = (
+            lambda x, s, p=preset, f=forced: clpatch.bm3d(x.astype(np.float32), s, preset=p,
+                                                          runtime=rt, **f))
     if tampere is not None:
         out["bm3d"] = lambda x, s: tampere.bm3d(x, sigma_psd=s)
     return out

@@ -162,10 +162,10 @@ def bm3d(image: Any, sigma: float, *, preset: str = "fast", patch_size: int | No
                   tau_match=tau_match, stagger=stagger)
     # The preset's settings follow the whole image's noise level in 0-255 units (its data
     # range may need the whole image's peak: computed now, and given to every piece).
-    noise = switch_noise(sigma, data_range, x.dtype, peak)
+    noise = switch_noise(sigma, data_range, x.dtype, peak, preset)
     if noise is None:       # computed once here, and given to every piece
         peak = float(global_peak(x, None).compute())
-        noise = switch_noise(sigma, data_range, x.dtype, peak)
+        noise = switch_noise(sigma, data_range, x.dtype, peak, preset)
     p1, p2, count = stage_params(preset, noise, **params)
     check_bm3d_role(guide_role, g is not None, count)
     rows, cols = x.shape[:2]

@@ -6,9 +6,10 @@ in registers; the 3-D transform is three 1-D passes joined by the local-memory t
 Algorithms 9 and 10, padded by the device profile's ``bank_padding``):
 
 1. *basic estimate*: groups matched on the noisy image (similar when the mean squared
-   difference per pixel is ``<= tau_match[0]``, 2500 in 8-bit units², in the fast preset
-   ``max(2500, 3.125σ²)`` up to σ = 40: see below), hard thresholding of the 3-D spectrum
-   at ``lambda_3d · σ`` (2.7σ), group weight ``1 / kept coefficients``;
+   difference per pixel is ``<= tau_match[0]`` in 8-bit units²: in the fast preset 2500,
+   ``max(2500, 3.125σ²)`` up to σ = 40; in the reference preset ``3000 + 2σ²``: see
+   below), hard thresholding of the 3-D spectrum at ``lambda_3d · σ`` (2.7σ), group
+   weight ``1 / kept coefficients``;
 2. *final estimate*: groups matched on the basic estimate (``tau_match[1]`` = 400), empirical
    Wiener shrinkage ``w = B² / (B² + mu2·σ²)`` with B the spectrum of the same group cut from
    the basic estimate (``mu2`` = 1, the original's), group weight
@@ -21,19 +22,37 @@ zeroes groups whose mean is below ``lambda_3d·σ / (p·√k)``: dark regions da
 σ = 100 and the whole image went black at σ = 1000. At σ ≤ 40 the DC of natural images is
 far above the threshold and nothing changes.)
 
-High noise: above σ = 40 in 0–255 units (``sigma · 255 / data_range``, the data range as
-the run resolves it) the presets take their high-noise settings
-(`clpatch.denoise.bm3d_params.HIGH_NOISE`), as the original BM3D does: "reference" those
-of Dabov et al.'s BM3D.m for sigma > 40 (its 'vn' profile, Hou et al. 2010): 32 patches per
-group in both stages, stage 1 on step 4 with ``tau_match`` 25000 and ``lambda_3d`` 2.8,
-stage 2 with 11×11 patches (DCT) on step 6 and ``tau_match`` 3500; "fast" the same
-thresholds and ``lambda_3d`` on its own patches, grid and groups. (At σ > 40 the noise alone
-puts patches ``2σ² > 3200`` apart, so the normal thresholds leave groups of one patch.)
-Below the switch the fast preset's stage-1 ``tau_match`` already grows with the noise:
-``max(2500, 3.125σ²)``, 2500 up to σ = √800 ≈ 28.28 and 5000 at σ = 40
-(`clpatch.denoise.bm3d_params.noisy_tau`; at σ = 40 it gained 0.3–0.8 dB over 2500 on the
-shared images); "reference" keeps 2500 up to 40, as the bm3d package does. Arguments given
-explicitly win over these settings.
+Noise-dependent settings (σ in 0–255 units, ``sigma · 255 / data_range``, the data range
+as the run resolves it; arguments given explicitly win over them):
+
+- "reference" follows the ``bm3d`` package's default profile ('np', Mäkinen, Azzari and Foi
+  2020) at every σ: no switch of profile, and a stage-1 ``tau_match`` of ``3000 + 2σ²``
+  (`clpatch.denoise.bm3d_params.noise_distance_tau`): 3000 is the package's threshold,
+  and ``2σ²`` is what independent noise adds on average to the distance of two patches,
+  so the threshold keeps its meaning for the content at any σ (with the fixed 2500 the
+  noise alone put patches apart beyond it from σ ≈ 35, and groups shrank to one patch).
+  Against the package (PoCL, 256² crops of the ten shared images,
+  benchmarks/results/quality_bm3d_high.md): −0.03, −0.00 and −0.04 dB on average at
+  σ = 40, 60 and 100 (every image within −0.16 … +0.18 dB), where tau 2500 up to σ = 40
+  and BM3D.m's high-noise profile above ('vn': 32 patches per group in both stages, stage
+  1 on step 4 with ``tau_match`` 25000 and ``lambda_3d`` 2.8, stage 2 with 11×11 DCT
+  patches on step 6 and ``tau_match`` 3500) gave −0.30, +0.07 and +0.24 (−0.46 … +0.86).
+  Those settings remain reachable as arguments (``patch_size=(8, 11), step=(4, 6), n=32,
+  tau_match=(25000, 3500), lambda_3d=2.8``): at σ = 100 they are 0.28 dB above the
+  package on average (up to 1.0 dB on smooth images), at σ = 40 0.05 dB below.
+- "fast" takes the high-noise settings above σ = 40
+  (`clpatch.denoise.bm3d_params.HIGH_NOISE`): BM3D.m's matching thresholds 25000 / 3500
+  and ``lambda_3d`` 2.8 on its own patches, grid and groups; below, its stage-1
+  ``tau_match`` grows with the noise: ``max(2500, 3.125σ²)``, 2500 up to σ = √800 ≈
+  28.28 and 5000 at σ = 40 (`clpatch.denoise.bm3d_params.noisy_tau`; at σ = 40 it gained
+  0.3–0.8 dB over 2500 on the shared images).
+
+What still differs from the package (white noise, grayscale): its transform-domain noise
+variances are exact for groups of overlapping patches (the noise of two patches that
+share pixels is correlated, which the package's thresholds, Wiener weights and
+aggregation weights take into account, with ``lambda_3d`` 3.0 and ``mu2`` 0.4 tuned for
+them), where this filter takes σ² for every coefficient; on smooth images (cell.png) that
+is worth about 0.2 dB at every σ on 128² crops (0.09 dB on the whole image at σ = 20).
 
 References lie on a grid of step ``step`` plus the last row and column; with ``stagger``
 (the reference preset) grid row i's references sit i mod step columns right of the lattice
@@ -121,10 +140,10 @@ def bm3d(image: Any, sigma: float, *, preset: str = "fast", patch_size: int | No
     sigma: standard deviation of the noise, in the image's units (20 for a 0–255 image).
     preset: "fast" (Davy–Ehret's defaults: window 21, step 4, 8/8 neighbours, Bior1.5/DCT,
         Hadamard) or "reference" (the original BM3D: window 39, step 3, 16/32 neighbours,
-        Bior1.5/DCT, Haar, on the staggered grid). Above σ = 40 in 0–255 units both take
-        their high-noise settings (see the module doc; "reference": step 4/6, 32/32
-        neighbours, patches 8/11, tau_match 25000/3500, lambda_3d 2.8); from σ ≈ 28.28 to
-        40 the fast preset's stage-1 tau_match is 3.125σ² (5000 at 40). Every other argument
+        Bior1.5/DCT, Haar, on the staggered grid: the bm3d package's default profile).
+        The reference preset's stage-1 tau_match is 3000 + 2σ² at every σ (σ in 0–255
+        units); the fast one's is 3.125σ² from σ ≈ 28.28 to 40 (5000 at 40), and above 40
+        it takes its high-noise settings (see the module doc). Every other argument
         overrides the preset; patch_size, window, step, n, transform_2d ("bior1.5" | "dct"),
         transform_1d ("hadamard" | "haar") and tau_match take one value or a (stage 1,
         stage 2) pair.
@@ -134,11 +153,11 @@ def bm3d(image: Any, sigma: float, *, preset: str = "fast", patch_size: int | No
         basic estimate only; lambda_3d: hard
         threshold in units of sigma (2.7); mu2: Wiener regularisation, w = B² / (B² + mu2·σ²)
         (1; the `bm3d` PyPI package uses lambda_3d=3.0, mu2=0.4 for white noise);
-        tau_match: matching thresholds (2500, 400; see preset for the noise-dependent
-        defaults), mean squared difference per pixel on a 0–255 scale; stagger: the
-        reference patches of consecutive grid rows start 0, 1, …, step − 1 columns right of
-        the step lattice, so their edges never line up (the bm3d package's grid; True in the
-        reference preset, False in the fast one).
+        tau_match: matching thresholds (fast 2500, 400; reference 3000 + 2σ², 400; see
+        preset for the noise-dependent defaults), mean squared difference per pixel on a
+        0–255 scale; stagger: the reference patches of consecutive grid rows start 0, 1,
+        …, step − 1 columns right of the step lattice, so their edges never line up (the
+        bm3d package's grid; True in the reference preset, False in the fast one).
     aggregation: None (device's best), "fixed" or "cas" (see the module doc).
     data_range: the image's nominal range, scaling the matching thresholds by
         (data_range / 255)²; None: 255 for 8-bit data and floats above 1, the dtype's
@@ -174,7 +193,7 @@ def bm3d(image: Any, sigma: float, *, preset: str = "fast", patch_size: int | No
     rt = resolve_runtime(runtime, image)
     plan = plan_for(rt, volume.rows, volume.cols, volume.channels,
                     device_output=volume.on_device, preset=preset,
-                    noise=noise_255(volume, strength, rt), patch_size=patch_size,
+                    noise=noise_255(volume, strength, rt, preset), patch_size=patch_size,
                     step=step, window=window, n=n, transform_2d=transform_2d,
                     transform_1d=transform_1d, stages=stages, lambda_3d=lambda_3d, mu2=mu2,
                     tau_match=tau_match, stagger=stagger, aggregation=aggregation,
@@ -182,15 +201,18 @@ def bm3d(image: Any, sigma: float, *, preset: str = "fast", patch_size: int | No
     return restore(plan.apply(image, strength, guide=guide, guide_role=guide_role))
 
 
-def noise_255(volume: Volume, strength: Strength, runtime: Runtime) -> float:
-    """σ in 0–255 units for the preset's noise-dependent settings (the high-noise switch
-    above 40, the fast preset's stage-1 tau_match from 28.28 to 40): sigma · 255 /
-    data_range, with the data range the run will use (the given one, else
-    `default_data_range` of the dtype and the peak). The image is looked at only where the
-    settings depend on it (`switch_noise` returns None): a float image without a given peak
-    or data range, with 28.28/255 < sigma <= 40, whose range is 1 when every |value| is at
+def noise_255(volume: Volume, strength: Strength, runtime: Runtime,
+              preset: str | None = None) -> float:
+    """σ in 0–255 units for the noise-dependent settings of `preset` (None: of any preset):
+    the fast preset's high-noise switch above 40 and stage-1 tau_match from 28.28 to 40,
+    the reference preset's stage-1 tau_match 3000 + 2σ². It is sigma · 255 / data_range,
+    with the data range the run will use (the given one, else `default_data_range` of the
+    dtype and the peak). The image is looked at only where the settings depend on it
+    (`switch_noise` returns None): a float image without a given peak or data range (for
+    "fast" only with 28.28/255 < sigma <= 40), whose range is 1 when every |value| is at
     most 1 (a sample of rows first, the whole image only when the sample stays within)."""
-    noise = switch_noise(strength.sigma, strength.data_range, volume.dtype, strength.peak)
+    noise = switch_noise(strength.sigma, strength.data_range, volume.dtype, strength.peak,
+                         preset)
     if noise is None:
         data_range = 255.0 if _beyond_one(volume, runtime) else 1.0
         noise = strength.sigma * 255.0 / data_range

@@ -48,40 +48,60 @@ PRESETS: dict[str, dict[str, Any]] = {
     "fast": dict(patch_size=8, window=21, step=4, n=(8, 8), transform_2d=("bior1.5", "dct"),
                  transform_1d="hadamard", tau_match=(2500.0, 400.0), lambda_3d=2.7, mu2=1.0,
                  beta=2.0, stagger=False, stages=2),
-    # The original BM3D parameters (Dabov et al., normal profile), on the staggered grid of
-    # the bm3d package (Tampere's current implementation).
+    # The bm3d package's (Tampere's current implementation) default profile 'np' for white
+    # noise: the original BM3D's normal profile with stage-1 tau_match 3000, on its
+    # staggered grid. Its stage-1 tau_match grows with the noise (`noise_distance_tau`).
     "reference": dict(patch_size=8, window=39, step=3, n=(16, 32),
                       transform_2d=("bior1.5", "dct"), transform_1d="haar",
-                      tau_match=(2500.0, 400.0), lambda_3d=2.7, mu2=1.0, beta=2.0, stagger=True,
+                      tau_match=(3000.0, 400.0), lambda_3d=2.7, mu2=1.0, beta=2.0, stagger=True,
                       stages=2),
 }
 
 #: Noise level (σ in 0–255 units) above which a preset takes its high-noise settings.
 HIGH_NOISE_SIGMA = 40.0
 #: The settings that replace a preset's when σ > HIGH_NOISE_SIGMA (explicit arguments still
-#: win). "reference": what BM3D.m of Dabov et al. switches to above σ = 40 (its 'vn' profile,
-#: Hou et al. 2010): 32 patches in both stages, stage 1 step 4 with tau_match 25000 and
-#: lambda 2.8, stage 2 11×11 patches (DCT) on step 6 with tau_match 3500. "fast": the
-#: same matching thresholds and lambda on Davy–Ehret's patches, grid and groups (at σ > 40
-#: the noise alone puts patches 2σ² > 3200 apart, so tau_match 2500 leaves groups of 1).
+#: win). "fast": matching thresholds 25000 / 3500 and lambda 2.8 (those BM3D.m of Dabov et
+#: al. takes above σ = 40) on Davy–Ehret's patches, grid and groups (at σ > 40 the noise
+#: alone puts patches 2σ² > 3200 apart, so tau_match 2500 leaves groups of 1).
+#: "reference" has none: like the bm3d package's default profile it keeps its normal
+#: settings at every σ, its stage-1 threshold following the noise (NOISE_DISTANCE_TAU).
+#: (BM3D.m's own switch, the 'vn' profile: patch_size=(8, 11), step=(4, 6), n=(32, 32),
+#: tau_match=(25000, 3500), lambda_3d=2.8, reachable as arguments, is up to 1.0 dB above
+#: the package on smooth images at σ = 100 and up to 0.2 dB below it on others at σ = 40.)
 HIGH_NOISE: dict[str, dict[str, Any]] = {
-    "reference": dict(patch_size=(8, 11), step=(4, 6), n=(32, 32), tau_match=(25000.0, 3500.0),
-                      lambda_3d=2.8),
     "fast": dict(tau_match=(25000.0, 3500.0), lambda_3d=2.8),
 }
+
+#: Presets whose stage-1 matching threshold adds the noise's share of a patch distance at
+#: every σ: tau_match = the preset's + 2σ² (`noise_distance_tau`). Two patches of the same
+#: content under independent noise of σ lie 2σ² apart per pixel on average, so the preset's
+#: threshold keeps its meaning for the noise-free content. "reference": with it the preset
+#: follows the bm3d package up to σ = 100 (PoCL, 256² crops of the shared images: −0.03,
+#: −0.00, −0.04 dB on average at σ = 40, 60, 100, where the fixed 2500 and the 'vn' switch
+#: gave −0.30, +0.07, +0.24; benchmarks/results/quality_bm3d_high.md).
+NOISE_DISTANCE_TAU = ("reference",)
+#: The noise's share of stage 1's threshold per unit of σ² in that rule.
+NOISE_DISTANCE_PER_VARIANCE = 2.0
 
 #: Presets whose stage-1 matching threshold grows with the noise up to HIGH_NOISE_SIGMA:
 #: tau_match = max(the preset's, TAU_PER_VARIANCE · σ²), σ in 0–255 units (`noisy_tau`).
 #: Pure noise puts two patches 2σ² apart (mean squared difference per pixel), so the fixed
 #: 2500 (2σ² at σ ≈ 35) leaves most of the fast preset's groups with one patch as σ nears
 #: 40; at σ = 40 tau 5000 instead of 2500 gained 0.27–0.84 dB on every shared image (PoCL,
-#: benchmarks/quality_triton.py). "reference" keeps 2500 up to 40, as the bm3d package does.
+#: benchmarks/quality_triton.py).
 GROWING_TAU = ("fast",)
 #: tau_match of stage 1 per unit of σ² in the rule above (5000 at σ = 40: 1.5625 · 2σ²).
 TAU_PER_VARIANCE = 3.125
 #: σ (0–255 units) up to which the rule keeps the preset's 2500: √(2500 / 3.125) = √800
 #: ≈ 28.28; between it and HIGH_NOISE_SIGMA the settings depend on σ's exact value.
 TAU_GROWTH_SIGMA = math.sqrt(PRESETS["fast"]["tau_match"][0] / TAU_PER_VARIANCE)
+
+
+def noise_distance_tau(base: float, noise: float) -> float:
+    """Stage 1's matching threshold of a NOISE_DISTANCE_TAU preset whose noise-free one is
+    `base`, for noise of σ = `noise` in 0–255 units: base + 2σ² (3800 at σ = 20 for the
+    reference preset's 3000, 23000 at σ = 100)."""
+    return float(base) + NOISE_DISTANCE_PER_VARIANCE * noise * noise
 
 
 def noisy_tau(base: float, noise: float) -> float:
@@ -129,48 +149,56 @@ def group_and_transforms(per: dict[str, tuple[Any, Any]], s: int,
 
 def preset_settings(preset: str, noise: float | None = None) -> dict[str, Any]:
     """The settings of a preset for noise of σ = `noise` in 0–255 units (None: the preset's
-    normal settings): above HIGH_NOISE_SIGMA (40) its HIGH_NOISE settings replace them; at
-    most 40, a GROWING_TAU preset ("fast") has the stage-1 tau_match `noisy_tau` (2500 up
-    to σ ≈ 28.28, 3.125 σ² above: 5000 at σ = 40)."""
+    normal settings): above HIGH_NOISE_SIGMA (40) its HIGH_NOISE settings (if any) replace
+    them; at most 40, a GROWING_TAU preset ("fast") has the stage-1 tau_match `noisy_tau`
+    (2500 up to σ ≈ 28.28, 3.125 σ² above: 5000 at σ = 40); a NOISE_DISTANCE_TAU preset
+    ("reference") has the stage-1 tau_match `noise_distance_tau` (3000 + 2σ²) at every σ."""
     check_choice("preset", preset, sorted(PRESETS))
     cfg = dict(PRESETS[preset])
     if noise is None:
         return cfg
-    if check_float("noise", noise) > HIGH_NOISE_SIGMA:
-        cfg.update(HIGH_NOISE.get(preset, {}))
+    noise = check_float("noise", noise)
+    tau1, tau2 = cfg["tau_match"]
+    if noise > HIGH_NOISE_SIGMA and preset in HIGH_NOISE:
+        cfg.update(HIGH_NOISE[preset])
     elif preset in GROWING_TAU:
-        tau1, tau2 = cfg["tau_match"]
-        cfg["tau_match"] = (noisy_tau(tau1, float(noise)), tau2)
+        cfg["tau_match"] = (noisy_tau(tau1, noise), tau2)
+    if preset in NOISE_DISTANCE_TAU:
+        cfg["tau_match"] = (noise_distance_tau(tau1, noise), tau2)
     return cfg
 
 
 def settings_note(preset: str, noise: float | None) -> str:
     """What the noise level changes in a preset's settings, for one-line descriptions: ""
     (its normal settings), else " (high-noise settings, stage-1 tau 25000)" or
-    " (stage-1 tau 5000)"."""
+    " (stage-1 tau 5000)" (the fast preset). A NOISE_DISTANCE_TAU preset's stage-1 tau
+    (reference: 3000 + 2σ²) follows σ at every level as its one rule: not noted."""
     cfg = preset_settings(preset, noise)
-    notes = ["high-noise settings"] if noise is not None and noise > HIGH_NOISE_SIGMA else []
+    notes = (["high-noise settings"]
+             if preset in HIGH_NOISE and noise is not None and noise > HIGH_NOISE_SIGMA else [])
     tau = cfg["tau_match"][0]
-    if tau != PRESETS[preset]["tau_match"][0]:
+    if preset not in NOISE_DISTANCE_TAU and tau != PRESETS[preset]["tau_match"][0]:
         notes.append(f"stage-1 tau {tau:g}")
     return f" ({', '.join(notes)})" if notes else ""
 
 
 def switch_noise(sigma: float, data_range: float | None, dtype: Any,
-                 peak: float | None) -> float | None:
+                 peak: float | None, preset: str | None = None) -> float | None:
     """σ in 0–255 units as the presets' settings see it: sigma · 255 / data_range, the data
     range being the given one, else `default_data_range` of `dtype` and `peak`. None when
     that needs the image's peak and none is given: a float image whose range may be 1 or
-    255, where the two readings give different settings, i.e. unless both lie at or below
-    TAU_GROWTH_SIGMA (≈ 28.28: the normal settings) or both above HIGH_NOISE_SIGMA (40:
-    the high-noise ones), so for TAU_GROWTH_SIGMA/255 (≈ 0.111) < sigma <= 40. (Between
-    28.28 and 40 the fast preset's stage-1 tau_match depends on σ's exact value.)"""
+    255, where the two readings give `preset` different settings (`preset_settings`; None:
+    any preset's). "fast" gets the same settings from both unless TAU_GROWTH_SIGMA/255
+    (≈ 0.111) < sigma <= 40 (at most 28.28: the normal settings, above 40: the high-noise
+    ones); "reference", whose stage-1 tau_match follows σ at every level, never does."""
     if data_range is None:
         if np.dtype(dtype).kind != "f" or peak is not None:
             data_range = default_data_range(dtype, peak)
-        elif sigma > HIGH_NOISE_SIGMA or sigma * 255.0 <= TAU_GROWTH_SIGMA:
-            return sigma        # the same settings for a range of 1 and of 255 alike
         else:
+            presets = sorted(PRESETS) if preset is None else [preset]
+            if all(preset_settings(name, sigma) == preset_settings(name, sigma * 255.0)
+                   for name in presets):
+                return sigma    # the same settings for a range of 1 and of 255 alike
             return None
     return sigma * 255.0 / data_range
 
@@ -179,9 +207,10 @@ def stage_params(preset: str = "fast", noise: float | None = None,
                  **overrides: Any) -> tuple[StageParams, StageParams, int]:
     """(stage-1 params, stage-2 params, number of stages) for a preset plus overrides.
 
-    noise: σ in 0–255 units (sigma · 255 / data_range), or None; above 40 the preset's
-    high-noise settings (HIGH_NOISE) are its defaults, from 28.28 to 40 the fast preset's
-    stage-1 tau_match grows as 3.125 σ² (`preset_settings`). patch_size, window, step, n,
+    noise: σ in 0–255 units (sigma · 255 / data_range), or None; above 40 the fast preset's
+    high-noise settings (HIGH_NOISE) are its defaults, from 28.28 to 40 its stage-1
+    tau_match grows as 3.125 σ²; the reference preset's is 3000 + 2σ² at every σ
+    (`preset_settings`). patch_size, window, step, n,
     transform_2d, transform_1d, tau_match and beta take a scalar (both stages) or a
     (stage 1, stage 2) pair; lambda_3d, mu2, stagger and stages one value; None keeps the
     preset's. A stage whose patch size is not 8 defaults to the DCT as 2-D transform

@@ -1,8 +1,11 @@
 """BM3D at every noise level: the mean level is preserved (the 3-D DC is never thresholded
-nor shrunk), the presets switch to their high-noise settings above σ = 40 (0–255 units), and
-the kernels agree with the NumPy oracle on a high-noise case."""
+nor shrunk), the fast preset switches to its high-noise settings above σ = 40 (0–255 units)
+while the reference preset's stage-1 threshold follows σ, and the kernels agree with the
+NumPy oracle on high-noise cases."""
 
 from __future__ import annotations
+
+from dataclasses import asdict, replace
 
 import numpy as np
 import pyopencl.array as cla
@@ -90,25 +93,34 @@ def test_oracle_keeps_the_dc():
 # ---- the high-noise switch --------------------------------------------------------------------
 
 
-def test_presets_switch_above_sigma_40():
+def test_presets_at_high_noise():
+    # "reference" keeps its settings at every sigma (the bm3d package's default profile),
+    # its stage-1 threshold 3000 + 2 sigma^2; "fast" switches above 40.
     normal = stage_params("reference")
-    assert stage_params("reference", HIGH_NOISE_SIGMA) == normal
-    assert stage_params("reference", 20.0) == normal
-    p1, p2, stages = stage_params("reference", 40.5)
-    assert stages == 2
-    assert (p1.patch_size, p1.step, p1.n, p1.window, p1.tau_match, p1.lambda_3d,
-            p1.transform_2d) == (8, 4, 32, 39, 25000.0, 2.8, "bior1.5")
-    assert (p2.patch_size, p2.step, p2.n, p2.window, p2.tau_match, p2.transform_2d) == \
-        (11, 6, 32, 39, 3500.0, "dct")
+    for sigma in (5.0, 20.0, HIGH_NOISE_SIGMA, 40.5, 100.0):
+        p1, p2, stages = stage_params("reference", sigma)
+        assert stages == 2
+        assert p1 == replace(normal[0], tau_match=3000.0 + 2 * sigma ** 2)
+        assert p2 == normal[1]
+        assert [asdict(p) for p in (p1, p2)] == \
+            [asdict(p) for p in R.stage_params("reference", sigma)[:2]]
+    assert (normal[0].patch_size, normal[0].step, normal[0].n, normal[0].window,
+            normal[0].tau_match, normal[0].lambda_3d, normal[0].transform_2d) == \
+        (8, 3, 16, 39, 3000.0, 2.7, "bior1.5")
+    assert (normal[1].patch_size, normal[1].step, normal[1].n, normal[1].tau_match,
+            normal[1].transform_2d) == (8, 3, 32, 400.0, "dct")
+    assert "reference" not in HIGH_NOISE
     f1, f2, _ = stage_params("fast", 100.0)
     n1, n2, _ = stage_params("fast")
     assert (f1.tau_match, f2.tau_match, f1.lambda_3d) == (25000.0, 3500.0, 2.8)
     assert (f1.patch_size, f1.step, f1.n, f1.window, f2.n) == \
         (n1.patch_size, n1.step, n1.n, n1.window, n2.n)
-    # Explicit arguments win over the high-noise settings.
-    p1, p2, _ = stage_params("reference", 100.0, patch_size=8, n=16, tau_match=(2500, 400))
-    assert (p1.patch_size, p2.patch_size, p1.n, p2.n, p1.tau_match, p2.tau_match, p2.step) == \
-        (8, 8, 16, 16, 2500.0, 400.0, 6)
+    # Explicit arguments win over the noise-dependent settings: BM3D.m's 'vn' profile.
+    p1, p2, _ = stage_params("reference", 100.0, patch_size=(8, 11), step=(4, 6), n=32,
+                             tau_match=(25000, 3500), lambda_3d=2.8)
+    assert (p1.patch_size, p2.patch_size, p1.n, p2.n, p1.tau_match, p2.tau_match, p1.step,
+            p2.step, p2.transform_2d, p1.lambda_3d) == \
+        (8, 11, 32, 32, 25000.0, 3500.0, 4, 6, "dct", 2.8)
     # Per-stage patch sizes; a stage of a size other than 8 defaults to the DCT.
     p1, p2, _ = stage_params("reference", patch_size=(8, 6))
     assert (p1.patch_size, p1.transform_2d, p2.patch_size, p2.transform_2d) == \
@@ -140,12 +152,9 @@ def test_noise_in_8_bit_units(runtime):
 
 def test_plans_follow_the_noise_level(runtime):
     plan = plan_for(runtime, 48, 48, 1, preset="reference", noise=60.0)
-    assert [p.patch_size for p in plan.params] == [8, 11]
-    plan = plan_for(runtime, 48, 48, 1, preset="reference", noise=40.0)
-    assert [p.patch_size for p in plan.params] == [8, 8]
-    # Images smaller than the 11x11 high-noise patches get the largest patch they hold.
-    plan = plan_for(runtime, 9, 30, 1, preset="reference", noise=60.0)
-    assert [p.patch_size for p in plan.params] == [8, 9]
+    assert [(p.patch_size, p.tau_match) for p in plan.params] == [(8, 10200.0), (8, 400.0)]
+    plan = plan_for(runtime, 48, 48, 1, preset="fast", noise=60.0)
+    assert [p.tau_match for p in plan.params] == [25000.0, 3500.0]
     # The same float data in [0, 1] and in [0, 255] get the same settings and results.
     clean = clean_image((32, 36))
     noisy = (clean + np.random.default_rng(1).normal(0, 60.0, clean.shape)).astype(np.float32)
@@ -163,9 +172,18 @@ def test_high_noise_reference_matches_the_oracle(runtime, colour):
     sigma = 70.0
     noisy = (clean + np.random.default_rng(5).normal(0, sigma, shape)).astype(np.float32)
     out = clpatch.bm3d(noisy, sigma, preset="reference", runtime=runtime)
-    # The oracle gets the high-noise settings written out (not from its own table).
+    # The oracle gets the settings written out (not from its own table): the normal ones,
+    # stage-1 tau 3000 + 2 sigma^2.
     expected = R.bm3d_reference(noisy.astype(np.float64), sigma, "reference", noise=0.0,
-                                patch_size=(8, 11), step=(4, 6), n=(32, 32),
-                                tau_match=(25000.0, 3500.0), lambda_3d=2.8)
+                                tau_match=(3000.0 + 2 * sigma ** 2, 400.0))
     assert_close(out, expected, rtol=0.0, atol=2e-3, what="high-noise reference vs oracle")
     assert np.mean((expected - clean) ** 2) < 0.5 * sigma ** 2
+    # The rule changes the result (so the comparison above can tell it from the fixed 3000).
+    fixed = R.bm3d_reference(noisy.astype(np.float64), sigma, "reference", noise=0.0)
+    assert np.abs(fixed - expected).max() > 0.5
+    # BM3D.m's 'vn' profile (11x11 patches in stage 2) as arguments.
+    vn = dict(patch_size=(8, 11), step=(4, 6), n=(32, 32), tau_match=(25000.0, 3500.0),
+              lambda_3d=2.8)
+    out = clpatch.bm3d(noisy, sigma, preset="reference", runtime=runtime, **vn)
+    expected = R.bm3d_reference(noisy.astype(np.float64), sigma, "reference", **vn)
+    assert_close(out, expected, rtol=0.0, atol=2e-3, what="'vn' settings vs oracle")

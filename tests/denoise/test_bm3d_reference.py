@@ -206,7 +206,7 @@ def test_block_match_threshold_gives_powers_of_two():
 def test_presets_and_overrides():
     p1, p2, stages = R.stage_params("reference")
     assert (p1.window, p1.step, p1.n, p1.transform_2d, p1.transform_1d, p1.tau_match) == \
-        (39, 3, 16, "bior1.5", "haar", 2500.0)
+        (39, 3, 16, "bior1.5", "haar", 3000.0)
     assert (p2.window, p2.step, p2.n, p2.transform_2d, p2.transform_1d, p2.tau_match) == \
         (39, 3, 32, "dct", "haar", 400.0)
     p1, p2, _ = R.stage_params("fast", n=(4, 16), transform_2d="dct")

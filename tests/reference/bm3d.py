@@ -9,9 +9,9 @@ Block matching (both stages, on one guide channel):
   position ``H−p`` (resp. ``W−p``), as clpatch's search (``tests/reference/search.grid``);
 - candidates: every valid top-left within ``±window//2`` of the reference, clipped to the image;
 - distance: sum of squared differences over the p×p patch; a candidate is *similar* when
-  ``distance / p² <= tau`` (tau = 2500 in stage 1 on the noisy image, 400 in stage 2 on the
-  basic estimate, in 8-bit units²; the "fast" preset's stage 1 grows with σ, see
-  :func:`fast_stage1_tau`);
+  ``distance / p² <= tau`` (tau = 2500 (fast) or 3000 + 2σ² (reference) in stage 1 on the
+  noisy image, 400 in stage 2 on the basic estimate, in 8-bit units²; the "fast" preset's
+  stage 1 grows with σ, see :func:`fast_stage1_tau` and :func:`reference_stage1_tau`);
 - the group holds the k most similar (ascending distance, ties by raster offset order with the
   reference itself first), k = the largest power of 2 <= min(n, number similar). The reference
   is always similar to itself, so k >= 1.
@@ -50,13 +50,15 @@ the groups are matched on: role ``"match"`` matches the groups of both stages on
 1 instead of the noisy image, stage 2 instead of the basic estimate; the filtering and the
 stage-2 oracle are unchanged); role ``"oracle"`` takes it as the basic estimate: stage 1 is
 skipped, stage 2 matches on it and uses it as the Wiener oracle (two stages needed).
-High noise: above σ = 40 (0–255 units) the presets take the settings of ``HIGH_NOISE``
-(for "reference" those BM3D.m switches to: its 'vn' profile, 11×11 patches in stage 2);
-patch_size may differ per stage. At σ <= 40 the "fast" preset's stage-1 threshold is
-``max(2500, 3.125·σ²)`` (:func:`fast_stage1_tau`; "reference" keeps 2500). Not
-reproduced: the older 'vn_old' settings (12×12 DCT, τ = 5000, prefiltered matching).
-The bm3d package's white-noise λ = 3.0 and μ² = 0.4 are reachable through ``lambda_3d``
-and ``mu2``.
+High noise: above σ = 40 (0–255 units) the "fast" preset takes the settings of
+``HIGH_NOISE`` (BM3D.m's matching thresholds and λ); "reference" keeps its settings at
+every σ as the bm3d package's default profile does, its stage-1 threshold ``3000 + 2σ²``
+(:func:`reference_stage1_tau`). patch_size may differ per stage (BM3D.m's 'vn' profile,
+11×11 patches in stage 2, is reachable through the overrides). At σ <= 40 the "fast"
+preset's stage-1 threshold is ``max(2500, 3.125·σ²)`` (:func:`fast_stage1_tau`).
+Not reproduced: the bm3d package's exact noise variances of the 3-D coefficients of
+groups of overlapping patches (and its λ = 3.0 and μ² = 0.4 tuned for them; reachable
+through ``lambda_3d`` and ``mu2`` with σ² for every coefficient).
 """
 
 from __future__ import annotations
@@ -85,30 +87,37 @@ WIENER_ENERGY_FLOOR = 2.0 ** -10
 
 MAX_PATCH, MAX_GROUP, MAX_WINDOW = 16, 32, 127
 
-#: The presets: "fast" = Davy–Ehret's defaults (their Table 7); "reference" = the original
-#: BM3D parameters (normal profile) on the staggered grid of the bm3d package.
+#: The presets: "fast" = Davy–Ehret's defaults (their Table 7); "reference" = the bm3d
+#: package's default profile for white noise (the original BM3D's normal profile with
+#: stage-1 tau 3000) on its staggered grid.
 PRESETS: dict[str, dict[str, Any]] = {
     "fast": dict(patch_size=8, window=21, step=4, n=(8, 8), transform_2d=("bior1.5", "dct"),
                  transform_1d="hadamard", tau_match=(2500.0, 400.0), lambda_3d=2.7, mu2=1.0,
                  beta=2.0, stagger=False, stages=2),
     "reference": dict(patch_size=8, window=39, step=3, n=(16, 32),
                       transform_2d=("bior1.5", "dct"), transform_1d="haar",
-                      tau_match=(2500.0, 400.0), lambda_3d=2.7, mu2=1.0, beta=2.0, stagger=True,
+                      tau_match=(3000.0, 400.0), lambda_3d=2.7, mu2=1.0, beta=2.0, stagger=True,
                       stages=2),
 }
 PER_STAGE = ("patch_size", "window", "step", "n", "transform_2d", "transform_1d", "tau_match",
              "beta")
 
 #: Above σ = 40 (0–255 units) these replace a preset's settings (explicit overrides still win):
-#: "reference" takes what BM3D.m (Dabov et al.) switches to for sigma > 40 (its 'vn' profile:
-#: N2 = 32, Nstep = 4, N1_wiener = 11, Nstep_wiener = 6, lambda_thr3D = 2.8, tau_match =
-#: 25000, tau_match_wiener = 3500); "fast" only the matching thresholds and lambda.
+#: "fast" takes BM3D.m's (Dabov et al.) high-noise matching thresholds and lambda
+#: (tau_match = 25000, tau_match_wiener = 3500, lambda_thr3D = 2.8); "reference" keeps its
+#: settings at every σ, as the bm3d package's default profile does (see
+#: :func:`reference_stage1_tau`).
 HIGH_NOISE_SIGMA = 40.0
 HIGH_NOISE: dict[str, dict[str, Any]] = {
-    "reference": dict(patch_size=(8, 11), step=(4, 6), n=(32, 32), tau_match=(25000.0, 3500.0),
-                      lambda_3d=2.8),
     "fast": dict(tau_match=(25000.0, 3500.0), lambda_3d=2.8),
 }
+
+
+def reference_stage1_tau(base: float, noise: float) -> float:
+    """The "reference" preset's stage-1 matching threshold at σ = ``noise`` (0–255 units),
+    any σ, for a noise-free threshold ``base`` (3000): ``base + 2σ²``. Two patches of the same
+    content under independent noise lie 2σ² apart per pixel on average."""
+    return float(base) + 2.0 * float(noise) ** 2
 
 
 def fast_stage1_tau(noise: float) -> float:
@@ -167,9 +176,10 @@ def stage_params(preset: str = "fast", noise: float | None = None,
                  **overrides: Any) -> tuple[StageParams, StageParams, int]:
     """(stage-1 params, stage-2 params, number of stages) of a preset plus overrides.
 
-    noise: σ in 0–255 units or None; above HIGH_NOISE_SIGMA the preset's HIGH_NOISE settings
-    are its defaults, at or below it the "fast" preset's stage-1 tau_match is
-    :func:`fast_stage1_tau` (an explicit tau_match replaces both stages'). patch_size,
+    noise: σ in 0–255 units or None; above HIGH_NOISE_SIGMA the "fast" preset's HIGH_NOISE
+    settings are its defaults, at or below it its stage-1 tau_match is
+    :func:`fast_stage1_tau`; the "reference" preset's is :func:`reference_stage1_tau` at
+    every σ (an explicit tau_match replaces both stages'). patch_size,
     window, step, n, transform_2d, transform_1d, tau_match and beta take a scalar (both
     stages) or a (stage 1, stage 2) pair; lambda_3d, mu2, stagger and stages one value;
     None keeps the preset's. A stage whose patch size is not 8 has the
@@ -178,10 +188,12 @@ def stage_params(preset: str = "fast", noise: float | None = None,
     if preset not in PRESETS:
         raise ValueError(f"preset must be one of {sorted(PRESETS)}, got {preset!r}")
     cfg = dict(PRESETS[preset])
-    if noise is not None and float(noise) > HIGH_NOISE_SIGMA:
+    if noise is not None and float(noise) > HIGH_NOISE_SIGMA and preset in HIGH_NOISE:
         cfg.update(HIGH_NOISE[preset])
     elif noise is not None and preset == "fast":
         cfg["tau_match"] = (fast_stage1_tau(noise), cfg["tau_match"][1])
+    if noise is not None and preset == "reference":
+        cfg["tau_match"] = (reference_stage1_tau(cfg["tau_match"][0], noise), cfg["tau_match"][1])
     for key, value in overrides.items():
         if key not in cfg:
             raise TypeError(f"unknown BM3D parameter {key!r}; accepted: {sorted(cfg)}")
@@ -513,8 +525,9 @@ def bm3d_reference(image, sigma: float, preset: str = "fast", *, guide=None,
     their groups on the guide) or "oracle" (the guide is the basic estimate: stage 2 only,
     matched on the guide, the guide as Wiener oracle); see the module doc.
     noise: σ in 0–255 units that picks the preset's settings (None: sigma, 0–255 data
-    assumed); above 40 the preset's HIGH_NOISE settings apply, below it the "fast"
-    preset's stage-1 threshold follows :func:`fast_stage1_tau`.
+    assumed); above 40 the "fast" preset's HIGH_NOISE settings apply, below it its
+    stage-1 threshold follows :func:`fast_stage1_tau`; the "reference" preset's follows
+    :func:`reference_stage1_tau` at every σ.
     """
     sigma = float(sigma)
     if not np.isfinite(sigma) or sigma <= 0:
