@@ -8,7 +8,8 @@ Algorithms 9 and 10, padded by the device profile's ``bank_padding``):
 1. *basic estimate*: groups matched on the noisy image (similar when the mean squared
    difference per pixel is ``<= tau_match[0]`` in 8-bit units²: in the fast preset 2500,
    ``max(2500, 3.125σ²)`` up to σ = 40; in the reference preset ``3000 + 2σ²``: see
-   below), hard thresholding of the 3-D spectrum at ``lambda_3d · σ`` (2.7σ), group
+   below), hard thresholding of the 3-D spectrum at ``lambda_3d · σ`` (fast 3.0σ, reference
+   2.7σ), group
    weight ``1 / kept coefficients``;
 2. *final estimate*: groups matched on the basic estimate (``tau_match[1]`` = 400), empirical
    Wiener shrinkage ``w = B² / (B² + mu2·σ²)`` with B the spectrum of the same group cut from
@@ -150,8 +151,8 @@ def bm3d(image: Any, sigma: float, *, preset: str = "fast", patch_size: int | No
     patch_size: 8 (2 to 16; a stage whose size is not 8 uses the DCT; the preset's step is
         capped at it; a preset's size larger than a tiny image is lowered to the image's,
         down to 8); n: powers of 2 up to 32 (capped for tiny images); stages: 2, or 1 for the
-        basic estimate only; lambda_3d: hard
-        threshold in units of sigma (2.7); mu2: Wiener regularisation, w = B² / (B² + mu2·σ²)
+        basic estimate only; lambda_3d: hard threshold in units of sigma (fast 3.0,
+        reference 2.7); mu2: Wiener regularisation, w = B² / (B² + mu2·σ²)
         (1; the `bm3d` PyPI package uses lambda_3d=3.0, mu2=0.4 for white noise);
         tau_match: matching thresholds (fast 2500, 400; reference 3000 + 2σ², 400; see
         preset for the noise-dependent defaults), mean squared difference per pixel on a

@@ -34,7 +34,7 @@ noise level.
 The matching threshold ``tau_match`` (mean squared difference per pixel in 0–255 units,
 scaled by (data_range / 255)²: 2500, max(2500, 3.125 σ²) from σ ≈ 28.28 to 40, 25000
 above σ = 40, σ in 0–255 units) and
-``lambda_3d`` (2.7, 2.8 above σ = 40) are the "fast" preset's stage-1 values
+``lambda_3d`` (3.0, 2.8 above σ = 40) are the "fast" preset's stage-1 values
 (`clpatch.denoise.bm3d_params`); the 2-D transform is Bior1.5 for 8 × 8 patches, else the
 DCT, and the 1-D transform the Walsh–Hadamard.
 """

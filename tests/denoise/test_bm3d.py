@@ -351,7 +351,7 @@ def test_unit_range_floats(runtime):
     # then 200 in 0-255 units, where the preset would switch to its high-noise settings:
     # the normal ones are passed.)
     narrow = clpatch.bm3d(unit, SIGMA / 255, data_range=0.1, runtime=runtime,
-                          tau_match=(2500.0, 400.0), lambda_3d=2.7)
+                          tau_match=(2500.0, 400.0), lambda_3d=3.0)
     scale = (0.1 / 255) ** 2
     check_reference(narrow, unit, sigma=SIGMA / 255, atol=ATOL / 255, what="data_range=0.1",
                     tau_match=(2500 * scale, 400 * scale))

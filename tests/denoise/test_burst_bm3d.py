@@ -21,6 +21,7 @@ from clpatch.io.noise import psnr, synthetic_burst
 from clpatch.match.ann_params import check_ann_request
 from clpatch.match.ann_plan import AnnPlan
 from tests.helpers import assert_close, load_image
+from tests.reference.bm3d import PRESETS as ORACLE_PRESETS
 from tests.reference.bm3d import filter_stack, kaiser_window
 from tests.reference.vbm3d import build_groups
 
@@ -79,7 +80,8 @@ def oracle(noisy, sigma, matches, reference, *, stages=2, patch_size=8):
                     + xs[..., None, None] + a[None, :]).ravel()
             est, weight = filter_stack(views[ts, ys, xs], sigma, stage=number,
                                        oracle=None if oracles is None else oracles[ts, ys, xs],
-                                       transform_2d="bior1.5" if number == 1 else "dct")
+                                       transform_2d="bior1.5" if number == 1 else "dct",
+                                       lambda_3d=ORACLE_PRESETS["fast"]["lambda_3d"])
             wk = np.broadcast_to(weight[:, None, None, None] * kaiser, est.shape)
             num += np.bincount(flat, weights=(wk * est).ravel(), minlength=num.size)
             den += np.bincount(flat, weights=wk.ravel(), minlength=den.size)

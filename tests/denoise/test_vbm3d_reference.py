@@ -9,6 +9,7 @@ import pytest
 from tests.helpers import load_image
 from tests.reference import vbm3d as V
 from tests.reference import video as Vd
+from tests.reference.bm3d import PRESETS as BM3D_PRESETS
 from tests.reference.bm3d import bm3d_reference
 from tests.reference.search import grid
 
@@ -229,7 +230,8 @@ def test_radius_zero_equals_bm3d_frame_by_frame():
     clean = np.stack([cam[100:132, 200:240], cam[300:332, 100:140]])
     noisy = Vd.add_noise(clean, SIGMA, seed=2)
     out = V.vbm3d_reference(noisy, SIGMA, temporal_radius=0, window_ref=21, q=8, n=8, step=4,
-                            tau_match=(2500.0, 400.0), transform_1d="hadamard")
+                            tau_match=(2500.0, 400.0), transform_1d="hadamard",
+                            lambda_3d=BM3D_PRESETS["fast"]["lambda_3d"])
     expected = np.stack([bm3d_reference(f, SIGMA, "fast") for f in noisy])
     np.testing.assert_allclose(out, expected, rtol=0, atol=1e-9)
 

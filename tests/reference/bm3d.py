@@ -92,7 +92,7 @@ MAX_PATCH, MAX_GROUP, MAX_WINDOW = 16, 32, 127
 #: stage-1 tau 3000) on its staggered grid.
 PRESETS: dict[str, dict[str, Any]] = {
     "fast": dict(patch_size=8, window=21, step=4, n=(8, 8), transform_2d=("bior1.5", "dct"),
-                 transform_1d="hadamard", tau_match=(2500.0, 400.0), lambda_3d=2.7, mu2=1.0,
+                 transform_1d="hadamard", tau_match=(2500.0, 400.0), lambda_3d=3.0, mu2=1.0,
                  beta=2.0, stagger=False, stages=2),
     "reference": dict(patch_size=8, window=39, step=3, n=(16, 32),
                       transform_2d=("bior1.5", "dct"), transform_1d="haar",
