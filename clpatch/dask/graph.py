@@ -28,7 +28,8 @@ from ..core.runtime import Runtime
 from .pieces import Halo, Piece, pieces
 from .worker import run_on_device
 
-__all__ = ["check_dask_array", "global_peak", "join_window", "map_pieces", "window_parts"]
+__all__ = ["check_dask_array", "chunk_blocks", "global_peak", "join_window", "map_pieces",
+           "window_parts"]
 
 
 def check_dask_array(x: Any, name: str, ndims: tuple[int, ...]) -> da.Array:
@@ -70,16 +71,25 @@ def _chunk_parts(chunks: tuple[int, ...], lo: int, hi: int) -> list[tuple[int, s
     return parts
 
 
-def window_parts(blocks: np.ndarray, chunks: tuple[tuple[int, ...], ...],
-                  window: tuple[tuple[int, int], ...]) -> Any:
-    """The chunks (`blocks`: x.to_delayed(), one per chunk of the windowed axes) covering
-    `window` ((lo, hi) per leading axis), as nested lists of (chunk, slices) pairs, one
-    nesting level per windowed axis."""
+def chunk_blocks(x: da.Array, axes: int) -> tuple[np.ndarray, tuple[tuple[int, ...], ...]]:
+    """x's chunks as `Delayed` objects, one per chunk of its first `axes` axes (the axes a
+    window cuts; any later one, the channels, in one chunk), and those axes' chunks: what
+    `window_parts` takes. Make them once per array: each call optimises x's graph."""
+    if any(len(c) > 1 for c in x.chunks[axes:]):
+        x = x.rechunk({a: -1 for a in range(axes, x.ndim)})
+    return x.to_delayed().reshape(x.numblocks[:axes]), x.chunks[:axes]
+
+
+def window_parts(blocks: tuple[np.ndarray, tuple[tuple[int, ...], ...]],
+                 window: tuple[tuple[int, int], ...]) -> Any:
+    """The chunks of `blocks` (`chunk_blocks`) covering `window` ((lo, hi) per windowed
+    axis), as nested lists of (chunk, slices) pairs, one nesting level per windowed axis."""
+    delayed, chunks = blocks
     axes = [_chunk_parts(c, lo, hi) for c, (lo, hi) in zip(chunks, window, strict=True)]
 
     def nest(level: int, index: tuple[int, ...], slices: tuple[slice, ...]) -> Any:
         if level == len(axes):
-            return (blocks[index], slices)
+            return (delayed[index], slices)
         return [nest(level + 1, index + (i,), slices + (sl,)) for i, sl in axes[level]]
     return nest(0, (), ())
 
@@ -122,9 +132,6 @@ def map_pieces(x: da.Array, halo: Halo, method: Callable[..., Any], args: tuple,
     chunks (channels in one chunk). With `guide` (x's shape, any chunks), each call also
     gets `guide=` the same sub-window of the guide."""
     lead = 1 if video else 0
-    colour = x.ndim == lead + 3
-    if colour and len(x.chunks[-1]) > 1:
-        x = x.rechunk({x.ndim - 1: -1})
     if guide is not None and guide.shape != x.shape:
         raise ValueError(f"guide must have the input's shape {x.shape}, got {guide.shape}")
     frames = x.shape[0] if video else 1
@@ -133,11 +140,8 @@ def map_pieces(x: da.Array, halo: Halo, method: Callable[..., Any], args: tuple,
     tail = x.shape[lead + 2:]
     token = dask.base.tokenize(x, halo, method, args, kwargs, peak, guide)
     spatial = lead + 2                   # the windowed axes: (frames,) rows, columns
-    x_blocks = x.to_delayed().reshape(x.numblocks[:spatial])     # channels: one chunk
-    if guide is not None:
-        if colour and len(guide.chunks[-1]) > 1:
-            guide = guide.rechunk({guide.ndim - 1: -1})
-        g_blocks = guide.to_delayed().reshape(guide.numblocks[:spatial])
+    x_blocks = chunk_blocks(x, spatial)
+    g_blocks = None if guide is None else chunk_blocks(guide, spatial)
     if isinstance(peak, da.Array):
         peak = peak.to_delayed().item()  # one reduction for every task
     blocks: dict[tuple[int, ...], da.Array] = {}
@@ -146,9 +150,8 @@ def map_pieces(x: da.Array, halo: Halo, method: Callable[..., Any], args: tuple,
         window = ((piece.ya, piece.yb), (piece.xa, piece.xb))
         if video:
             window = ((piece.ta, piece.tb), *window)
-        parts = window_parts(x_blocks, x.chunks[:spatial], window)
-        guide_parts = (None if guide is None else
-                       window_parts(g_blocks, guide.chunks[:spatial], window))
+        parts = window_parts(x_blocks, window)
+        guide_parts = None if g_blocks is None else window_parts(g_blocks, window)
         task = dask.delayed(_run_piece, pure=True, name=f"{name}-{token}-{piece.t0}-{piece.a}-{piece.c}")(
             parts, peak, guide_parts, piece, video, method, args, kwargs)
         shape = (piece.b - piece.a, piece.d - piece.c, *tail)

@@ -20,7 +20,7 @@ from ..core.runtime import Runtime
 from ..match.matches import Matches, grid_positions
 from ..match.search import search_patches as search_image
 from ..match.window_params import check_fits, check_search_request
-from .graph import check_dask_array, join_window, window_parts
+from .graph import check_dask_array, chunk_blocks, join_window, window_parts
 from .pieces import search_halo, sub_window
 from .worker import run_on_device
 
@@ -84,7 +84,7 @@ def search_patches(image: Any, patch_size: int = 8, step: int = 4, window: int =
 
     # Sub-windows by the pieces' rule, over the pixel extent of each block's references.
     tall, wide = extent(grid_y, row_spans), extent(grid_x, col_spans)
-    blocks = x.to_delayed().reshape(x.numblocks[:2])   # channels: one chunk
+    blocks = chunk_blocks(x, 2)
     pos_rows, dist_rows = [], []
     for g0, g1 in row_spans:
         ys = grid_y[g0:g1]
@@ -95,8 +95,7 @@ def search_patches(image: Any, patch_size: int = 8, step: int = 4, window: int =
             xa, xb = sub_window(int(xs[0]), int(xs[-1]) + 1, cols, wide, halo)
             task = dask.delayed(_run_search, pure=True, nout=2,
                                 name=f"clpatch-search-{token}-{g0}-{h0}")(
-                window_parts(blocks, x.chunks[:2], ((ya, yb), (xa, xb))), ya, xa, ys, xs,
-                kwargs)
+                window_parts(blocks, ((ya, yb), (xa, xb))), ya, xa, ys, xs, kwargs)
             shape = (g1 - g0, h1 - h0, request.n)
             pos_row.append(da.from_delayed(task[0], (*shape, 2), dtype=np.int32))
             dist_row.append(da.from_delayed(task[1], shape, dtype=np.float32))
