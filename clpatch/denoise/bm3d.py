@@ -9,8 +9,7 @@ Algorithms 9 and 10, padded by the device profile's ``bank_padding``):
    difference per pixel is ``<= tau_match[0]`` in 8-bit units²: in the fast preset 2500,
    ``max(2500, 3.125σ²)`` up to σ = 40; in the reference preset ``3000 + 2σ²``: see
    below), hard thresholding of the 3-D spectrum at ``lambda_3d · σ`` (fast 3.0σ, reference
-   2.7σ), group
-   weight ``1 / kept coefficients``;
+   2.7σ), group weight ``1 / kept coefficients``;
 2. *final estimate*: groups matched on the basic estimate (``tau_match[1]`` = 400), empirical
    Wiener shrinkage ``w = B² / (B² + mu2·σ²)`` with B the spectrum of the same group cut from
    the basic estimate (``mu2`` = 1, the original's), group weight

@@ -112,6 +112,8 @@ class NLMeansPlan:
         self._cover_x = cl.Buffer(ctx, flags, hostbuf=cover_x)
         self._xs = cl.Buffer(ctx, flags, hostbuf=self.grid_x.astype(np.int32))
         self._pool = BufferPool(runtime.context)
+        # The fixed-point scale and its inverse, written by nlm_scale each run ("fixed").
+        self._scales = self._pool.get("scales", 8)
         self._ys: dict[tuple[int, int], Any] = {}
         # Pipelined: a NumPy image large enough, gray, and not "fixed" (whose scale needs all
         # of a tiled image's values converted before the first tile is averaged).
@@ -191,14 +193,14 @@ class NLMeansPlan:
         return np.float32(k * k * (math.sqrt(3.0) if self.colour else 1.0))
 
     def _enqueue_scale(self, given: float | None) -> Any:
-        """Queue nlm_scale: the fixed-point scale of this run into the "scales" buffer, from
+        """Queue nlm_scale: the fixed-point scale of this run into `_scales`, from
         the peak `given` or, when None, from the run's check word (after the conversions
         queued so far). Returns its event."""
         check, word = self.search.uploader.check_words()
         return self._scale[word](
             self.runtime.queue, (1,), None, check, np.int32(word),
             np.float32(-1.0 if given is None else given), self._bound_factor(),
-            self._buffer("scales", 8))
+            self._scales)
 
     def _check_peak(self, peak: float, name: str = "image") -> None:
         check_peak(peak, magnitude_limit(self.patch_size, self.channels), name)
@@ -252,7 +254,7 @@ class NLMeansPlan:
         scalars = (np.float32(2.0 * search_sigma * search_sigma), np.float32(1.0 / (h * h)),
                    np.float32(flat_beta * sigma * sigma),
                    np.float32(1.0 / (self.patch_size ** 2 * self.searched_channels)),
-                   self._buffer("scales", 8))
+                   self._scales)
         shape = tuple(image.shape)
         if self.reference is not None:
             shape = shape[1:]
@@ -374,7 +376,7 @@ class NLMeansPlan:
         finalized = self._finalize(
             queue, (w, rows, nr), None, acc, i32(plane), i32(hb), i32(w), i32(chunk.y_lo),
             i32(tile.a - chunk.y_lo), i32(rows), i32(nr), self._cover_y, self._cover_x,
-            self._buffer("scales", 8), out, i32(out_rows), i32(out_y0), i32(out_f0),
+            self._scales, out, i32(out_rows), i32(out_y0), i32(out_f0),
             wait_for=[previous] if previous is not None else None)
         events.append(("finalize", finalized))
         if self.device_output:
