@@ -204,7 +204,7 @@ def main() -> None:
         qd, rd = cla.to_device(rt.queue, qv), cla.to_device(rt.queue, rv)
         wall = median_wall(lambda: clpatch.knn_vectors(qd, rd, 16, runtime=rt),
                            rt.queue.finish, max(1, args.repeats // 2))
-        plan = next(reversed(rt.plan_cache().values()))
+        plan = next(p for p in reversed(rt.plan_cache().values()) if hasattr(p, "config"))
         record("vectors", f"clpatch {plan.config.method}", {"wall_ms": wall}, n=n, d=128, k=16)
         if not args.no_peers:
             import torch

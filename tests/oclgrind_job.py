@@ -18,7 +18,8 @@ reference, keeping every buffer alive (see `keep_buffers_alive`); `vbm3d` runs V
 tiny video with one search variant and aggregation against its NumPy reference; `knn` runs
 the exhaustive kNN with one engine and metric on two tiny images against its NumPy brute
 force (several splits and heap blocks, so the merge runs too; METHOD "offsets-group" or
-"offsets-warp" forces the offsets engine's team top-k); `nnf` runs the
+"offsets-warp" forces the offsets engine's team top-k, "offsets-k40" the heaps with k = 40,
+sorted by the finish in local memory); `nnf` runs the
 approximate nearest-neighbour field on two tiny images against its NumPy oracle (a tree of
 several levels, a backtracking row, propagation and refinement); `planted` runs a
 test-only kernel with a planted bug, which Oclgrind must report on stderr. Oclgrind's own
@@ -241,6 +242,9 @@ def run_knn(method: str, metric: str, channels: int) -> None:
         # The offsets engine's team top-k forced (the warp one in work-groups of one warp,
         # its ballots through local memory), k large enough for two list rows per lane.
         force_knn_topk(team)
+        method, k = "offsets", 40
+    elif method == "offsets-k40":
+        # The heaps with k = 40: the finish sorts in local memory, the splits share a bound.
         method, k = "offsets", 40
     got = clpatch.knn(query, reference, patch_size=p, k=k, metric=metric, step=2,
                       method=method, runtime=runtime)

@@ -18,7 +18,7 @@
 //
 // Launch: global (grid columns rounded up to ${LX}, grid rows of the launch, splits),
 // local (${LX}, 1, 1); work-item (x, r, s) is grid point (g_first + r, x); split s takes
-// the s-th part of the launch's candidates into its own heaps (split_stride entries
+// the s-th part of the launch's candidates into its own heaps (split_stride slots
 // apart; knn_finish.cl.mako merges them).
 // Arguments:
 //   qimg, Hq, Wq        query image, planar float qimg[(c * Hq + y) * Wq + x]
@@ -27,9 +27,10 @@
 //   g_first, g0, gx     first grid row of the launch, first grid row of the heaps' block,
 //                       grid columns
 //   c_lo, c_hi          candidate indices of this launch (index = cy * (Wr - P + 1) + cx)
-//   K                   neighbours kept per query
-//   hd, hi              heaps, K entries per grid point ((grid row - g0) * gx + col) * K
-//                       + s * split_stride
+//   split_stride        heap slots between two splits' heap sets
+//   K, S                neighbours kept per query, slots per heap
+//   h                   heaps (lib/topk.mako), the grid point's at slot ((grid row - g0) *
+//                       gx + col) * S + s * split_stride
 //
 ${tk.functions()}
 
@@ -40,13 +41,13 @@ void knn_direct(__global const float *restrict qimg, const int Hq, const int Wq,
                 __global const float *restrict rimg, const int Hr, const int Wr,
                 __global const int *restrict grid_y, __global const int *restrict grid_x,
                 const int g_first, const int g0, const int gx, const int c_lo, const int c_hi,
-                const int split_stride, const int K, __global float *restrict hd,
-                __global int *restrict hi)
+                const int split_stride, const int K, const int S,
+                __global ulong *restrict h)
 {
     const int col = get_global_id(0), g = g_first + get_global_id(1);
     const bool mine = col < gx;
     const int qy = grid_y[g], qx = grid_x[min(col, gx - 1)];
-    const int heap = ((g - g0) * gx + col) * K + get_group_id(2) * split_stride;
+    const int heap = ((g - g0) * gx + col) * S + get_group_id(2) * split_stride;
     float q[${PP * C}];
     for (int c = 0; c < ${C}; ++c)
         for (int i = 0; i < P; ++i)
@@ -55,8 +56,9 @@ void knn_direct(__global const float *restrict qimg, const int Hq, const int Wq,
     float root_d = INFINITY;
     int root_i = INT_MAX;
     if (mine) {
-        root_d = hd[heap];
-        root_i = hi[heap];
+        const ulong root = h[heap + TOPK_BASE];
+        root_d = topk_dist(root);
+        root_i = topk_index(root);
     }
     const int Wc = Wr - P + 1;
     const int part = (c_hi - c_lo + get_num_groups(2) - 1) / get_num_groups(2);
@@ -115,9 +117,9 @@ void knn_direct(__global const float *restrict qimg, const int Hq, const int Wq,
 %   endif
 % endif
         if (topk_before(d, idx, root_d, root_i)) {
-            topk_replace(hd + heap, hi + heap, K, d, idx);
-            root_d = hd[heap];
-            root_i = hi[heap];
+            const ulong root = topk_replace(h + heap, K, topk_key(d, idx));
+            root_d = topk_dist(root);
+            root_i = topk_index(root);
         }
     }
 }

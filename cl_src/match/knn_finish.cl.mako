@@ -1,110 +1,199 @@
 ## The last step of the exhaustive kNN for a block of grid rows: the heaps of the search's
-## splits are merged into the first (lib/topk.mako), which is sorted, its distances are re-scored exactly with direct sums over the patch (for "l2" and
-## "l1": the offsets engine keeps sliding sums, the GEMM engine expanded squares), sorted
-## again by (distance, candidate index), and written as Matches (lib/matches.mako).
-## Chamfer distances are sums of small integers, exact already: only sorted.
+## splits (lib/topk.mako) are merged, sorted, their distances re-scored exactly with direct
+## sums over the patch (for "l2" and "l1": the offsets engine keeps sliding sums, the GEMM
+## engine expanded squares), sorted again by (distance, candidate index), and the first
+## K_out are written as Matches (lib/matches.mako). Chamfer distances are sums of small
+## integers, exact already: only sorted.
 ##
-## Rendered with: patch (P), channels (C), metric, rescore (bool), group (LX); k is an
-## argument.
-<%page args="patch, channels, metric, rescore, group"/>
+## Two kernels do it, with the same result:
+##   knn_finish         one work-item per grid point: the splits' heaps are pushed into the
+##                      first, which is heap-sorted in place (few entries: small k);
+##   knn_finish_sorted  one work-group per grid point: every split's entries are loaded
+##                      into local memory and sorted there by a bitonic network, the K
+##                      smallest re-scored by the work-items in parallel and sorted again
+##                      (rendered when `sorted_max` > 0: splits * K <= sorted_max).
+##
+## Rendered with: patch (P), channels (C), metric, rescore (bool), group (LX), sorted_max (a
+## power of two, or 0); k is an argument.
+<%page args="patch, channels, metric, rescore, group, sorted_max=0"/>
 <%namespace name="tk" file="/lib/topk.mako"/>
 <%namespace name="mt" file="/lib/matches.mako"/>\
 <%
-    P, C, LX = patch, channels, group
+    P, C, LX, SM = patch, channels, group, sorted_max
+    if SM & (SM - 1):
+        raise ValueError("sorted_max must be a power of two")
 %>
 //
-// Launch: global (gx rounded up to ${LX}, grid rows of the block), local (${LX}, 1);
-// work-item (col, r) finishes grid point (g0 + r, col).
-// Arguments:
+// knn_finish. Launch: global (gx rounded up to ${LX}, grid rows of the block), local
+// (${LX}, 1); work-item (col, r) finishes grid point (g0 + r, col).
+// knn_finish_sorted. Launch: global (${LX} * gx, grid rows of the block), local (${LX}, 1);
+// work-group (col, r) finishes grid point (g0 + r, col).
+// Arguments (both):
 //   qimg, Hq, Wq, rimg, Hr, Wr   the images (planar float), as for the search kernels
 //   grid_y, grid_x      top-left row of every grid row, column of every grid column
 //   g0, gx              first grid row of the block, grid columns
-//   K, K_out            entries per heap; neighbours written (K_out <= K: an engine whose
-//                       values are not exact keeps a margin of candidates, re-scored here)
-//   hd, hi              the block's heaps, K entries per grid point ((g - g0) * gx + col) * K,
-//                       `splits` sets of them split_stride entries apart
+//   splits, split_stride  heap sets per grid point, slots between two sets
+//   K, S, K_out         entries per heap, slots per heap; neighbours written (K_out <= K:
+//                       an engine whose values are not exact keeps a margin of candidates,
+//                       re-scored here)
+//   h                   the block's heaps, the grid point's first at slot ((g - g0) * gx +
+//                       col) * S
 //   out_pos, out_dist   Matches buffers of out_gy grid rows; grid row g goes to row
 //                       g - g0 + out_row0
-//   knn_clear (launch: global `count` rounded up to ${LX}, local ${LX}) empties `count`
-//   heap entries before a block's search: (INFINITY, INT_MAX) each.
+// knn_clear. Launch: global `count` rounded up to ${LX}, local ${LX}: empties `count` heap
+//   slots before a block's search (TOPK_EMPTY each).
 //
 ${tk.functions()}
 
 __kernel __attribute__((reqd_work_group_size(${LX}, 1, 1)))
-void knn_clear(__global float *restrict hd, __global int *restrict hi, const int count)
+void knn_clear(__global ulong *restrict h, const int count)
 {
     const int e = get_global_id(0);
-    if (e < count) {
-        hd[e] = INFINITY;
-        hi[e] = INT_MAX;
-    }
+    if (e < count)
+        h[e] = TOPK_EMPTY;
 }
 
 #define P ${P}
+
+// The exact distance between the query patch at (qy, qx) and candidate `idx`.
+inline float exact_distance(__global const float *restrict qimg, const int Hq, const int Wq,
+                            __global const float *restrict rimg, const int Hr, const int Wr,
+                            const int qy, const int qx, const int idx)
+{
+    const int Wc = Wr - P + 1;
+    const int cy = idx / Wc, cx = idx - (idx / Wc) * Wc;
+    float s = 0.0f;
+    for (int i = 0; i < P; ++i)
+        for (int c = 0; c < ${C}; ++c)
+            for (int j = 0; j < P; ++j) {
+                const float t = qimg[(c * Hq + qy + i) * Wq + qx + j]
+                                - rimg[(c * Hr + cy + i) * Wr + cx + j];
+% if metric == "l2":
+                s += t * t;
+% else:
+                s += fabs(t);
+% endif
+            }
+    return s;
+}
+
+## Writes the first K_out of `keys` (ascending) as grid point (out_row0 + r, col), one
+## work-item (parallel: the work-group's) for all of them.
+<%def name="write(keys, parallel)">\
+    const int Wc = Wr - P + 1;
+    const int ref = ${mt.ref("out_row0 + r", "col", "gx")};
+    for (int e = ${"lid" if parallel else "0"}; e < K_out; e += ${LX if parallel else 1}) {
+        const int at = ${mt.entry("ref", "K_out", "e")};
+        const ulong key = ${keys}[e];
+        const int idx = topk_index(key), cy = idx / Wc;
+        ${mt.dist("out_dist", "at")} = topk_dist(key);
+        ${mt.pos_y("out_pos", "at", 2)} = cy;
+        ${mt.pos_x("out_pos", "at", 2)} = idx - cy * Wc;
+    }
+</%def>
 
 __kernel __attribute__((reqd_work_group_size(${LX}, 1, 1)))
 void knn_finish(__global const float *restrict qimg, const int Hq, const int Wq,
                 __global const float *restrict rimg, const int Hr, const int Wr,
                 __global const int *restrict grid_y, __global const int *restrict grid_x,
                 const int g0, const int gx, const int splits, const int split_stride,
-                const int K, const int K_out,
-                __global float *restrict hd,
-                __global int *restrict hi, __global int *restrict out_pos,
-                __global float *restrict out_dist, const int out_row0)
+                const int K, const int S, const int K_out, __global ulong *restrict h,
+                __global int *restrict out_pos, __global float *restrict out_dist,
+                const int out_row0)
 {
     const int col = get_global_id(0), r = get_global_id(1);
     if (col >= gx)
         return;
-    const int heap = (r * gx + col) * K;
-    __global float *d = hd + heap;
-    __global int *ix = hi + heap;
-    const int Wc = Wr - P + 1;
+    __global ulong *heap = h + (r * gx + col) * S;
     for (int s = 1; s < splits; ++s) {
-        __global const float *od = d + s * split_stride;
-        __global const int *oi = ix + s * split_stride;
+        __global const ulong *other = heap + s * split_stride + TOPK_BASE;
         for (int e = 0; e < K; ++e)
-            if (topk_before(od[e], oi[e], d[0], ix[0]))
-                topk_replace(d, ix, K, od[e], oi[e]);
+            if (other[e] < heap[TOPK_BASE])
+                topk_replace(heap, K, other[e]);
     }
-    topk_sort(d, ix, K);
+    topk_sort(heap, K);
+    __global ulong *keys = heap + TOPK_BASE;
 % if rescore:
     const int qy = grid_y[g0 + r], qx = grid_x[col];
     for (int e = 0; e < K; ++e) {
-        const int cy = ix[e] / Wc, cx = ix[e] - (ix[e] / Wc) * Wc;
-        float s = 0.0f;
-        for (int i = 0; i < P; ++i)
-            for (int c = 0; c < ${C}; ++c)
-                for (int j = 0; j < P; ++j) {
-                    const float t = qimg[(c * Hq + qy + i) * Wq + qx + j]
-                                    - rimg[(c * Hr + cy + i) * Wr + cx + j];
-%   if metric == "l2":
-                    s += t * t;
-%   else:
-                    s += fabs(t);
-%   endif
-                }
-        d[e] = s;
+        const int idx = topk_index(keys[e]);
+        keys[e] = topk_key(exact_distance(qimg, Hq, Wq, rimg, Hr, Wr, qy, qx, idx), idx);
     }
-    // Insertion sort by (distance, index): the keys moved by at most rounding.
+    // Insertion sort: the keys moved by at most rounding.
     for (int e = 1; e < K; ++e) {
-        const float kd = d[e];
-        const int ki = ix[e];
+        const ulong key = keys[e];
         int at = e;
-        while (at > 0 && topk_before(kd, ki, d[at - 1], ix[at - 1])) {
-            d[at] = d[at - 1];
-            ix[at] = ix[at - 1];
+        while (at > 0 && key < keys[at - 1]) {
+            keys[at] = keys[at - 1];
             --at;
         }
-        d[at] = kd;
-        ix[at] = ki;
+        keys[at] = key;
     }
 % endif
-    const int ref = ${mt.ref("out_row0 + r", "col", "gx")};
-    for (int e = 0; e < K_out; ++e) {
-        const int at = ${mt.entry("ref", "K_out", "e")};
-        const int cy = ix[e] / Wc;
-        ${mt.dist("out_dist", "at")} = d[e];
-        ${mt.pos_y("out_pos", "at", 2)} = cy;
-        ${mt.pos_x("out_pos", "at", 2)} = ix[e] - cy * Wc;
+${write("keys", False)}
+}
+% if SM:
+
+// Sorts the n (a power of two) keys of `keys` ascending: a bitonic network, ${LX}
+// work-items each taking compare-exchanges i, i + ${LX}, ... of every step.
+void sort_local(__local ulong *keys, const int n)
+{
+    const int lid = get_local_id(0);
+    for (int size = 2; size <= n; size <<= 1) {
+        for (int stride = size >> 1; stride > 0; stride >>= 1) {
+            for (int t = lid; t < n / 2; t += ${LX}) {
+                const int a = 2 * t - (t & (stride - 1)), b = a + stride;
+                const bool up = (a & size) == 0;
+                const ulong ka = keys[a], kb = keys[b];
+                if ((ka > kb) == up) {
+                    keys[a] = kb;
+                    keys[b] = ka;
+                }
+            }
+            barrier(CLK_LOCAL_MEM_FENCE);
+        }
     }
 }
+
+__kernel __attribute__((reqd_work_group_size(${LX}, 1, 1)))
+void knn_finish_sorted(__global const float *restrict qimg, const int Hq, const int Wq,
+                       __global const float *restrict rimg, const int Hr, const int Wr,
+                       __global const int *restrict grid_y, __global const int *restrict grid_x,
+                       const int g0, const int gx, const int splits, const int split_stride,
+                       const int K, const int S, const int K_out, __global ulong *restrict h,
+                       __global int *restrict out_pos, __global float *restrict out_dist,
+                       const int out_row0)
+{
+    __local ulong keys[${SM}];
+    const int col = get_group_id(0), r = get_global_id(1), lid = get_local_id(0);
+    __global const ulong *heap = h + (r * gx + col) * S + TOPK_BASE;
+    const int total = splits * K;
+    int n = 1;
+    while (n < total)
+        n <<= 1;
+    for (int e = lid; e < n; e += ${LX}) {
+        const int s = e / K;
+        keys[e] = e < total ? heap[s * split_stride + e - s * K] : TOPK_EMPTY;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    sort_local(keys, n);
+% if rescore:
+    // The K smallest re-scored (the rest emptied), sorted again.
+    const int qy = grid_y[g0 + r], qx = grid_x[col];
+    int m = 1;
+    while (m < K)
+        m <<= 1;
+    for (int e = lid; e < m; e += ${LX}) {
+        if (e < K) {
+            const int idx = topk_index(keys[e]);
+            keys[e] = topk_key(exact_distance(qimg, Hq, Wq, rimg, Hr, Wr, qy, qx, idx), idx);
+        } else {
+            keys[e] = TOPK_EMPTY;
+        }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    sort_local(keys, m);
+% endif
+${write("keys", True)}
+}
+% endif

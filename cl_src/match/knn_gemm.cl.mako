@@ -38,8 +38,8 @@
 //                ||row j||^2; this launch takes rows [r_first, nr)
 //   ld           columns
 //   c_base       candidate index of reference row 0
-//   K            neighbours kept per query
-//   hd, hi       heaps: set h, query row i at (h * nq + i) * K (see lib/topk.mako)
+//   K, S         neighbours kept per query, slots per heap
+//   h            heaps (lib/topk.mako): set t, query row i at slot (t * nq + i) * S
 //
 // knn_extract_grid, knn_extract_candidates. Launch: global (stride, ld rounded up to 4),
 //   local (64, 4).
@@ -60,8 +60,7 @@ __kernel __attribute__((reqd_work_group_size(${WX}, ${WY}, 1)))
 void knn_gemm(__global const float *restrict qm, const int nq, const int q_stride,
               __global const float *restrict rm, const int r_first, const int nr,
               const int r_stride, __global const float *restrict rnorm, const int ld,
-              const int c_base, const int K,
-              __global float *restrict hd, __global int *restrict hi)
+              const int c_base, const int K, const int S, __global ulong *restrict h)
 {
     // Tiles [column][row]: a work-item reads 4 consecutive rows of a column as one float4.
     __local float4 tiles[${BK * (BM + BN) // 4}];
@@ -84,8 +83,9 @@ void knn_gemm(__global const float *restrict qm, const int nq, const int q_strid
 %   for v in range(4):
     {
         const int q = q0 + (${i4 * WY} + ty) * 4 + ${v};
-        root_d[${i4 * 4 + v}] = q < nq ? hd[((long)set * nq + q) * K] : INFINITY;
-        root_i[${i4 * 4 + v}] = q < nq ? hi[((long)set * nq + q) * K] : INT_MAX;
+        const ulong root = q < nq ? h[((long)set * nq + q) * S + TOPK_BASE] : TOPK_EMPTY;
+        root_d[${i4 * 4 + v}] = topk_dist(root);
+        root_i[${i4 * 4 + v}] = topk_index(root);
         bound_d[${i4 * 4 + v}] = root_d[${i4 * 4 + v}];
         bound_i[${i4 * 4 + v}] = root_i[${i4 * 4 + v}];
     }
@@ -140,10 +140,10 @@ void knn_gemm(__global const float *restrict qm, const int nq, const int q_strid
                 const int q = q0 + (${i4 * WY} + ty) * 4 + ${vi};
                 const float d = rn - 2.0f * acc[${i4 * 4 + vi}][${j4 * 4 + vj}];
                 if (r < nr && q < nq && topk_before(d, idx, bound_d[${i4 * 4 + vi}], bound_i[${i4 * 4 + vi}])) {
-                    const long at = ((long)set * nq + q) * K;
-                    topk_replace(hd + at, hi + at, K, d, idx);
-                    root_d[${i4 * 4 + vi}] = hd[at];
-                    root_i[${i4 * 4 + vi}] = hi[at];
+                    const ulong root = topk_replace(h + ((long)set * nq + q) * S, K,
+                                                    topk_key(d, idx));
+                    root_d[${i4 * 4 + vi}] = topk_dist(root);
+                    root_i[${i4 * 4 + vi}] = topk_index(root);
                     if (topk_before(root_d[${i4 * 4 + vi}], root_i[${i4 * 4 + vi}], bound_d[${i4 * 4 + vi}], bound_i[${i4 * 4 + vi}])) {
                         bound_d[${i4 * 4 + vi}] = root_d[${i4 * 4 + vi}];
                         bound_i[${i4 * 4 + vi}] = root_i[${i4 * 4 + vi}];

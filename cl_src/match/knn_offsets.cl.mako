@@ -20,9 +20,9 @@
 ## of neighbours k is an argument (one program serves every k up to the program's bound).
 ##
 ## Stage C's top-k (`topk`):
-##   0  heap: each work-item pushes its passing candidates one by one into its own binary
-##      max-heap in global memory (lib/topk.mako): a log2(k)-deep chain of dependent,
-##      scattered loads per push, slow for large k;
+##   0  heap: each work-item pushes its passing candidates one by one into its own 4-ary
+##      max-heap of packed keys in global memory (lib/topk.mako): a log4(k)-deep chain of
+##      dependent loads of one 32-byte group each per push;
 ##   1  group (portable): the heaps are lists sorted descending by key (entry 0 the largest:
 ##      still max-heaps, so knn_finish.cl.mako merges and sorts them unchanged). Each
 ##      work-item appends the pass's candidates before its threshold (entry 0) to its
@@ -65,7 +65,8 @@
             for (int q = 0; q < ${WG}; ++q) {
                 if (need[q]) {
 %   endif
-                    const int hq = hbase[q], bq = (hq / K) * ${B}, n = cnt[q];
+                    const int hq = hbase[q], bq = (hq / S) * ${B}, n = cnt[q];
+                    __global ulong *hl = h + hq + TOPK_BASE;
                     __local float *ld = ld_all + team * ${J * TEAM};
                     __local int *li = li_all + team * ${J * TEAM};
                     __local float *cd = cd_all + team * ${B};
@@ -84,8 +85,9 @@
                         ad[j] = INFINITY;
                         ai[j] = INT_MAX;
                         if (r < K) {
-                            ad[j] = hd[hq + K - 1 - r];
-                            ai[j] = hi[hq + K - 1 - r];
+                            const ulong key = hl[K - 1 - r];
+                            ad[j] = topk_dist(key);
+                            ai[j] = topk_index(key);
                         }
                         ld[r] = ad[j];
                         li[r] = ai[j];
@@ -113,8 +115,7 @@
                         }
                         const int rank = lo + among;
                         if (rank < K) {
-                            hd[hq + K - 1 - rank] = d;
-                            hi[hq + K - 1 - rank] = idx;
+                            hl[K - 1 - rank] = topk_key(d, idx);
                             if (rank == K - 1) {
                                 thr_d[q] = d;
                                 thr_i[q] = idx;
@@ -135,8 +136,7 @@
                         }
                         const int rank = r + lo;
                         if (lo > 0 && rank < K) {
-                            hd[hq + K - 1 - rank] = ad[j];
-                            hi[hq + K - 1 - rank] = ai[j];
+                            hl[K - 1 - rank] = topk_key(ad[j], ai[j]);
                             if (rank == K - 1) {
                                 thr_d[q] = ad[j];
                                 thr_i[q] = ai[j];
@@ -169,7 +169,7 @@
 // work-item (lx, ly) of tile (bx, by) is the query position (qy0 + by * ${TY} + ly,
 // bx * ${TX} + lx). The tile's offsets dy, in groups of ${G}, are shared among `splits`
 // work-groups (layer s takes every splits-th group), each with its own heaps (split_stride
-// entries apart), so small images still fill a large GPU; knn_finish.cl.mako merges them.
+// slots apart), so small images still fill a large GPU; knn_finish.cl.mako merges them.
 // A work-group visits its groups nearest dy = 0 first: on a self-search the best candidates
 // come early, the heaps' thresholds fall fast and later candidates rarely enter.
 // Arguments:
@@ -180,14 +180,14 @@
 //   g0, g1, gx          grid rows [g0, g1) of the heaps' block (positions on other grid
 //                       rows are computed, not offered), grid columns
 //   dy_lo, dy_hi        offsets dy of this launch (a piece of the full range)
-//   split_stride        heap entries between two splits' heap sets
-//   K                   neighbours kept per query
-//   hd, hi              heaps, K entries per grid point ((grid row - g0) * gx + grid col) * K
-//                       (+ s * split_stride for split s), see lib/topk.mako; candidate
+//   split_stride        heap slots between two splits' heap sets
+//   K, S                neighbours kept per query, slots per heap
+//   h                   heaps (lib/topk.mako), the grid point's at slot ((grid row - g0) *
+//                       gx + grid col) * S (+ s * split_stride for split s); candidate
 //                       index = cy * (Wr - P + 1) + cx
 % if topk:
 //   bd, bx              (team variants) candidate buffers, ${B} entries for the heap at
-//                       entry h from entry h / K * ${B}; empty between launches
+//                       slot a from entry a / S * ${B}; empty between launches
 % endif
 //
 ${tk.functions()}
@@ -261,8 +261,8 @@ void knn_offsets(__global const float *restrict qimg, const int Hq, const int Wq
                  __global const float *restrict rimg, const int Hr, const int Wr,
                  __global const int *restrict grid_row, __global const int *restrict grid_col,
                  const int qy0, const int g0, const int g1, const int gx, const int dy_lo,
-                 const int dy_hi, const int split_stride, const int K,
-                 __global float *restrict hd, __global int *restrict hi
+                 const int dy_hi, const int split_stride, const int K, const int S,
+                 __global ulong *restrict h
 % if topk:
                  , __global float *restrict bd, __global int *restrict bx
 % endif
@@ -313,17 +313,18 @@ void knn_offsets(__global const float *restrict qimg, const int Hq, const int Wq
     if (qy < Hp && qx < Wp) {
         const int gr = grid_row[qy], gc = grid_col[qx];
         if (gr >= g0 && gr < g1 && gc >= 0)
-            heap = ((gr - g0) * gx + gc) * K + get_group_id(2) * split_stride;
+            heap = ((gr - g0) * gx + gc) * S + get_group_id(2) * split_stride;
     }
     float root_d = INFINITY;
     int root_i = INT_MAX;
     if (heap >= 0) {
-        root_d = hd[heap];
-        root_i = hi[heap];
+        const ulong root = h[heap + TOPK_BASE];
+        root_d = topk_dist(root);
+        root_i = topk_index(root);
     }
 % if topk:
     // Its buffer of candidates waiting for a merge (nb of them; emptied by the end).
-    const int buf = heap >= 0 ? heap / K * ${B} : 0;
+    const int buf = heap >= 0 ? heap / S * ${B} : 0;
     int nb = 0;
 %   if topk == 2:
     const int lane = lid & 31, team = lid >> 5;
@@ -344,6 +345,22 @@ void knn_offsets(__global const float *restrict qimg, const int Hq, const int Wq
     // [dy0, dy1), visited from the group nearest dy = 0 outwards (every split meets the
     // near offsets first).
     const int splits = get_num_groups(2), split = get_group_id(2);
+% if topk == 0:
+    // The splits of a query share a bound: a split whose heap is full has k candidates at
+    // or below its k-th distance, so a candidate farther than the smallest k-th distance
+    // of any split is not among the query's k best. Each split publishes its own by an
+    // atomic minimum (the distance's order-preserving bits, lib/topk.mako) in the unused
+    // slot 0 of split 0's heap, once per group of offsets dy.
+    __global uint *shared_kth = 0;
+    float bound_d = INFINITY;
+    if (heap >= 0) {
+#ifdef __ENDIAN_LITTLE__
+        shared_kth = (__global uint *)(h + heap - split * split_stride) + 1;
+#else
+        shared_kth = (__global uint *)(h + heap - split * split_stride);
+#endif
+    }
+% endif
     const int groups = (max(dy1 - dy0, 0) + ${G - 1}) / ${G};
     const int centre = clamp(-dy0 / ${G}, 0, max(groups - 1, 0));
     for (int t = 0; t < 2 * groups; ++t) {
@@ -351,6 +368,14 @@ void knn_offsets(__global const float *restrict qimg, const int Hq, const int Wq
         if (gi < 0 || gi >= groups || gi % splits != split)
             continue;
         const int dyb = dy0 + gi * ${G};        // offsets dyb ... dyb + ${G - 1} (< dy1 used)
+% if topk == 0:
+        if (splits > 1 && heap >= 0) {
+            // Publish this split's k-th distance, take the smallest published.
+            const uint mine = (uint)(topk_key(root_d, 0) >> 32);
+            const uint seen = atomic_min(shared_kth, mine);
+            bound_d = topk_dist((ulong)min(seen, mine) << 32);
+        }
+% endif
         for (int dxb = dx0; dxb < dx1; dxb += ${OBX}) {
             // A: column sums of ${G} dy x ${OBX} dx offsets; a work-item takes one dx and
             // one column for all ${G} dy, so each pixel it loads serves ${G} offsets.
@@ -444,10 +469,10 @@ void knn_offsets(__global const float *restrict qimg, const int Hq, const int Wq
                             continue;
                         const float d = bs[((g * ${OBX} + ox) * ${TY} + ly) * ${TX} + lx];
                         const int idx = cy * Wc + cx;
-                        if (topk_before(d, idx, root_d, root_i)) {
-                            topk_replace(hd + heap, hi + heap, K, d, idx);
-                            root_d = hd[heap];
-                            root_i = hi[heap];
+                        if (topk_before(d, idx, root_d, root_i) && d <= bound_d) {
+                            const ulong root = topk_replace(h + heap, K, topk_key(d, idx));
+                            root_d = topk_dist(root);
+                            root_i = topk_index(root);
                         }
                     }
                 }

@@ -97,10 +97,12 @@ class GemmSearch:
         self._resident_ready = self.resident
         return rm, norms, [normed]
 
-    def enqueue(self, qimage: tuple, rimage: tuple, grid: tuple, rows: int, hd: Any, hi: Any,
-                splits: int, events: list[tuple[str, Any]], wait: list[Any]) -> list[Any]:
-        """Offer every candidate to the heaps of `rows` query rows (the grid points of
-        `grid` = (grid_y buffer, grid_x buffer, first grid row, grid columns))."""
+    def enqueue(self, qimage: tuple, rimage: tuple, grid: tuple, rows: int, heaps: Any,
+                slots: int, splits: int, events: list[tuple[str, Any]],
+                wait: list[Any]) -> list[Any]:
+        """Offer every candidate to the heaps (`slots` slots each, lib/topk.mako) of `rows`
+        query rows (the grid points of `grid` = (grid_y buffer, grid_x buffer, first grid
+        row, grid columns))."""
         cfg, i32 = self.config, np.int32
         q_stride = self.stride(rows, self.block_m)
         qm = self.pool.get("gemm_q", 4 * q_stride * self.ld)
@@ -119,7 +121,7 @@ class GemmSearch:
                     self.runtime.queue, (cfg.tile_x, groups_y * cfg.tile_y, splits),
                     (cfg.tile_x, cfg.tile_y, 1), qm, i32(rows), i32(q_stride), rm, i32(a),
                     i32(min(count, a + step)), i32(self.chunk_stride), norms, i32(self.ld),
-                    i32(c_lo), i32(self.k), hd, hi, wait_for=ready)
+                    i32(c_lo), i32(self.k), i32(slots), heaps, wait_for=ready)
                 events.append(("search", event))
                 last = ready = [event]
         return last

@@ -25,7 +25,7 @@ from .knn_config import TOPK_HEAP, KnnConfig, team_buffer, team_rows, topk_varia
 from .knn_gemm import GemmSearch
 from .matches import Matches, grid_positions
 
-__all__ = ["WORK_PER_LAUNCH", "KnnPlan", "query_bytes"]
+__all__ = ["WORK_PER_LAUNCH", "KnnPlan", "heap_slots", "query_bytes"]
 
 #: Work (pairs times the per-pair cost below) of one launch: a launch stays well under a
 #: second on a large GPU and under a display watchdog's limit on a small one.
@@ -33,12 +33,29 @@ WORK_PER_LAUNCH = 1 << 33
 #: At most this many work-groups share one tile's candidates (the GEMM: a block of rows).
 MAX_SPLITS = 8
 MAX_GEMM_SPLITS = 2
-#: Each split of a tile's candidates keeps its own k best (its own insertions): at most
-#: SPLIT_ENTRIES // k splits (the direct and offsets engines).
-SPLIT_ENTRIES = 128
+#: Each split of a tile's candidates keeps its own k best (its own insertions; the offsets
+#: engine's splits of a query share the smallest k-th distance as a bound): at most
+#: SPLIT_ENTRIES // k splits (the direct and offsets engines), aiming at GROUPS_PER_UNIT
+#: work-groups per compute unit. On the H100 (Table 4 case, 256x256 RGB, p 11) k = 1 took
+#: 24.0 / 23.0 / 22.1 / 20.7 ms with 3 / 4 / 5 / 7 splits, k = 256 52.7 / 54.6 / 60.4 ms
+#: with 3 / 4 / 7 (60.4 with one).
+SPLIT_ENTRIES = 768
+GROUPS_PER_UNIT = 24
 #: Candidates the GEMM engine keeps beyond k (re-scored exactly, then dropped): its values
 #: carry the rounding of ||r||^2 - 2 q.r, which can swap near-equal neighbours at the k-th.
 GEMM_MARGIN = 4
+#: The finishing kernel sorts a grid point's entries of every split in local memory, one
+#: work-group per grid point, from this many entries per heap up, where they fit
+#: SORTED_MAX keys (below: a work-item per grid point heap-sorts them).
+SORTED_FROM = 32
+SORTED_MAX = 2048
+
+
+def heap_slots(entries: int) -> int:
+    """Slots (8-byte keys) of one heap of `entries` entries (cl_src/lib/topk.mako: entry j
+    in slot j + 3, the four children of an entry one aligned group of four slots; the last
+    group a heap reads ends below this, a multiple of 4)."""
+    return 4 if entries <= 1 else -(-entries // 4) * 4 + 4
 
 
 def kept_entries(config: KnnConfig, k: int, candidates: int) -> int:
@@ -54,10 +71,11 @@ def planned_sets(config: KnnConfig) -> int:
 
 
 def query_bytes(config: KnnConfig, k: int, candidates: int) -> int:
-    """Device bytes per query patch of a block: its heaps (8 bytes an entry), the team
+    """Device bytes per query patch of a block: its heaps (8 bytes a slot), the team
     top-k's candidate buffers and staged results (12 bytes a neighbour)."""
     buffer = team_buffer(config) if config.topk != TOPK_HEAP and k >= config.topk_k else 0
-    return 12 * k + 8 * (kept_entries(config, k, candidates) + buffer) * planned_sets(config)
+    return 12 * k + 8 * (heap_slots(kept_entries(config, k, candidates)) + buffer) \
+        * planned_sets(config)
 
 
 class KnnPlan:
@@ -80,6 +98,7 @@ class KnnPlan:
         self.cand_rows, self.cand_cols = ref_rows - patch_size + 1, ref_cols - patch_size + 1
         self.candidates = self.cand_rows * self.cand_cols
         self.kept = kept_entries(config, k, self.candidates)
+        self.slots = heap_slots(self.kept)
         ctx = runtime.context
         self.pool = BufferPool(ctx)
         self.uploader = Uploader(runtime, self.pool)
@@ -118,19 +137,25 @@ class KnnPlan:
         # expanded squares never are.
         self.rescore = metric in ("l2", "l1") and (
             config.method == "gemm" or (rescore and config.method == "offsets"))
-        finish = programs.get("match/knn_finish.cl.mako", patch=p, channels=c, metric=metric,
-                              rescore=self.rescore, group=config.group)
-        self._finish = kernel(finish, "knn_finish")
-        self._clear = kernel(finish, "knn_clear")
         self.memory_bytes = memory_bytes
         self.block_rows = self._block_rows(memory_bytes)
         self.splits = self._splits()
+        sets = self._gemm.heap_sets(self.splits) if self._gemm is not None else self.splits
+        #: Whether the finish sorts in local memory, a work-group per grid point.
+        self.sorted_finish = (self.kept >= SORTED_FROM and sets * self.kept <= SORTED_MAX
+                              and 8 * SORTED_MAX + 1024 <= int(runtime.profile.local_mem_size))
+        finish = programs.get("match/knn_finish.cl.mako", patch=p, channels=c, metric=metric,
+                              rescore=self.rescore, group=config.group,
+                              sorted_max=SORTED_MAX if self.sorted_finish else 0)
+        self._finish = kernel(finish, "knn_finish_sorted" if self.sorted_finish
+                              else "knn_finish")
+        self._clear = kernel(finish, "knn_clear")
         self.last_events: list[tuple[str, Any]] = []
 
     # ---- memory and work ---------------------------------------------------------------
 
     def _block_rows(self, memory_bytes: int | None) -> int:
-        """Grid rows per block: heaps (8 bytes an entry) and staged results (12) fit."""
+        """Grid rows per block: heaps (8 bytes a slot) and staged results (12) fit."""
         largest, total = memory_limits(self.runtime, memory_bytes)
         images = 4 * self.channels * (self.rows * self.cols
                                       + (0 if self.self_search else self.ref_rows * self.ref_cols))
@@ -141,14 +166,14 @@ class KnnPlan:
             # (the query matrix rounds its rows up to a block: one more block at most)
             images += 4 * (self._gemm.chunk_stride * (self._gemm.ld + 1)
                            + self._gemm.block_m * self._gemm.ld)
-        room = min(largest // (len(self.grid_x) * self.kept * 4 * sets),
+        room = min(largest // (len(self.grid_x) * self.slots * 8 * sets),
                    max(total - images, 0) // per_row)
         return int(max(1, min(len(self.grid_y), room)))
 
     def _splits(self) -> int:
         """Work-groups sharing each tile's candidates (each with its own heaps): enough
-        work-groups to fill the device, 8 per compute unit, when the grid alone has too
-        few, within the memory budget of the heaps."""
+        work-groups to fill the device, GROUPS_PER_UNIT per compute unit, when the grid
+        alone has too few, within the memory budget of the heaps."""
         gx, cfg = len(self.grid_x), self.config
         rows = min(self.block_rows, len(self.grid_y))
         if cfg.method == "gemm":
@@ -160,9 +185,9 @@ class KnnPlan:
             groups = -(-(self.cols - self.p + 1) // cfg.tile_x) * -(-span // cfg.tile_y)
         else:
             groups = -(-gx // cfg.group) * rows
-        want = -(-8 * int(self.runtime.profile.compute_units) // max(groups, 1))
+        want = -(-GROUPS_PER_UNIT * int(self.runtime.profile.compute_units) // max(groups, 1))
         largest, total = memory_limits(self.runtime, self.memory_bytes)
-        fit = max(1, min(largest, total // 3) // max(1, rows * gx * self.kept * 4))
+        fit = max(1, min(largest, total // 3) // max(1, rows * gx * self.slots * 8))
         # Each split keeps its own k best, so a split costs heap insertions of its own:
         # large k gets fewer splits.
         return int(max(1, min(want, fit, MAX_SPLITS, SPLIT_ENTRIES // self.k)))
@@ -227,32 +252,33 @@ class KnnPlan:
     def _block(self, g0: int, g1: int, images: tuple, positions: Any, distances: Any,
                events: list[tuple[str, Any]], wait: list[Any]) -> list[Any]:
         queue, k, gx = self.runtime.queue, self.k, len(self.grid_x)
-        entries = (g1 - g0) * gx * self.kept        # heap entries of one set
+        slots = (g1 - g0) * gx * self.slots        # heap slots of one set
         sets = self._gemm.heap_sets(self.splits) if self._gemm is not None else self.splits
-        stored = entries * sets
-        hd = self.pool.get("heap_d", 4 * stored)
-        hi = self.pool.get("heap_i", 4 * stored)
+        stored = slots * sets
+        heaps = self.pool.get("heaps", 8 * stored)
         lx = self.config.group
-        cleared = [self._clear(queue, (-(-stored // lx) * lx,), (lx,), hd, hi,
+        cleared = [self._clear(queue, (-(-stored // lx) * lx,), (lx,), heaps,
                                np.int32(stored), wait_for=wait)]
         events += [("clear", e) for e in cleared]
         if self._gemm is not None:
             last = self._gemm.enqueue(images[:3], images[3:], (self._grid_y, self._grid_x, g0, gx),
-                                      (g1 - g0) * gx, hd, hi, self.splits, events, cleared)
+                                      (g1 - g0) * gx, heaps, self.slots, self.splits, events,
+                                      cleared)
         elif self.config.method == "offsets":
-            last = self._offsets(g0, g1, images, hd, hi, entries, events, cleared)
+            last = self._offsets(g0, g1, images, heaps, slots, events, cleared)
         else:
-            last = self._direct(g0, g1, images, hd, hi, entries, events, cleared)
+            last = self._direct(g0, g1, images, heaps, slots, events, cleared)
         if self.device_output:
             out_pos, out_dist, out_row0 = positions.data, distances.data, g0
         else:
             out_pos = self.pool.get("out_pos", 8 * (g1 - g0) * gx * k)
             out_dist = self.pool.get("out_dist", 4 * (g1 - g0) * gx * k)
             out_row0 = 0
-        finished = self._finish(queue, (-(-gx // lx) * lx, g1 - g0), (lx, 1), *images,
+        width = gx * lx if self.sorted_finish else -(-gx // lx) * lx
+        finished = self._finish(queue, (width, g1 - g0), (lx, 1), *images,
                                 self._grid_y, self._grid_x, np.int32(g0), np.int32(gx),
-                                np.int32(sets), np.int32(entries), np.int32(self.kept),
-                                np.int32(k), hd, hi,
+                                np.int32(sets), np.int32(slots), np.int32(self.kept),
+                                np.int32(self.slots), np.int32(k), heaps,
                                 out_pos, out_dist, np.int32(out_row0), wait_for=last)
         events.append(("finish", finished))
         if self.device_output:
@@ -263,10 +289,10 @@ class KnnPlan:
                  wait_for=[finished])
         return [finished]
 
-    def _offsets(self, g0: int, g1: int, images: tuple, hd: Any, hi: Any, stride: int,
+    def _offsets(self, g0: int, g1: int, images: tuple, heaps: Any, stride: int,
                  events: list[tuple[str, Any]], wait: list[Any]) -> list[Any]:
         """Launches over pieces of the dy range, each under WORK_PER_LAUNCH (`stride`:
-        heap entries between two splits' heap sets)."""
+        heap slots between two splits' heap sets)."""
         cfg, p = self.config, self.p
         qy0 = int(self.grid_y[g0])
         span = int(self.grid_y[g1 - 1]) - qy0 + 1
@@ -280,7 +306,7 @@ class KnnPlan:
         dys = max(cfg.dys, dys - dys % cfg.dys)
         team = ()
         if self.topk != TOPK_HEAP:          # the team top-k's candidate buffers
-            count = self.splits * (stride // self.kept) * team_buffer(cfg)
+            count = self.splits * (stride // self.slots) * team_buffer(cfg)
             team = (self.pool.get("team_d", 4 * count), self.pool.get("team_i", 4 * count))
         last = wait
         for a in range(dy_lo, dy_hi, dys):
@@ -289,15 +315,15 @@ class KnnPlan:
                 (cfg.tile_x, cfg.tile_y, 1), *images, self._row_of, self._col_of,
                 np.int32(qy0), np.int32(g0), np.int32(g1), np.int32(len(self.grid_x)),
                 np.int32(a), np.int32(min(dy_hi, a + dys)), np.int32(stride), np.int32(self.k),
-                hd, hi, *team, wait_for=last)
+                np.int32(self.slots), heaps, *team, wait_for=last)
             events.append(("search", event))
             last = [event]
         return last
 
-    def _direct(self, g0: int, g1: int, images: tuple, hd: Any, hi: Any, stride: int,
+    def _direct(self, g0: int, g1: int, images: tuple, heaps: Any, stride: int,
                 events: list[tuple[str, Any]], wait: list[Any]) -> list[Any]:
         """Launches over pieces of the candidate range, each under WORK_PER_LAUNCH
-        (`stride`: heap entries between two splits' heap sets)."""
+        (`stride`: heap slots between two splits' heap sets)."""
         lx, gx = self.config.group, len(self.grid_x)
         per_candidate = (g1 - g0) * gx * self._pair_cost()
         count = max(1, WORK_PER_LAUNCH // max(1, per_candidate))
@@ -307,7 +333,8 @@ class KnnPlan:
                 self.runtime.queue, (-(-gx // lx) * lx, g1 - g0, self.splits), (lx, 1, 1),
                 *images, self._grid_y, self._grid_x, np.int32(g0), np.int32(g0), np.int32(gx),
                 np.int32(a), np.int32(min(self.candidates, a + count)),
-                np.int32(stride), np.int32(self.k), hd, hi, wait_for=last)
+                np.int32(stride), np.int32(self.k), np.int32(self.slots), heaps,
+                wait_for=last)
             events.append(("search", event))
             last = [event]
         return last
