@@ -163,6 +163,8 @@
     TEAMS = WG // TEAM
     J = team_rows
     B = 32 * ((OB + 63) // 32)              # buffer entries per list (team variants)
+    MASK_BITS = 32 if OB <= 32 else 64      # the heaps' mark of a pass's candidates
+    MASK = "uint" if OB <= 32 else "ulong"
 %>
 //
 // Launch: global (tiles_x * ${TX}, tiles_y * ${TY}, splits), local (${TX}, ${TY}, 1);
@@ -456,7 +458,40 @@ void knn_offsets(__global const float *restrict qimg, const int Hq, const int Wq
                 }
             }
             barrier(CLK_LOCAL_MEM_FENCE);
-% if topk == 0:
+% if topk == 0 and OB <= 64:
+            // C: the pass's candidates before this position's threshold are marked (bit o:
+            // dy = dyb + o / ${OBX}, dx = dxb + o % ${OBX}) and pushed into its heap after the
+            // scan, so that a warp runs as many pushes as its lane with the most, where
+            // pushing during the scan would run one for every candidate any lane pushes.
+            if (heap >= 0) {
+                ${MASK} todo = 0;
+                for (int g = 0; g < ${G}; ++g) {
+                    const int cy = qy + dyb + g;
+                    if (dyb + g >= dy1 || cy < 0 || cy >= Hc)
+                        continue;
+                    for (int ox = 0; ox < ${OBX}; ++ox) {
+                        const int cx = qx + dxb + ox;
+                        if (cx < 0 || cx >= Wc)
+                            continue;
+                        const float d = bs[((g * ${OBX} + ox) * ${TY} + ly) * ${TX} + lx];
+                        if (topk_before(d, cy * Wc + cx, root_d, root_i) && d <= bound_d)
+                            todo |= (${MASK})1 << (g * ${OBX} + ox);
+                    }
+                }
+                while (todo != 0) {
+                    const int o = ${MASK_BITS - 1} - (int)clz(todo & (0 - todo));
+                    todo &= todo - 1;
+                    const int g = o / ${OBX};
+                    const float d = bs[(o * ${TY} + ly) * ${TX} + lx];
+                    const int idx = (qy + dyb + g) * Wc + qx + dxb + o - g * ${OBX};
+                    if (topk_before(d, idx, root_d, root_i)) {
+                        const ulong root = topk_replace(h + heap, K, topk_key(d, idx));
+                        root_d = topk_dist(root);
+                        root_i = topk_index(root);
+                    }
+                }
+            }
+% elif topk == 0:
             // C: offer the pass's candidates to this position's heap.
             if (heap >= 0) {
                 for (int g = 0; g < ${G}; ++g) {
