@@ -27,6 +27,8 @@
 ##   ulong <prefix>_replace(space ulong *h, int k, ulong key)
 ##         the root becomes `key`, sifted down (call only when key is before the root);
 ##         returns the new root
+##   ulong <prefix>_sift_below(space ulong *h, int size, int at, ulong key)
+##         sifts key down from entry `at`, returning the value of entry `at` (not written)
 ##   void  <prefix>_sort(space ulong *h, int k)
 ##         heapsort in place: entries ascending afterwards (no longer a heap)
 ## (emit the address-space-free helpers once: `functions` with keys=True, the default)
@@ -92,6 +94,35 @@ ulong ${prefix}_sift(${space} ulong *h, const int size, int at, const ulong key)
     }
     h[TOPK_BASE + at] = key;
     return top;
+}
+
+// Sift `key` down from entry `at` without writing entry `at`: the entries below it are
+// updated, and the value entry `at` takes is returned (for a caller that keeps the top of
+// the heap in registers).
+ulong ${prefix}_sift_below(${space} ulong *h, const int size, const int at, const ulong key)
+{
+    const int first = 4 * at + 1;
+    if (first >= size)
+        return key;
+    const ulong4 c = ((${space} const ulong4 *)h)[at + 1];
+    ulong best = c.x;
+    int m = 0;
+    if (first + 1 < size && c.y > best) {
+        best = c.y;
+        m = 1;
+    }
+    if (first + 2 < size && c.z > best) {
+        best = c.z;
+        m = 2;
+    }
+    if (first + 3 < size && c.w > best) {
+        best = c.w;
+        m = 3;
+    }
+    if (!(key < best))
+        return key;
+    ${prefix}_sift(h, size, first + m, key);
+    return best;
 }
 
 ulong ${prefix}_replace(${space} ulong *h, const int k, const ulong key)

@@ -319,11 +319,29 @@ void knn_offsets(__global const float *restrict qimg, const int Hq, const int Wq
     }
     float root_d = INFINITY;
     int root_i = INT_MAX;
+% if topk == 0:
+    // The heap's entries 0 ... 4 (the root and its children) are kept in registers during
+    // the launch, h0 ... h4, written back at its end: a push reads memory from the third
+    // level of the heap on.
+    ulong h0 = TOPK_EMPTY, h1 = TOPK_EMPTY, h2 = TOPK_EMPTY, h3 = TOPK_EMPTY,
+          h4 = TOPK_EMPTY;
+    if (heap >= 0) {
+        __global const ulong *top = h + heap + TOPK_BASE;
+        h0 = top[0];
+        h1 = K > 1 ? top[1] : TOPK_EMPTY;
+        h2 = K > 2 ? top[2] : TOPK_EMPTY;
+        h3 = K > 3 ? top[3] : TOPK_EMPTY;
+        h4 = K > 4 ? top[4] : TOPK_EMPTY;
+        root_d = topk_dist(h0);
+        root_i = topk_index(h0);
+    }
+% else:
     if (heap >= 0) {
         const ulong root = h[heap + TOPK_BASE];
         root_d = topk_dist(root);
         root_i = topk_index(root);
     }
+% endif
 % if topk:
     // Its buffer of candidates waiting for a merge (nb of them; emptied by the end).
     const int buf = heap >= 0 ? heap / S * ${B} : 0;
@@ -485,9 +503,35 @@ void knn_offsets(__global const float *restrict qimg, const int Hq, const int Wq
                     const float d = bs[(o * ${TY} + ly) * ${TX} + lx];
                     const int idx = (qy + dyb + g) * Wc + qx + dxb + o - g * ${OBX};
                     if (topk_before(d, idx, root_d, root_i)) {
-                        const ulong root = topk_replace(h + heap, K, topk_key(d, idx));
-                        root_d = topk_dist(root);
-                        root_i = topk_index(root);
+                        // The root becomes the key, sifted down: through the registers'
+                        // level, then (topk_sift_below) through memory.
+                        const ulong key = topk_key(d, idx);
+                        ulong best = h1;
+                        int m = 0;
+                        if (K > 2 && h2 > best) {
+                            best = h2;
+                            m = 1;
+                        }
+                        if (K > 3 && h3 > best) {
+                            best = h3;
+                            m = 2;
+                        }
+                        if (K > 4 && h4 > best) {
+                            best = h4;
+                            m = 3;
+                        }
+                        if (K == 1 || !(key < best)) {
+                            h0 = key;
+                        } else {
+                            h0 = best;
+                            const ulong v = topk_sift_below(h + heap, K, 1 + m, key);
+                            h1 = m == 0 ? v : h1;
+                            h2 = m == 1 ? v : h2;
+                            h3 = m == 2 ? v : h3;
+                            h4 = m == 3 ? v : h4;
+                        }
+                        root_d = topk_dist(h0);
+                        root_i = topk_index(h0);
                     }
                 }
             }
@@ -540,5 +584,18 @@ void knn_offsets(__global const float *restrict qimg, const int Hq, const int Wq
     barrier(CLK_LOCAL_MEM_FENCE);
 %   endif
     ${merges("nb > 0", topk, WG, TEAM, J, B)}
+% elif OB <= 64:
+    if (heap >= 0) {
+        __global ulong *top = h + heap + TOPK_BASE;
+        top[0] = h0;
+        if (K > 1)
+            top[1] = h1;
+        if (K > 2)
+            top[2] = h2;
+        if (K > 3)
+            top[3] = h3;
+        if (K > 4)
+            top[4] = h4;
+    }
 % endif
 }
