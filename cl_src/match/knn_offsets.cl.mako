@@ -16,8 +16,10 @@
 ##
 ## Rendered with: patch (P), channels (C), metric ("l2" | "l1"), tile_x (TX), tile_y (TY),
 ## offsets (OBX: consecutive dx per pass), dys (G: consecutive dy per pass), topk (stage C's
-## selection, below), team_rows (J, team variants: list entries per work-item). The number
-## of neighbours k is an argument (one program serves every k up to the program's bound).
+## selection, below), team_rows (J, team variants: list entries per work-item), heap_local
+## (heaps: their third level, 16 entries per work-item, in local memory; the plan sets it
+## where it fits). The number of neighbours k is an argument (one program serves every k up
+## to the program's bound).
 ##
 ## Stage C's top-k (`topk`):
 ##   0  heap: each work-item pushes its passing candidates one by one into its own 4-ary
@@ -44,7 +46,7 @@
 ## as the tested base of a faster merge.
 ## All three keep the k smallest keys (distance, candidate index) of the same candidates:
 ## the matches are identical.
-<%page args="patch, channels, metric, tile_x, tile_y, offsets, dys=1, topk=0, team_rows=1, ptx=False"/>
+<%page args="patch, channels, metric, tile_x, tile_y, offsets, dys=1, topk=0, team_rows=1, ptx=False, heap_local=False"/>
 <%namespace name="tk" file="/lib/topk.mako"/>\
 <%def name="merges(flag, topk, WG, TEAM, J, B)">\
 // Every position of the team whose `${flag}` holds has its buffer merged into its list, one
@@ -273,6 +275,11 @@ void knn_offsets(__global const float *restrict qimg, const int Hq, const int Wq
     __local float qt[${C * RH * CW}];
     __local float cs[${OB * TY * CW}];
     __local float bs[${OB * TY * TX}];
+% if topk == 0 and heap_local:
+    // The heaps' entries 5 ... 20 (the third level), entry e of work-item l at
+    // (e - 5) * ${WG} + l.
+    __local ulong hl2[${16 * WG}];
+% endif
 % if topk:
     // Team variants: every position's threshold (its list's entry 0) and list, the lists
     // being merged (one per team, ascending), the positions needing a merge (group).
@@ -334,6 +341,10 @@ void knn_offsets(__global const float *restrict qimg, const int Hq, const int Wq
         h4 = K > 4 ? top[4] : TOPK_EMPTY;
         root_d = topk_dist(h0);
         root_i = topk_index(h0);
+%   if heap_local:
+        for (int e = 5; e < min(K, 21); ++e)
+            hl2[(e - 5) * ${WG} + lid] = top[e];
+%   endif
     }
 % else:
     if (heap >= 0) {
@@ -524,7 +535,34 @@ void knn_offsets(__global const float *restrict qimg, const int Hq, const int Wq
                             h0 = key;
                         } else {
                             h0 = best;
+%   if heap_local:
+                            // Entry 1 + m's children, entries c0 ... c0 + 3, in local memory.
+                            const int c0 = 4 * m + 5;
+                            ulong v = key;
+                            if (c0 < K) {
+                                __local ulong *lc = hl2 + (c0 - 5) * ${WG} + lid;
+                                ulong b2 = lc[0];
+                                int m2 = 0;
+                                if (c0 + 1 < K && lc[${WG}] > b2) {
+                                    b2 = lc[${WG}];
+                                    m2 = 1;
+                                }
+                                if (c0 + 2 < K && lc[${2 * WG}] > b2) {
+                                    b2 = lc[${2 * WG}];
+                                    m2 = 2;
+                                }
+                                if (c0 + 3 < K && lc[${3 * WG}] > b2) {
+                                    b2 = lc[${3 * WG}];
+                                    m2 = 3;
+                                }
+                                if (key < b2) {
+                                    v = b2;
+                                    lc[m2 * ${WG}] = topk_sift_below(h + heap, K, c0 + m2, key);
+                                }
+                            }
+%   else:
                             const ulong v = topk_sift_below(h + heap, K, 1 + m, key);
+%   endif
                             h1 = m == 0 ? v : h1;
                             h2 = m == 1 ? v : h2;
                             h3 = m == 2 ? v : h3;
@@ -596,6 +634,10 @@ void knn_offsets(__global const float *restrict qimg, const int Hq, const int Wq
             top[3] = h3;
         if (K > 4)
             top[4] = h4;
+%   if heap_local:
+        for (int e = 5; e < min(K, 21); ++e)
+            top[e] = hl2[(e - 5) * ${WG} + lid];
+%   endif
     }
 % endif
 }

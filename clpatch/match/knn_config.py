@@ -36,6 +36,7 @@ from typing import Any
 from ..core.validate import check_choice, check_int
 
 __all__ = ["KNN_METHODS", "TOPK_HEAP", "TOPK_GROUP", "TOPK_WARP", "RULE_TOPK", "topk_variant",
+           "heap_level_fits",
            "team_buffer", "team_rows", "warp_ready", "KNN_METRICS", "KNN_TEMPLATES",
            "KnnConfig", "choose_knn",
            "MAX_CHANNELS", "MAX_PATCH", "MAX_CHAMFER_PATCH", "check_knn_params",
@@ -126,6 +127,15 @@ def offsets_local_bytes(patch: int, channels: int, tile_x: int, tile_y: int,
     offsets *= dys
     cw, rh = tile_x + patch - 1, tile_y + patch - 1
     return 4 * (channels * rh * cw + offsets * tile_y * cw + offsets * tile_y * tile_x)
+
+
+def heap_level_fits(config: KnnConfig, profile: Any, *, patch: int, channels: int) -> bool:
+    """Whether the offsets engine's heaps can keep their third level (16 entries of 8 bytes
+    per work-item) in local memory beside the tile's sums."""
+    return (config.method == "offsets"
+            and offsets_local_bytes(patch, channels, config.tile_x, config.tile_y,
+                                    config.offsets, config.dys)
+            + 128 * config.tile_x * config.tile_y <= int(profile.local_mem_size) - 1024)
 
 
 def warp_ready(config: KnnConfig, profile: Any) -> bool:

@@ -21,7 +21,7 @@ from ..core.runtime import Runtime
 from ..core.staging import download
 from ..core.upload import Uploader, check_peak
 from ..core.volumes import as_volume, magnitude_limit
-from .knn_config import TOPK_HEAP, KnnConfig, team_buffer, team_rows, topk_variant
+from .knn_config import TOPK_HEAP, KnnConfig, heap_level_fits, team_buffer, team_rows, topk_variant
 from .knn_gemm import GemmSearch
 from .matches import Matches, grid_positions
 
@@ -126,6 +126,8 @@ class KnnPlan:
                 "match/knn_offsets.cl.mako", patch=p, channels=c, metric=metric,
                 tile_x=config.tile_x, tile_y=config.tile_y, offsets=config.offsets,
                 dys=config.dys, topk=self.topk,
+                heap_local=self.topk == TOPK_HEAP and heap_level_fits(
+                    config, runtime.profile, patch=p, channels=c),
                 team_rows=team_rows(config, k) if self.topk != TOPK_HEAP else 1,
                 ptx=runtime.profile.subgroup_ops == "ptx"),
                 "knn_offsets")
