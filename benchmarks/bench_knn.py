@@ -9,7 +9,7 @@ Cases (the issue's):
   --skip takes an engine's name too);
 - ksweep: the table4 case with k = 1, 16, 128, 256 (offsets engine), with each top-k
   variant of --topk ("rule": as the rule picks; "heap", "group", "warp": forced for every
-  k) and each --split-entries (the plan's cap on splits: SPLIT_ENTRIES // k), each run's
+  k) and each --split-entries (the plan's cap on splits: max(MIN_SPLITS, SPLIT_ENTRIES // k)), each run's
   matches checked equal to the first's;
 - vectors: knn_vectors, 100 000 x 100 000 random vectors of 128 floats, k = 16;
 - large: 1024x1024 RGB against 1024x1024 RGB (the stereo pair), 7x7, k = 16 (ours only);
@@ -151,7 +151,7 @@ def main() -> None:
     ap.add_argument("--topk", nargs="*", default=["rule"], choices=("rule", *TOPK_FORCED),
                     help="ksweep: the top-k variants timed (see the cases above)")
     ap.add_argument("--split-entries", nargs="*", type=int, default=[],
-                    help="ksweep: values of knn_plan.SPLIT_ENTRIES timed (splits <= it // k)")
+                    help="ksweep: values of knn_plan.SPLIT_ENTRIES timed (splits <= max(3, it // k))")
     args = ap.parse_args()
     rt = clpatch.Runtime(args.device)
     prof = clpatch.Runtime(args.device, profiling=True)

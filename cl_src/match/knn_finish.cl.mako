@@ -8,25 +8,27 @@
 ## Two kernels do it, with the same result:
 ##   knn_finish         one work-item per grid point: the splits' heaps are pushed into the
 ##                      first, which is heap-sorted in place (few entries: small k);
-##   knn_finish_sorted  one work-group per grid point: every split's entries are loaded
-##                      into local memory and sorted there by a bitonic network, the K
-##                      smallest re-scored by the work-items in parallel and sorted again
-##                      (rendered when `sorted_max` > 0: splits * K <= sorted_max).
+##   knn_finish_sorted  one work-group per grid point: every split's heap is loaded into
+##                      local memory and sorted there by a bitonic network, the K smallest
+##                      of all placed by their ranks among the sorted heaps, re-scored by
+##                      the work-items in parallel and sorted again (rendered when
+##                      `sorted_max` > 0: splits * K rounded up to a power of two <=
+##                      sorted_max).
 ##
 ## Rendered with: patch (P), channels (C), metric, rescore (bool), group (LX), sorted_max (a
-## power of two, or 0); k is an argument.
-<%page args="patch, channels, metric, rescore, group, sorted_max=0"/>
+## power of two, or 0), sorted_group (SG: knn_finish_sorted's work-items); k is an argument.
+<%page args="patch, channels, metric, rescore, group, sorted_max=0, sorted_group=64"/>
 <%namespace name="tk" file="/lib/topk.mako"/>
 <%namespace name="mt" file="/lib/matches.mako"/>\
 <%
-    P, C, LX, SM = patch, channels, group, sorted_max
+    P, C, LX, SM, SG = patch, channels, group, sorted_max, sorted_group
     if SM & (SM - 1):
         raise ValueError("sorted_max must be a power of two")
 %>
 //
 // knn_finish. Launch: global (gx rounded up to ${LX}, grid rows of the block), local
 // (${LX}, 1); work-item (col, r) finishes grid point (g0 + r, col).
-// knn_finish_sorted. Launch: global (${LX} * gx, grid rows of the block), local (${LX}, 1);
+// knn_finish_sorted. Launch: global (${SG} * gx, grid rows of the block), local (${SG}, 1);
 // work-group (col, r) finishes grid point (g0 + r, col).
 // Arguments (both):
 //   qimg, Hq, Wq, rimg, Hr, Wr   the images (planar float), as for the search kernels
@@ -82,7 +84,7 @@ inline float exact_distance(__global const float *restrict qimg, const int Hq, c
 <%def name="write(keys, parallel)">\
     const int Wc = Wr - P + 1;
     const int ref = ${mt.ref("out_row0 + r", "col", "gx")};
-    for (int e = ${"lid" if parallel else "0"}; e < K_out; e += ${LX if parallel else 1}) {
+    for (int e = ${"lid" if parallel else "0"}; e < K_out; e += ${SG if parallel else 1}) {
         const int at = ${mt.entry("ref", "K_out", "e")};
         const ulong key = ${keys}[e];
         const int idx = topk_index(key), cy = idx / Wc;
@@ -134,16 +136,16 @@ ${write("keys", False)}
 }
 % if SM:
 
-// Sorts the n (a power of two) keys of `keys` ascending: a bitonic network, ${LX}
-// work-items each taking compare-exchanges i, i + ${LX}, ... of every step.
-void sort_local(__local ulong *keys, const int n)
+// Sorts each block of `block` keys (a power of two) of the n keys of `keys` ascending: a
+// bitonic network, ${SG} work-items each taking compare-exchanges i, i + ${SG}, ... of a step.
+void sort_blocks(__local ulong *keys, const int n, const int block)
 {
     const int lid = get_local_id(0);
-    for (int size = 2; size <= n; size <<= 1) {
+    for (int size = 2; size <= block; size <<= 1) {
         for (int stride = size >> 1; stride > 0; stride >>= 1) {
-            for (int t = lid; t < n / 2; t += ${LX}) {
+            for (int t = lid; t < n / 2; t += ${SG}) {
                 const int a = 2 * t - (t & (stride - 1)), b = a + stride;
-                const bool up = (a & size) == 0;
+                const bool up = size == block || (a & size) == 0;
                 const ulong ka = keys[a], kb = keys[b];
                 if ((ka > kb) == up) {
                     keys[a] = kb;
@@ -155,7 +157,21 @@ void sort_local(__local ulong *keys, const int n)
     }
 }
 
-__kernel __attribute__((reqd_work_group_size(${LX}, 1, 1)))
+// The number of the first `count` keys of the ascending `keys` that are before `key`.
+inline int keys_before(__local const ulong *keys, const int count, const ulong key)
+{
+    int lo = 0, hi = count;
+    while (lo < hi) {
+        const int mid = (lo + hi) >> 1;
+        if (keys[mid] < key)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+__kernel __attribute__((reqd_work_group_size(${SG}, 1, 1)))
 void knn_finish_sorted(__global const float *restrict qimg, const int Hq, const int Wq,
                        __global const float *restrict rimg, const int Hr, const int Wr,
                        __global const int *restrict grid_y, __global const int *restrict grid_x,
@@ -164,36 +180,52 @@ void knn_finish_sorted(__global const float *restrict qimg, const int Hq, const 
                        __global int *restrict out_pos, __global float *restrict out_dist,
                        const int out_row0)
 {
+    // Every split's heap as a block of KP keys (K rounded up to a power of two), each block
+    // sorted; the K smallest of all go to `best` at their ranks.
     __local ulong keys[${SM}];
+    __local ulong best[${SM}];
     const int col = get_group_id(0), r = get_global_id(1), lid = get_local_id(0);
     __global const ulong *heap = h + (r * gx + col) * S + TOPK_BASE;
-    const int total = splits * K;
-    int n = 1;
-    while (n < total)
-        n <<= 1;
-    for (int e = lid; e < n; e += ${LX}) {
-        const int s = e / K;
-        keys[e] = e < total ? heap[s * split_stride + e - s * K] : TOPK_EMPTY;
+    int KP = 1;
+    while (KP < K)
+        KP <<= 1;
+    const int n = splits * KP;
+    for (int e = lid; e < n; e += ${SG}) {
+        const int s = e / KP, i = e - s * KP;
+        keys[e] = i < K ? heap[s * split_stride + i] : TOPK_EMPTY;
     }
     barrier(CLK_LOCAL_MEM_FENCE);
-    sort_local(keys, n);
+    sort_blocks(keys, n, KP);
+    // A key's rank: its place in its block plus the keys before it in the other blocks
+    // (keys of different splits differ; the empty ones rank from K on, past every real
+    // key, as the splits hold K real keys at least).
+    for (int e = lid; e < n; e += ${SG}) {
+        const int s = e / KP, i = e - s * KP;
+        if (i >= K)
+            continue;
+        const ulong key = keys[e];
+        int rank = i;
+        for (int o = 0; o < splits && rank < K; ++o)
+            if (o != s)
+                rank += keys_before(keys + o * KP, K, key);
+        if (rank < K)
+            best[rank] = key;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
 % if rescore:
-    // The K smallest re-scored (the rest emptied), sorted again.
+    // The K smallest re-scored (entries K ... KP emptied), sorted again.
     const int qy = grid_y[g0 + r], qx = grid_x[col];
-    int m = 1;
-    while (m < K)
-        m <<= 1;
-    for (int e = lid; e < m; e += ${LX}) {
+    for (int e = lid; e < KP; e += ${SG}) {
         if (e < K) {
-            const int idx = topk_index(keys[e]);
-            keys[e] = topk_key(exact_distance(qimg, Hq, Wq, rimg, Hr, Wr, qy, qx, idx), idx);
+            const int idx = topk_index(best[e]);
+            best[e] = topk_key(exact_distance(qimg, Hq, Wq, rimg, Hr, Wr, qy, qx, idx), idx);
         } else {
-            keys[e] = TOPK_EMPTY;
+            best[e] = TOPK_EMPTY;
         }
     }
     barrier(CLK_LOCAL_MEM_FENCE);
-    sort_local(keys, m);
+    sort_blocks(best, KP, KP);
 % endif
-${write("keys", True)}
+${write("best", True)}
 }
 % endif

@@ -35,11 +35,13 @@ MAX_SPLITS = 8
 MAX_GEMM_SPLITS = 2
 #: Each split of a tile's candidates keeps its own k best (its own insertions; the offsets
 #: engine's splits of a query share the smallest k-th distance as a bound): at most
-#: SPLIT_ENTRIES // k splits (the direct and offsets engines), aiming at GROUPS_PER_UNIT
-#: work-groups per compute unit. On the H100 (Table 4 case, 256x256 RGB, p 11) k = 1 took
-#: 24.0 / 23.0 / 22.1 / 20.7 ms with 3 / 4 / 5 / 7 splits, k = 256 52.7 / 54.6 / 60.4 ms
-#: with 3 / 4 / 7 (60.4 with one).
-SPLIT_ENTRIES = 768
+#: max(MIN_SPLITS, SPLIT_ENTRIES // k) splits (the direct and offsets engines), aiming at
+#: GROUPS_PER_UNIT work-groups per compute unit. On the H100 (Table 4 case, 256x256 RGB,
+#: p 11; search + finish kernels) k = 1 took 23.3 / 20.3 ms with 3 / 7 splits, k = 16
+#: 25.1 / 22.4, k = 128 35.0 / 37.4 with 3 / 6, k = 256 45.6 with 3 (60.4 with one, 54.6
+#: with 4 before the heaps' top levels moved to registers and local memory).
+SPLIT_ENTRIES = 384
+MIN_SPLITS = 3
 GROUPS_PER_UNIT = 24
 #: Candidates the GEMM engine keeps beyond k (re-scored exactly, then dropped): its values
 #: carry the rounding of ||r||^2 - 2 q.r, which can swap near-equal neighbours at the k-th.
@@ -49,6 +51,8 @@ GEMM_MARGIN = 4
 #: SORTED_MAX keys (below: a work-item per grid point heap-sorts them).
 SORTED_FROM = 32
 SORTED_MAX = 2048
+#: Work-items of the sorting finish (fewer where the device's work-group is smaller).
+SORTED_GROUP = 256
 
 
 def heap_slots(entries: int) -> int:
@@ -144,11 +148,15 @@ class KnnPlan:
         self.splits = self._splits()
         sets = self._gemm.heap_sets(self.splits) if self._gemm is not None else self.splits
         #: Whether the finish sorts in local memory, a work-group per grid point.
-        self.sorted_finish = (self.kept >= SORTED_FROM and sets * self.kept <= SORTED_MAX
-                              and 8 * SORTED_MAX + 1024 <= int(runtime.profile.local_mem_size))
+        self.sorted_finish = (self.kept >= SORTED_FROM
+                              and sets * (1 << (self.kept - 1).bit_length()) <= SORTED_MAX
+                              and 16 * SORTED_MAX + 1024 <= int(runtime.profile.local_mem_size))
+        #: Work-items per grid point of the sorting finish.
+        self.sorted_group = min(SORTED_GROUP, int(runtime.profile.max_work_group_size))
         finish = programs.get("match/knn_finish.cl.mako", patch=p, channels=c, metric=metric,
                               rescore=self.rescore, group=config.group,
-                              sorted_max=SORTED_MAX if self.sorted_finish else 0)
+                              sorted_max=SORTED_MAX if self.sorted_finish else 0,
+                              sorted_group=self.sorted_group)
         self._finish = kernel(finish, "knn_finish_sorted" if self.sorted_finish
                               else "knn_finish")
         self._clear = kernel(finish, "knn_clear")
@@ -192,7 +200,7 @@ class KnnPlan:
         fit = max(1, min(largest, total // 3) // max(1, rows * gx * self.slots * 8))
         # Each split keeps its own k best, so a split costs heap insertions of its own:
         # large k gets fewer splits.
-        return int(max(1, min(want, fit, MAX_SPLITS, SPLIT_ENTRIES // self.k)))
+        return int(max(1, min(want, fit, MAX_SPLITS, max(MIN_SPLITS, SPLIT_ENTRIES // self.k))))
 
     def _pair_cost(self) -> int:
         p, c = self.p, self.channels
@@ -276,7 +284,10 @@ class KnnPlan:
             out_pos = self.pool.get("out_pos", 8 * (g1 - g0) * gx * k)
             out_dist = self.pool.get("out_dist", 4 * (g1 - g0) * gx * k)
             out_row0 = 0
-        width = gx * lx if self.sorted_finish else -(-gx // lx) * lx
+        if self.sorted_finish:
+            width, lx = gx * self.sorted_group, self.sorted_group
+        else:
+            width = -(-gx // lx) * lx
         finished = self._finish(queue, (width, g1 - g0), (lx, 1), *images,
                                 self._grid_y, self._grid_x, np.int32(g0), np.int32(gx),
                                 np.int32(sets), np.int32(slots), np.int32(self.kept),
