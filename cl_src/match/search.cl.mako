@@ -10,10 +10,14 @@
 ## step (S) and width (L) and rows (R) for rowband, tile (T) for square; shift_max (SM) > 0
 ## for a staggered grid (naive and rowband only): lattice row i's references sit shift[i]
 ## columns left of the lattice columns (never left of column 0), shift[i] <= SM < S.
-<%page args="variant, patch, n, channels, metric, table, video, step=None, width=None, rows=None, tile=None, batch=1, shift_max=0"/>
+## check (bool): the kernel also takes lib/peak_check.mako's arguments (check, word,
+## check_count) and folds the input check of the first check_count floats of img (an input
+## that needed no conversion; see that file).
+<%page args="variant, patch, n, channels, metric, table, video, step=None, width=None, rows=None, tile=None, batch=1, shift_max=0, check=False"/>
 <%namespace name="nn" file="/lib/nn_table.mako"/>
 <%namespace name="m" file="/lib/metric.mako"/>
 <%namespace name="mt" file="/lib/matches.mako"/>\
+<%namespace name="pk" file="/lib/peak_check.mako"/>\
 <%
     P, N, C = patch, n, channels
 %>
@@ -91,8 +95,11 @@ ${nn.pack_defines()}
 //   ys, xs   band rows / columns of the references (ny and nx of them)
 //
 __kernel void search_naive(${common_args()},
-    __global const int *restrict ys, __global const int *restrict xs, const int ny, const int nx)
+    __global const int *restrict ys, __global const int *restrict xs, const int ny, const int nx${pk.args() if check else ""})
 {
+% if check:
+${pk.fold("img")}
+% endif
 % if shift_max:
     // Staggered grid: xs holds every reference's column, ny rows of nx.
 % endif
@@ -170,8 +177,11 @@ inline float column_sum(__local const float *sums)
 
 __kernel __attribute__((reqd_work_group_size(${L}, 1, 1)))
 void search_rowband(${common_args()},
-    const int oy, const int ny, const int nx${", __global const int *restrict shifts" if SM else ""})
+    const int oy, const int ny, const int nx${", __global const int *restrict shifts" if SM else ""}${pk.args() if check else ""})
 {
+% if check:
+${pk.fold("img")}
+% endif
     // Double-buffered: batch k writes part[k & 1], so one barrier per batch suffices.
     __local float part[2][${K}][${R}][${L}];
     const int lid = get_local_id(0);
@@ -289,8 +299,11 @@ ${tracker_batch("column_sum(&part[buf][%s][tr][tj * " + str(S) + "])", P, K, N, 
 //
 __kernel __attribute__((reqd_work_group_size(${T}, ${T}, 1)))
 void search_square(${common_args()},
-    const int oy, const int ny, const int nx)
+    const int oy, const int ny, const int nx${pk.args() if check else ""})
 {
+% if check:
+${pk.fold("img")}
+% endif
     // Double-buffered: batch k writes part[k & 1], so one barrier per batch suffices.
     __local float part[2][${K}][${T}][${T}];
     const int lx = get_local_id(0), ly = get_local_id(1);

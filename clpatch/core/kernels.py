@@ -355,6 +355,8 @@ class CachedKernel:
         if len(last) != len(args):
             last[:] = [_UNSET] * len(args)
         for i, value in enumerate(args):
+            if value is last[i]:        # the same NumPy scalar object as last time
+                continue
             key = _arg_key(value)
             old = last[i]
             if key is _UNSET or not (key is old or (type(key) is type(old) and key == old)):

@@ -6,6 +6,10 @@ block it converts into one device word; `peak()` reads that word back (4 bytes, 
 host transfer the check costs) and `check_peak` turns it into the errors users see. Device
 arrays are never copied to the host; host arrays are uploaded in their own dtype (an 8-bit
 image moves a quarter of the bytes of its float32 copy) and converted on the device.
+
+An input that already has the planar float32 layout (`needs_conversion` is False) can skip
+the conversion: an engine whose kernel folds the same check (`cl_src/lib/peak_check.mako`)
+reads the device array's own buffer, or a plain copy of the host array (`copy_planar`).
 """
 
 from __future__ import annotations
@@ -33,6 +37,19 @@ def check_peak(peak: float, limit: float, name: str = "image") -> None:
     if peak > limit:
         raise ValueError(f"{name} values must satisfy |x| <= {limit:.3g} so that float32 "
                          f"patch distances cannot overflow (largest |x| is {peak:.3g})")
+
+
+def needs_conversion(volume: Volume) -> bool:
+    """Whether `volume` must go through the conversion kernel to become planar float32:
+    False for one float32 channel in C order (at offset 0 for a device array; a host array
+    may have any strides, it is copied contiguous), whose elements already are the planar
+    block of the whole input."""
+    if volume.channels != 1 or volume.array.dtype != np.float32:
+        return True
+    if not volume.on_device:
+        return False
+    array = volume.array
+    return not (array.flags.c_contiguous and array.offset == 0)
 
 
 class Uploader:
@@ -125,6 +142,15 @@ class Uploader:
         if not volume.on_device:
             self._readers[staging] = event
         return events
+
+    def copy_planar(self, volume: Volume, dst: Any, *,
+                    wait_for: list[Any] | None = None) -> list[tuple[str, Any]]:
+        """Copy all of host `volume` (one that needs no conversion, see `needs_conversion`)
+        as it is into device buffer `dst`; returns [("upload", event)]. Its values are not
+        checked here: the kernel reading `dst` must fold the check into this run's word
+        (`check_words`, lib/peak_check.mako)."""
+        block = np.ascontiguousarray(volume.array)
+        return [("upload", cl.enqueue_copy(self.runtime.queue, dst, block, wait_for=wait_for))]
 
     def read_peak(self, host: np.ndarray) -> Any:
         """Start copying the check word (see `peak`) into the uint32 array `host`, without

@@ -85,7 +85,7 @@ def search_patches(image: Any, patch_size: int = 8, step: int = 4, window: int =
                           request, choose_search(request, rt.profile, variant, rt.tuning,
                                                  size=(checked.rows, checked.cols)),
                           temporal_window=tw, device_output=checked.on_device,
-                          video=checked.video)
+                          video=checked.video, fused_check=True)
 
     return rt.plan_cache().plan(key, make, PLANS_KEPT).run(volume)
 

@@ -9,7 +9,6 @@ device buffers — both take `wait_for` events and return events.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 from typing import Any
 
@@ -19,14 +18,14 @@ from ..core.buffers import BufferPool, int_buffer, memory_limits
 from ..core.kernels import kernel, max_group_size
 from ..core.runtime import Runtime
 from ..core.staging import download
-from ..core.upload import Uploader, check_peak
+from ..core.upload import Uploader, check_peak, needs_conversion
 from ..core.volumes import Volume, as_volume, check_planned, magnitude_limit
 from .matches import Matches, grid_positions
 from .window_config import SearchConfig, SearchRequest, choose_search
+from .window_launch import LaunchTemplate
 from .window_layout import (
     Chunk,
     WindowGeometry,
-    launch_pieces,
     max_pairs_per_launch,
     plan_chunks,
     upload_chunk,
@@ -40,16 +39,26 @@ class SearchPlan:
     grid rows (`chunks`); every chunk uploads exactly the rows and frames its windows can
     reach, so results are identical to a single pass. `last_events` holds the (stage, event)
     pairs of the last `run`: upload, convert, search.
+
+    `fused`: the plan's kernels also take the input check (lib/peak_check.mako), so that
+    `run` on an input that needs no conversion (float32, one channel, C order, see
+    `clpatch.core.upload.needs_conversion`) searches the caller's device buffer (or a plain
+    copy of the host array) directly, with one launch fewer. Set when asked for
+    (`fused_check`) on a single-channel input searched in one chunk; results are the same
+    either way.
     """
 
     def __init__(self, runtime: Runtime, frames: int, rows: int, cols: int, channels: int,
                  request: SearchRequest, config: SearchConfig, *, temporal_window: int = 0,
                  device_output: bool = False, video: bool = False,
-                 stagger: tuple[int, ...] = ()) -> None:
+                 stagger: tuple[int, ...] = (), fused_check: bool = False) -> None:
         """`stagger` (BM3D's): column shifts s_i of a staggered grid, one per grid row in
         turn: row i's lattice references move to max(0, x - s_i), each s_i < step, and the
         last column (x = cols - p) is always a border column of its own (the row-band
-        kernels search it as their last column; the naive kernel reads a column table)."""
+        kernels search it as their last column; the naive kernel reads a column table).
+        `fused_check`: build kernels that can check the input themselves (`fused`), for a
+        plan driven through `run` (the filters, which `upload` and `enqueue`, leave it off
+        and keep their kernels as they are)."""
         self.runtime = runtime
         self.max_pairs = max_pairs_per_launch(runtime.profile.family)
         self.frames, self.rows, self.cols, self.channels = frames, rows, cols, channels
@@ -89,13 +98,17 @@ class SearchPlan:
         self.pool = BufferPool(runtime.context)
         self.uploader = Uploader(runtime, self.pool)
         self._int_buffers: dict[tuple, Any] = {}
-        self._launchers: dict[tuple, _Launcher] = {}    # templates, see `prepare`
-        self.config = self._build(config)
+        self._templates: dict[tuple, LaunchTemplate] = {}    # see `prepare`
+        self._kernel_objects: dict[tuple[int, Any], Any] = {}
         self.geometry = WindowGeometry(frames, rows, cols, channels, p, s, self.half,
                                        temporal_window, self.grid_y)
         largest, total = memory_limits(runtime)
         self.chunks = plan_chunks(self.geometry, len(self.grid_x), request.n, self.dim,
                                   min(largest, total // 3), device_output)
+        whole = self.geometry.chunk(0, frames, 0, len(self.grid_y))
+        self.fused = bool(fused_check) and channels == 1 and self.chunks == [whole] and (
+            whole.f_lo, whole.f_hi, whole.y_lo, whole.y_hi) == (0, frames, 0, rows)
+        self.config = self._build(config)
 
     # ---- kernels -------------------------------------------------------------------------
 
@@ -112,6 +125,8 @@ class SearchPlan:
         else:
             params.update(variant="rowband", step=r.step, width=config.group, rows=config.rows,
                           batch=config.batch)
+        if self.fused:
+            params["check"] = True
         return params
 
     def _kernel_for(self, config: SearchConfig) -> Any:
@@ -137,18 +152,18 @@ class SearchPlan:
             if (config.tile ** 2 if config.variant == "square" else config.group) <= allowed:
                 break
             config = self._shrink(config, allowed)
-        self._main = built
-        self._naive = None
+        self.main_kernel = built
+        self.naive_kernel = None
         if config.variant == "naive":
-            self._naive, self._naive_group = built, config.group
+            self.naive_kernel, self.naive_group = built, config.group
         elif self.lattice_rows < len(self.grid_y) or (self.lattice_cols < len(self.grid_x)
                                                       and not self.stagger):
             # Grid rows/columns off the lattice are searched by the naive kernel (a staggered
             # grid's border column is the row-band kernel's last column).
             border = dataclasses.replace(config, variant="naive", rows=0, tile=0, batch=0)
-            self._naive = self._kernel_for(border)
-            self._naive_group = max(1, min(self.runtime.profile.naive_group_size,
-                                           max_group_size(self._naive, device)))
+            self.naive_kernel = self._kernel_for(border)
+            self.naive_group = max(1, min(self.runtime.profile.naive_group_size,
+                                          max_group_size(self.naive_kernel, device)))
         return config
 
     def _shrink(self, config: SearchConfig, allowed: int) -> SearchConfig:
@@ -174,12 +189,22 @@ class SearchPlan:
                                    batch=0,
                                    reason=config.reason + note + "; fell back to the naive search")
 
-    def _ints(self, key: tuple, values: np.ndarray) -> Any:
+    def ints(self, key: tuple, values: np.ndarray) -> Any:
         """A read-only int32 device buffer of `values`, made once per plan and `key`."""
         buf = self._int_buffers.get(key)
         if buf is None:
             buf = self._int_buffers[key] = int_buffer(self.runtime.context, values)
         return buf
+
+    def kernel_object(self, built: Any, use: Any) -> Any:
+        """Another kernel object of `built` (one of this plan's kernels), one per `use`:
+        launches of one kernel with different arguments each keep their own, so that from
+        run to run none is set again (`LaunchTemplate`)."""
+        key = (id(built), use)
+        found = self._kernel_objects.get(key)
+        if found is None:
+            found = self._kernel_objects[key] = kernel(built.program, built.name)
+        return found
 
     # ---- the matcher's face ----------------------------------------------------------------
 
@@ -206,24 +231,29 @@ class SearchPlan:
         buffers `out_pos`/`out_dist`, laid out [frame][out_rows][grid column][n][dim]; the
         chunk's first grid row goes to row `out_row0`, its first frame to `out_f0`. Returns
         the launches' events (each waits for `wait_for`)."""
-        return self.prepare(planar, chunk, out_pos, out_dist, out_rows=out_rows,
-                            out_row0=out_row0, out_f0=out_f0).fire(wait_for)
+        return self.template(chunk, out_rows, out_row0, out_f0).fire(planar, out_pos, out_dist,
+                                                                     wait_for)
 
     def prepare(self, planar: Any, chunk: Chunk, out_pos: Any, out_dist: Any, *,
-                out_rows: int, out_row0: int = 0, out_f0: int = 0) -> _Launcher:
+                out_rows: int, out_row0: int = 0, out_f0: int = 0) -> BoundLaunches:
         """The launches `enqueue` makes, computed but not enqueued: `fire(wait_for)` enqueues
-        them. `run` prepares a chunk's launches before its upload, so that on a GPU the
-        search follows the conversion without waiting for the host."""
-        key = (planar.int_ptr, chunk, out_rows, out_row0, out_f0)
-        template = self._launchers.get(key)
-        if template is None or template.planar is not planar:
-            # Templates of a buffer the pool has replaced would keep it alive: drop them.
-            self._launchers = {k: t for k, t in self._launchers.items() if t.planar is planar}
-            if len(self._launchers) >= LAUNCHERS_KEPT:
-                self._launchers.clear()
-            template = self._launchers[key] = _Launcher(self, planar, chunk, _OUT_POS,
-                                                        _OUT_DIST, out_rows, out_row0, out_f0)
-        return template.retarget(out_pos, out_dist)
+        them."""
+        return BoundLaunches(self.template(chunk, out_rows, out_row0, out_f0), planar,
+                             out_pos, out_dist)
+
+    def template(self, chunk: Chunk, out_rows: int, out_row0: int = 0,
+                 out_f0: int = 0) -> LaunchTemplate:
+        """The launches of `chunk` written to output row `out_row0` of `out_rows` and frame
+        `out_f0`, with the run's buffers left open (`LaunchTemplate.fire`); made once per
+        plan and placement (at most TEMPLATES_KEPT are kept)."""
+        key = (chunk, out_rows, out_row0, out_f0)
+        found = self._templates.get(key)
+        if found is None:
+            if len(self._templates) >= TEMPLATES_KEPT:
+                self._templates.clear()
+            found = self._templates[key] = LaunchTemplate(self, chunk, out_rows, out_row0,
+                                                          out_f0)
+        return found
 
     def check_limit(self) -> float:
         """The largest |value| the search's float32 distances can take."""
@@ -252,6 +282,10 @@ class SearchPlan:
         gy, gx, n, dim = len(self.grid_y), len(self.grid_x), self.request.n, self.dim
         events: list[tuple[str, Any]] = []
         self.uploader.begin()
+        # An input already in the planar layout is searched as it is: the first launch
+        # checks its values (a fused plan; then there is one chunk, the whole input).
+        word = self.uploader.check_words()[1] if (self.fused
+                                                 and not needs_conversion(volume)) else None
         last = wait_for
         positions, distances = self._results()
         for chunk in self.chunks:
@@ -264,15 +298,19 @@ class SearchPlan:
                 out_dist = self.pool.get("out_dist", count * 4)
                 out_rows, out_row0, out_f0 = chunk.g1 - chunk.g0, 0, 0
             # Everything the host computes comes first: the search is enqueued right after
-            # its conversion (the same pooled buffer `upload` fills).
-            planar = self.pool.get("planar", (chunk.f_hi - chunk.f_lo) * self.channels
-                                   * (chunk.y_hi - chunk.y_lo) * self.cols * 4)
-            launches = self.prepare(planar, chunk, out_pos, out_dist, out_rows=out_rows,
-                                    out_row0=out_row0, out_f0=out_f0)
-            uploaded, uploads = self.upload(volume, chunk, wait_for=last)
-            assert uploaded is planar
+            # its conversion.
+            template = self.template(chunk, out_rows, out_row0, out_f0)
+            if word is not None and volume.on_device:
+                planar, uploads, after = volume.array.base_data, [], last
+            elif word is not None:
+                planar = self.pool.get("planar", int(template.count) * 4)
+                uploads = self.uploader.copy_planar(volume, planar, wait_for=last)
+                after = [uploads[-1][1]]
+            else:
+                planar, uploads = self.upload(volume, chunk, wait_for=last)
+                after = [uploads[-1][1]]
             events.extend(uploads)
-            searched = launches.fire([uploads[-1][1]])
+            searched = template.fire(planar, out_pos, out_dist, after, word)
             events.extend(("search", e) for e in searched)
             last = searched
             if not self.device_output:
@@ -292,111 +330,17 @@ class SearchPlan:
 
 
 #: Launch templates a plan keeps (one per chunk and output placement in use).
-LAUNCHERS_KEPT = 64
-#: Stand-ins for the output buffers in a plan's launch templates (`_Launcher.retarget`).
-_OUT_POS, _OUT_DIST = object(), object()
+TEMPLATES_KEPT = 64
 
 
-class _Launcher:
-    """The launches of one chunk: the structured variant over the lattice part of its rows,
-    the naive kernel over grid rows and columns off the lattice. Made with every launch's
-    kernel, sizes and arguments computed (`launches`); `fire` enqueues them. A plan keeps
-    one per chunk and output placement, made with stand-ins for the output buffers, and
-    `retarget` gives a run's copy with its buffers (a few microseconds instead of the
-    tens that computing the launches takes on a fast host)."""
+class BoundLaunches:
+    """A chunk's launches with their buffers: `fire(wait_for)` enqueues them and returns
+    their events (`SearchPlan.prepare`)."""
 
-    def __init__(self, plan: SearchPlan, planar: Any, chunk: Chunk, out_pos: Any, out_dist: Any,
-                 out_rows: int, out_row0: int, out_f0: int) -> None:
-        self.plan, self.chunk, self.planar = plan, chunk, planar
-        self.out_row0, self.out_f0 = out_row0, out_f0
-        i32 = np.int32
-        rows = chunk.y_hi - chunk.y_lo
-        nf = chunk.f_hi - chunk.f_lo
-        self.common = (planar, i32(nf), i32(rows), i32(plan.cols), i32(plan.half),
-                       i32(plan.temporal_window))
-        self.tail = (i32(chunk.f_lo), i32(chunk.y_lo), out_pos, out_dist, i32(out_rows),
-                     i32(len(plan.grid_x)))
-        self.ref_frames = chunk.r1 - chunk.r0
-        self.candidates = ((2 * plan.half + 1) ** 2) * (2 * plan.temporal_window + 1)
-        # (kernel, global size, local size, arguments) of each launch, in order.
-        self.launches: list[tuple[Any, tuple[int, ...], tuple[int, ...], tuple[Any, ...]]] = []
-        self._plan_launches()
-
-    def retarget(self, out_pos: Any, out_dist: Any) -> _Launcher:
-        """A copy whose launches write to `out_pos` and `out_dist` in place of this one's
-        output buffers."""
-        swap = {id(self.tail[2]): out_pos, id(self.tail[3]): out_dist}
-        retargeted = copy.copy(self)
-        retargeted.launches = [
-            (run, global_size, local_size, tuple(swap.get(id(a), a) for a in args))
-            for run, global_size, local_size, args in self.launches]
-        return retargeted
+    def __init__(self, template: LaunchTemplate, planar: Any, out_pos: Any,
+                 out_dist: Any) -> None:
+        self.template, self.planar = template, planar
+        self.out_pos, self.out_dist = out_pos, out_dist
 
     def fire(self, wait_for: list[Any] | None) -> list[Any]:
-        """Enqueue the launches, each after `wait_for`; their events."""
-        queue = self.plan.runtime.queue
-        return [run(queue, global_size, local_size, *args, wait_for=wait_for)
-                for run, global_size, local_size, args in self.launches]
-
-    def _plan_launches(self) -> None:
-        plan, chunk = self.plan, self.chunk
-        gx = len(plan.grid_x)
-        lattice_hi = min(chunk.g1, plan.lattice_rows)
-        if plan.config.variant == "naive":
-            self.naive(chunk.g0, chunk.g1, 0, gx)
-            return
-        if chunk.g0 < lattice_hi:
-            self.structured(lattice_hi)
-        # Grid column off the lattice (x = W - p), for the lattice rows.
-        if plan.lattice_cols < gx and not plan.stagger:
-            self.naive(chunk.g0, lattice_hi, plan.lattice_cols, gx)
-        # Grid row off the lattice (y = H - p), all columns.
-        if chunk.g1 > plan.lattice_rows:
-            self.naive(max(chunk.g0, plan.lattice_rows), chunk.g1, 0, gx)
-
-    def naive(self, g_lo: int, g_hi: int, col_lo: int, col_hi: int) -> None:
-        plan, chunk, i32 = self.plan, self.chunk, np.int32
-        if g_lo >= g_hi or col_lo >= col_hi:
-            return
-        lw = plan._naive_group
-        for f0, f1, r0, r1 in launch_pieces(self.ref_frames, g_hi - g_lo, col_hi - col_lo,
-                                            self.candidates, plan.max_pairs):
-            a, b = g_lo + r0, g_lo + r1
-            ys = plan._ints(("ys", a, b, chunk.y_lo), plan.grid_y[a:b] - chunk.y_lo)
-            if plan.stagger:   # every reference's column, rows a..b of the piece
-                xs = plan._ints(("xs", a, b, col_lo, col_hi), plan.ref_x[a:b, col_lo:col_hi].ravel())
-            else:
-                xs = plan._ints(("x", col_lo, col_hi), plan.grid_x[col_lo:col_hi])
-            global_size = (-(-(col_hi - col_lo) // lw) * lw, r1 - r0, f1 - f0)
-            self.launches.append((plan._naive, global_size, (lw, 1, 1), (
-                *self.common, i32(chunk.r0 - chunk.f_lo + f0), *self.tail,
-                i32(self.out_row0 + g_lo - chunk.g0 + r0), i32(col_lo), i32(self.out_f0 + f0),
-                ys, xs, i32(r1 - r0), i32(col_hi - col_lo))))
-
-    def structured(self, lattice_hi: int) -> None:
-        """The structured variant over the lattice rows and columns of the chunk (on a
-        staggered grid, the border column too: it is the row-band kernel's last column)."""
-        plan, chunk, i32 = self.plan, self.chunk, np.int32
-        config, p = plan.config, plan.request.patch_size
-        nx = len(plan.grid_x) if plan.stagger else plan.lattice_cols
-        for f0, f1, r0, r1 in launch_pieces(self.ref_frames, lattice_hi - chunk.g0, nx,
-                                            self.candidates, plan.max_pairs):
-            oy = int(plan.grid_y[chunk.g0 + r0]) - chunk.y_lo
-            ny = r1 - r0
-            if config.variant == "square":
-                t = config.tile
-                global_size = (-(-nx // (t - 1)) * t, -(-ny // (t - 1)) * t, f1 - f0)
-                local_size = (t, t, 1)
-            else:
-                shift_max = max(plan.stagger, default=0)
-                per_row = (config.group - p - shift_max) // plan.request.step + 1
-                global_size = (-(-nx // per_row) * config.group, -(-ny // config.rows), f1 - f0)
-                local_size = (config.group, 1, 1)
-            extra = ()
-            if plan.stagger:
-                g = chunk.g0 + r0
-                extra = (plan._ints(("shifts", g, g + ny), plan.row_shifts[g:g + ny]),)
-            self.launches.append((plan._main, global_size, local_size, (
-                *self.common, i32(chunk.r0 - chunk.f_lo + f0), *self.tail,
-                i32(self.out_row0 + r0), i32(0), i32(self.out_f0 + f0), i32(oy), i32(ny),
-                i32(nx), *extra)))
+        return self.template.fire(self.planar, self.out_pos, self.out_dist, wait_for)

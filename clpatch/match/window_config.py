@@ -207,7 +207,7 @@ _CONFIG_FIELDS = ("variant", "table", "group", "rows", "tile", "batch")
 # The templates the tuned kernels are rendered from (the search and its input conversion).
 # Other kernel families do not invalidate the search's tuning when they change.
 TUNED_TEMPLATES = ("match/search.cl.mako", "lib/convert.cl.mako", "lib/nn_table.mako",
-                   "lib/metric.mako", "lib/matches.mako")
+                   "lib/metric.mako", "lib/matches.mako", "lib/peak_check.mako")
 
 
 def request_key(operation: str, request: SearchRequest) -> str:
