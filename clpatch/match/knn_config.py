@@ -20,7 +20,8 @@ fits the device's local memory, else gemm (l2) or direct (l1). `method=` forces 
 
 The offsets engine's top-k (`KnnConfig.topk`, used from `topk_k` neighbours up,
 per-work-item heaps below; see `cl_src/match/knn_offsets.cl.mako`): TOPK_HEAP, per-work-item
-4-ary heaps of packed keys in global memory; TOPK_WARP (NVIDIA, inline PTX; elsewhere work-groups of one
+4-ary heaps of packed keys in global memory (their top levels in registers and local
+memory); TOPK_WARP (NVIDIA, inline PTX; elsewhere work-groups of one
 warp), candidates before a query's threshold are buffered and a warp merges a query's
 buffer into its sorted list at once; TOPK_GROUP (portable), the same merge by the whole
 work-group through local memory and barriers. The three give identical matches; the rule
@@ -76,9 +77,9 @@ TOPK_NAMES = {TOPK_HEAP: "per-work-item heaps in global memory",
 #: self-search, 11x11 patches, 2026-11-24) the warp-merged lists took 37.8 / 42.4 / 87.9 /
 #: 145.3 ms for k = 1 / 16 / 128 / 256, the work-group-merged ones 74 / 82 / 133 / 186 ms,
 #: the heaps 25.0 / 27.4 / 61.5 / 98.8 ms (binary heaps then; the packed 4-ary heaps that
-#: replaced them take 21.4 / 23.6 / 41.7 / 53.3 ms, 2026-11-25); a tuning entry (or a forced
-#: configuration) with topk set and topk_k = the smallest k to use it on selects a team
-#: variant.
+#: replaced them take 21.2 / 23.1 / 35.3 / 46.0 ms, 2026-11-25, the team variants not timed
+#: again); a tuning entry (or a forced configuration) with topk set and topk_k = the
+#: smallest k to use it on selects a team variant.
 RULE_TOPK = TOPK_HEAP
 
 
