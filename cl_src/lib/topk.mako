@@ -7,13 +7,13 @@
 ## Storage: one 64-bit key per entry, ordered as the pairs are: the distance's bits mapped
 ## to an unsigned integer of the same order (-0 taken as +0), above the index (>= 0). The
 ## heap is 4-ary: the children of entry j are 4j + 1 ... 4j + 4. Entry j lives in slot
-## j + 3 of the heap's `topk_slots(k)` slots (TOPK_BASE = 3, slots 0..2 unused), so the four
-## children of an entry are one aligned 32-byte group (slots 4(j + 1) ... 4(j + 1) + 3) read
-## at once: a push costs log4(k) dependent reads of one memory sector each, where a binary
-## heap of separate distance and index arrays cost log2(k) levels of four scattered reads.
-## A heap's slots start at a multiple of 4 slots (32 bytes) of an aligned buffer. The host
-## side's rule for the slot count is knn_plan.heap_slots; the last group read by a heap of
-## k entries ends before slot topk_slots(k).
+## j + 3 of the heap's slots (TOPK_BASE = 3; slots 0..2 are free for the caller's use), so
+## the four children of an entry are one aligned 32-byte group (slots 4(j + 1) ... 4(j + 1)
+## + 3) read at once: a push costs log4(k) dependent reads of one memory sector each, where
+## a binary heap of separate distance and index arrays cost log2(k) levels of four scattered
+## reads. A heap's slots start at a multiple of 4 slots (32 bytes) of an aligned buffer;
+## knn_plan.heap_slots(k) is their count, a multiple of 4 past the last group a heap of k
+## entries reads.
 ##
 ## A heap is owned by one work-item while it runs. Entry 0 is the largest key: a caller
 ## keeps it in registers as its threshold (as a (distance, index) pair) and pushes only keys
