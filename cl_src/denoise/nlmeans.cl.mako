@@ -255,15 +255,17 @@ __kernel void nlm_average(${average_args()})
 // known in advance and separable). Then back from the opponent colour space (colour).
 // Launch: global (W, rows, nfr) over band rows y_first ... y_first + rows - 1; writes the
 // interleaved float output out[((out_f0 + fr) * out_rows + out_y0 + y) * W + x) * C + c].
-// scales[1] is 1 / the fixed-point scale (read for "fixed" only; nlm_scale).
+// scales[1] is 1 / the fixed-point scale (read for "fixed" only; nlm_scale). With `zero`
+// (a launch that reads every element of acc) it leaves acc zeroed for the next run, which
+// then needs no nlm_clear.
 //
-__kernel void nlm_finalize(__global const ${ACC} *restrict acc, const int plane, const int H,
+__kernel void nlm_finalize(__global ${ACC} *restrict acc, const int plane, const int H,
                            const int W, const int band_y0, const int y_first, const int rows,
                            const int nfr, __global const float *restrict dy,
                            __global const float *restrict dx,
                            __global const float *restrict scales,
                            __global float *restrict out, const int out_rows, const int out_y0,
-                           const int out_f0)
+                           const int out_f0, const int zero)
 {
     const int x = get_global_id(0), r = get_global_id(1), fr = get_global_id(2);
     if (x >= W || r >= rows || fr >= nfr)
@@ -282,6 +284,11 @@ __kernel void nlm_finalize(__global const ${ACC} *restrict acc, const int plane,
         s += ${agg.load(aggregation, "acc", f"at + {cls} * plane")};
 % endfor
         v[${c}] = s * inv_den;
+        if (zero) {
+% for cls in range(K * K):
+            acc[at + ${cls} * plane] = 0;
+% endfor
+        }
     }
 % endfor
 % if colour:

@@ -6,7 +6,6 @@ the guide image."""
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
@@ -17,12 +16,19 @@ from ..core.kernels import kernel, max_group_size
 from ..core.runtime import Runtime
 from ..core.staging import download
 from ..core.transfer import Transfers
-from ..core.upload import check_peak
+from ..core.upload import needs_conversion
 from ..core.validate import check_choice
-from ..core.volumes import Volume, as_volume, check_planned, magnitude_limit
+from ..core.volumes import Volume, as_volume, check_planned
 from ..match.matcher import make_matcher
 from ..match.window_config import SearchConfig, SearchRequest, choose_search
-from .nlm_aggregation import buffer_classes, choose_aggregation, coverage
+from .nlm_aggregation import (
+    average_classes,
+    buffer_classes,
+    check_nlm_peak,
+    choose_aggregation,
+    coverage,
+    fixed_bound_factor,
+)
 from .nlmeans_guide import GuideUpload, check_guide_sigma_use
 from .nlmeans_tiles import Tile, plan_tiles, reference_frames
 from .strength import Strength
@@ -90,9 +96,14 @@ class NLMeansPlan:
             raise ValueError(f"reference must be a frame index in [0, {frames}) of a video, "
                              f"got {reference}")
         self.reference = reference
+        options = dict(search_options or {})
+        if search == "window" and search_c == 1 and not video:
+            # A planar float32 device image is searched as it is, its check folded into
+            # the search (`SearchPlan.fused`, see `apply`).
+            options.setdefault("fused_check", True)
         self.search = make_matcher(search, runtime, frames, rows, cols, search_c, request,
                                    config, temporal_window=temporal_window, video=video,
-                                   **(search_options or {}))
+                                   **options)
         self.n = n
         self.aggregation, self.aggregation_reason = choose_aggregation(
             patch_size, step, runtime.profile, aggregation)
@@ -122,6 +133,8 @@ class NLMeansPlan:
                           and rows * cols * channels * 4 >= PIPELINE_BYTES)
         self.transfers = Transfers(runtime) if self.pipelined else None
         self._downloads: dict[int, Any] = {}
+        #: (buffer, elements) that the last finalize left zeroed ("acc", see `_run_tile`).
+        self._zeroed: tuple[Any, int] = (None, 0)
         self.tile_bytes = tile_bytes
         self.tiles = self._plan_tiles(False)
         self._guided_tiles: list[Tile] | None = None
@@ -185,28 +198,18 @@ class NLMeansPlan:
 
     # ---- running ---------------------------------------------------------------------------
 
-    def _bound_factor(self) -> np.float32:
-        """What the largest |value| is multiplied by to bound every pixel's fixed-point sum
-        (nlm_scale in denoise/nlmeans.cl.mako): K² for the K x K patches summed over a pixel,
-        times sqrt(3) for colour (the opponent transform's largest gain)."""
-        k = buffer_classes(self.patch_size, self.step) + 1
-        return np.float32(k * k * (math.sqrt(3.0) if self.colour else 1.0))
-
     def _enqueue_scale(self, given: float | None) -> Any:
         """Queue nlm_scale: the fixed-point scale of this run into `_scales`, from
         the peak `given` or, when None, from the run's check word (after the conversions
         queued so far). Returns its event."""
         check, word = self.search.uploader.check_words()
+        factor = fixed_bound_factor(self.patch_size, self.step, self.colour)
         return self._scale[word](
             self.runtime.queue, (1,), None, check, np.int32(word),
-            np.float32(-1.0 if given is None else given), self._bound_factor(),
-            self._scales)
+            np.float32(-1.0 if given is None else given), factor, self._scales)
 
     def _check_peak(self, peak: float, name: str = "image") -> None:
-        check_peak(peak, magnitude_limit(self.patch_size, self.channels), name)
-        limit = magnitude_limit(self.patch_size, self.channels) / math.sqrt(3.0)
-        if self.colour and peak > limit:
-            raise ValueError(f"colour {name} values must satisfy |x| <= {limit:.3g}")
+        check_nlm_peak(peak, self.patch_size, self.channels, self.colour, name)
 
     def run(self, image: Any, sigma: float, *, h: float | None = None,
             flat_beta: float = 1.05, guide: Any = None,
@@ -241,13 +244,23 @@ class NLMeansPlan:
         given = strength.peak
         if given is not None:
             self._check_peak(given)
-        if self.aggregation == "fixed":
+        # A planar float32 device image in one tile is averaged and searched as it is, the
+        # search's first launch checking it into this run's word (no conversion launch).
+        word = None
+        if (getattr(self.search, "fused", False) and guided is None and len(tiles) == 1
+                and volume.on_device and not needs_conversion(volume)
+                and tiles[0].chunk == self.search.chunk(0, self.frames, 0, len(self.grid_y))):
+            word = uploader.check_words()[1]
+            first = (volume.array.base_data, [])
+        if self.aggregation == "fixed" and word is None:
             if given is None:
                 if len(tiles) == 1:
                     first = self.search.upload(volume, tiles[0].chunk)
                 else:
                     for tile in tiles:
                         self.search.upload(volume, tile.chunk, "peak")
+            events.append(("scale", self._enqueue_scale(given)))
+        elif self.aggregation == "fixed" and given is not None:
             events.append(("scale", self._enqueue_scale(given)))
         # The weights' noise level is the searched image's (the guide's when given).
         search_sigma = strength.nlm_guide_sigma if guided is not None else sigma
@@ -267,7 +280,7 @@ class NLMeansPlan:
             self._guide.begin()
         for i, tile in enumerate(tiles):
             started = self._run_tile(volume, tile, scalars, output, events,
-                                     first if i == 0 else None, i % 2, guided)
+                                     first if i == 0 else None, i % 2, guided, word, given)
             if pending is not None:
                 self.transfers.finish_download(f"out{pending[0]}", pending[1])
             pending = started
@@ -285,10 +298,13 @@ class NLMeansPlan:
 
     def _run_tile(self, volume: Volume, tile: Tile, scalars: tuple, output: Any,
                   events: list[tuple[str, Any]], uploaded: tuple[Any, list] | None,
-                  slot: int, guide: Volume | None) -> tuple[int, np.ndarray] | None:
+                  slot: int, guide: Volume | None, word: int | None = None,
+                  given: float | None = None) -> tuple[int, np.ndarray] | None:
         """Enqueue one tile; a pipelined plan alternates two slots of staging and output
         buffers and returns (slot, output rows) whose download it started. The search runs
-        on `guide` when given, converted like the image."""
+        on `guide` when given, converted like the image; with `word` on the image as it is
+        (`uploaded`), checking it (then "fixed"'s scale, from peak `given` or the check
+        word, is queued after the search)."""
         queue = self.runtime.queue
         i32 = np.int32
         chunk = tile.chunk
@@ -324,15 +340,25 @@ class NLMeansPlan:
 
         pos = self._buffer("pos", nr * gy * gx * n * dim * 4)
         dist = self._buffer("dist", nr * gy * gx * n * 4)
-        events.extend(("search", e) for e in search.enqueue(searched, chunk, pos, dist,
-                                                             out_rows=gy))
+        if word is None:
+            events.extend(("search", e) for e in search.enqueue(searched, chunk, pos, dist,
+                                                                 out_rows=gy))
+        else:
+            events.extend(("search", e) for e in search.template(chunk, gy).fire(
+                searched, pos, dist, None, word))
+            if self.aggregation == "fixed" and given is None:
+                events.append(("scale", self._enqueue_scale(None)))
 
         plane = nr * ch * hb * w
         item = 8 if self.aggregation == "fixed" else 4
         acc = self._buffer("acc", plane * self.classes ** 2 * item)
         count = plane * self.classes ** 2
-        events.append(("clear", self._clear(queue, (count,), None, acc,
-                                            i32(count))))
+        # A previous run's finalize that read all of this buffer left it zeroed.
+        if self._zeroed[0] is not acc or self._zeroed[1] < count:
+            events.append(("clear", self._clear(queue, (count,), None, acc, i32(count))))
+        self._zeroed = (None, 0)
+        # This tile's finalize reads every element of acc when it covers the block.
+        zero = (tile.a, tile.b) == (chunk.y_lo, chunk.y_hi)
         ys = self._ys.get((chunk.g0, chunk.g1))
         if ys is None:
             ys = self._ys[(chunk.g0, chunk.g1)] = int_buffer(self.runtime.context,
@@ -361,7 +387,8 @@ class NLMeansPlan:
         if self.aggregation != "buffers":
             average(0, 1, gy, 0, 1, gx, 0)
         else:
-            self._average_classes(average, chunk.g0, chunk.g1)
+            average_classes(average, self.classes, chunk.g0, chunk.g1, self.lattice_rows,
+                            self.lattice_cols, gx)
 
         first_frame = reference_frames(self)[0]
         if self.device_output:
@@ -376,9 +403,11 @@ class NLMeansPlan:
         finalized = self._finalize(
             queue, (w, rows, nr), None, acc, i32(plane), i32(hb), i32(w), i32(chunk.y_lo),
             i32(tile.a - chunk.y_lo), i32(rows), i32(nr), self._cover_y, self._cover_x,
-            self._scales, out, i32(out_rows), i32(out_y0), i32(out_f0),
+            self._scales, out, i32(out_rows), i32(out_y0), i32(out_f0), i32(zero),
             wait_for=[previous] if previous is not None else None)
         events.append(("finalize", finalized))
+        if zero:
+            self._zeroed = (acc, count)
         if self.device_output:
             return None
         view = output if self.video and self.reference is None else output[None]
@@ -389,27 +418,3 @@ class NLMeansPlan:
         self._downloads[slot] = self.transfers.start_download(
             out, nr * rows * w * ch * 4, f"out{slot}", wait_for=[finalized])
         return slot, destination
-
-    def _average_classes(self, average: Any, g0: int, g1: int) -> None:
-        """The atomic-free launches: lattice references by class into K × K buffers, then the
-        references off the lattice (last row / column) in launches of non-overlapping
-        patches, added to buffer 0 after the lattice (launches of a queue run in order)."""
-        k = self.classes
-        lat_hi = min(g1, self.lattice_rows)
-        lat_rows = max(0, lat_hi - g0)
-        lat_cols = self.lattice_cols
-        gx = len(self.grid_x)
-        average(0, 1, lat_rows, 0, 1, lat_cols, -1)
-        if lat_cols < gx:  # last grid column, off the lattice: rows of one class at a time
-            for c in range(k):
-                first = (-(g0 - c)) % k  # first tile row whose grid row ≡ c (mod k)
-                average(first, k, -(-(lat_rows - first) // k), lat_cols, 1, 1, 0)
-        if g1 > self.lattice_rows:  # last grid row, off the lattice
-            row = self.lattice_rows - g0
-            for c in range(k):
-                average(row, 1, 1, c, k, -(-(lat_cols - c) // k), 0)
-            if lat_cols < gx:
-                average(row, 1, 1, lat_cols, 1, 1, 0)
-
-
-# ---- public functions -----------------------------------------------------------------------

@@ -117,6 +117,52 @@ def test_tiles_give_identical_results(runtime, video):
         np.testing.assert_array_equal(tiled.run(image, SIGMA), whole.run(image, SIGMA))
 
 
+def test_runs_after_runs_need_no_clear_and_equal_fresh_plans(runtime):
+    """A one-tile run's finalize leaves the accumulation zeroed, so the next run on the plan
+    skips the clearing launch: a sequence of runs (other images, a tiled plan sharing
+    nothing) gives what a fresh plan gives for each image, for every aggregation."""
+    images = [noisy((37, 45), seed=s) for s in (21, 22, 23)]
+    for aggregation in aggregations(runtime, 6, 3):
+        kwargs = dict(patch_size=6, step=3, window=9, n=8, aggregation=aggregation)
+        plan = NLMeansPlan(runtime, 1, 37, 45, 1, **kwargs)
+        for i, image in enumerate(images):
+            got = plan.run(image, SIGMA)
+            stages = [name for name, _ in plan.last_events]
+            assert stages.count("clear") == (1 if i == 0 else 0), (aggregation, stages)
+            fresh = NLMeansPlan(runtime, 1, 37, 45, 1, **kwargs).run(image, SIGMA)
+            np.testing.assert_array_equal(got, fresh, err_msg=aggregation)
+    # A tiled plan (finalizes that read part of the buffer each) clears before every tile.
+    tiled = NLMeansPlan(runtime, 1, 61, 47, 1, tile_bytes=50_000)
+    assert len(tiled.tiles) > 2
+    for image in (noisy((61, 47), seed=24), noisy((61, 47), seed=25)):
+        tiled.run(image, SIGMA)
+        assert [name for name, _ in tiled.last_events].count("clear") == len(tiled.tiles)
+
+
+def test_planar_device_image_is_searched_as_it_is(runtime):
+    """A float32 one-channel device image needs no conversion: the search reads its buffer
+    and checks its values in its first launch (no "convert" stage), with the same result as
+    the NumPy path, and NaN still refused, for every aggregation."""
+    image = noisy((37, 45), seed=31).astype(np.float32)
+    for aggregation in aggregations(runtime, 6, 3):
+        kwargs = dict(patch_size=6, step=3, window=9, n=8, aggregation=aggregation,
+                      runtime=runtime)
+        expected = clpatch.nlmeans(image, SIGMA, **kwargs)
+        device = cla.to_device(runtime.queue, image)
+        got = clpatch.nlmeans(device, SIGMA, **kwargs)
+        plan = [p for p in runtime.plan_cache().values() if isinstance(p, NLMeansPlan)][-1]
+        assert "convert" not in [name for name, _ in plan.last_events], aggregation
+        if aggregation != "cas":            # ("cas": float atomics, rounding differs)
+            np.testing.assert_array_equal(got.get(), expected, err_msg=aggregation)
+        bad = image.copy()
+        bad[5, 7] = np.nan
+        with pytest.raises(ValueError, match="NaN"):
+            clpatch.nlmeans(cla.to_device(runtime.queue, bad), SIGMA, **kwargs)
+        if aggregation != "cas":
+            again = clpatch.nlmeans(device, SIGMA, **kwargs)
+            np.testing.assert_array_equal(again.get(), expected, err_msg=aggregation)
+
+
 @pytest.mark.parametrize("channels", [1, 2])
 def test_pipelined_bands_give_identical_results(runtime, monkeypatch, channels):
     """NumPy images above PIPELINE_BYTES go in bands whose copies run on the transfer queue
