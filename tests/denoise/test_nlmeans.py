@@ -130,7 +130,10 @@ def test_runs_after_runs_need_no_clear_and_equal_fresh_plans(runtime):
             stages = [name for name, _ in plan.last_events]
             assert stages.count("clear") == (1 if i == 0 else 0), (aggregation, stages)
             fresh = NLMeansPlan(runtime, 1, 37, 45, 1, **kwargs).run(image, SIGMA)
-            np.testing.assert_array_equal(got, fresh, err_msg=aggregation)
+            if aggregation == "cas":        # float atomics: the order rounds differently
+                np.testing.assert_allclose(got, fresh, rtol=0, atol=1e-3, err_msg=aggregation)
+            else:
+                np.testing.assert_array_equal(got, fresh, err_msg=aggregation)
     # A tiled plan (finalizes that read part of the buffer each) clears before every tile.
     tiled = NLMeansPlan(runtime, 1, 61, 47, 1, tile_bytes=50_000)
     assert len(tiled.tiles) > 2
