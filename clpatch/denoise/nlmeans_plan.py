@@ -252,16 +252,15 @@ class NLMeansPlan:
                 and tiles[0].chunk == self.search.chunk(0, self.frames, 0, len(self.grid_y))):
             word = uploader.check_words()[1]
             first = (volume.array.base_data, [])
-        if self.aggregation == "fixed" and word is None:
-            if given is None:
+        if self.aggregation == "fixed":
+            if given is None and word is None:
                 if len(tiles) == 1:
                     first = self.search.upload(volume, tiles[0].chunk)
                 else:
                     for tile in tiles:
                         self.search.upload(volume, tile.chunk, "peak")
-            events.append(("scale", self._enqueue_scale(given)))
-        elif self.aggregation == "fixed" and given is not None:
-            events.append(("scale", self._enqueue_scale(given)))
+            if given is not None or word is None:   # (else after the search: `_run_tile`)
+                events.append(("scale", self._enqueue_scale(given)))
         # The weights' noise level is the searched image's (the guide's when given).
         search_sigma = strength.nlm_guide_sigma if guided is not None else sigma
         scalars = (np.float32(2.0 * search_sigma * search_sigma), np.float32(1.0 / (h * h)),
