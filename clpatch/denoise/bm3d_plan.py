@@ -57,7 +57,9 @@ class _Stage:
         self.params = params
         request = SearchRequest(params.patch_size, params.step, params.n, params.window, 1, "l2",
                                 False)
-        config = choose_search(request, rt.profile, variant, rt.tuning)
+        # (size: the rules fit the square search's tile to a small image, to fill the device)
+        config = choose_search(request, rt.profile, variant, rt.tuning,
+                               size=(plan.rows, plan.cols))
         shifts = stagger_shifts(params.step) if params.stagger else ()
         self.search = make_matcher(plan.search_engine, rt, 1, plan.rows, plan.cols, 1, request,
                                    config, stagger=shifts)

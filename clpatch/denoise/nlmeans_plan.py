@@ -91,7 +91,9 @@ class NLMeansPlan:
         search_c = 1 if self.luma else channels
         self.patch_size, self.step, self.temporal_window = patch_size, step, temporal_window
         request = SearchRequest(patch_size, step, n, window, search_c, "l2", video)
-        config = choose_search(request, runtime.profile, variant, runtime.tuning)
+        # (size: the rules fit the square search's tile to a small image, to fill the device)
+        config = choose_search(request, runtime.profile, variant, runtime.tuning,
+                               size=None if video else (rows, cols))
         if reference is not None and not (video and 0 <= reference < frames):
             raise ValueError(f"reference must be a frame index in [0, {frames}) of a video, "
                              f"got {reference}")
