@@ -25,11 +25,20 @@ from .knn_config import TOPK_HEAP, KnnConfig, heap_level_fits, team_buffer, team
 from .knn_gemm import GemmSearch
 from .matches import Matches, grid_positions
 
-__all__ = ["WORK_PER_LAUNCH", "KnnPlan", "heap_slots", "query_bytes"]
+__all__ = ["WORK_PER_LAUNCH", "KnnPlan", "heap_slots", "launch_work", "query_bytes"]
 
-#: Work (pairs times the per-pair cost below) of one launch: a launch stays well under a
-#: second on a large GPU and under a display watchdog's limit on a small one.
+#: Work (pairs times the per-pair cost below) of one launch on a device of up to
+#: LAUNCH_UNITS compute units: a launch stays well under a second on a large GPU and under a
+#: display watchdog's limit on a small one. NVIDIA and AMD GPUs with more units (streaming
+#: multiprocessors, compute units: each of comparable throughput) take proportionally more,
+#: up to MAX_LAUNCH_SCALE times (`launch_work`), as every launch costs its start, the reload
+#: of its heaps' top levels and its last partial wave of work-groups: on the H100 (132
+#: units; 256x256 RGB self-search, 11x11, offsets engine) k = 256 took 45.7 ms in 11
+#: launches and 31.3 ms in one, k = 1 20.7 and 19.9 ms. (Intel GPUs count execution units,
+#: CPUs cores: those keep the base.)
 WORK_PER_LAUNCH = 1 << 33
+LAUNCH_UNITS = 8
+MAX_LAUNCH_SCALE = 16
 #: At most this many work-groups share one tile's candidates (the GEMM: a block of rows).
 MAX_SPLITS = 8
 MAX_GEMM_SPLITS = 2
@@ -53,6 +62,14 @@ SORTED_FROM = 32
 SORTED_MAX = 2048
 #: Work-items of the sorting finish (fewer where the device's work-group is smaller).
 SORTED_GROUP = 256
+
+
+def launch_work(profile: Any) -> int:
+    """The work of one launch on the device of `profile` (see WORK_PER_LAUNCH)."""
+    scale = 1
+    if profile.family in ("nvidia", "amd"):
+        scale = max(1, min(MAX_LAUNCH_SCALE, int(profile.compute_units) // LAUNCH_UNITS))
+    return WORK_PER_LAUNCH * scale
 
 
 def heap_slots(entries: int) -> int:
@@ -110,6 +127,7 @@ class KnnPlan:
         self._grid_x = int_buffer(ctx, self.grid_x)
         p, c = patch_size, channels
         programs = runtime.programs
+        self.work_per_launch = launch_work(runtime.profile)
         self._gemm: GemmSearch | None = None
         #: The offsets engine's top-k variant for this k (knn_config.TOPK_*).
         self.topk = TOPK_HEAP
@@ -118,7 +136,7 @@ class KnnPlan:
             self._gemm = GemmSearch(
                 runtime, self.pool, config, channels=c, patch=p, k=self.kept,
                 candidates=self.candidates, cand_cols=self.cand_cols,
-                work_per_launch=WORK_PER_LAUNCH, matrix_bytes=min(largest, total // 4))
+                work_per_launch=self.work_per_launch, matrix_bytes=min(largest, total // 4))
         elif config.method == "offsets":
             row_of = np.full(rows - p + 1, -1, np.int32)
             row_of[self.grid_y] = np.arange(len(self.grid_y))
@@ -304,7 +322,7 @@ class KnnPlan:
 
     def _offsets(self, g0: int, g1: int, images: tuple, heaps: Any, stride: int,
                  events: list[tuple[str, Any]], wait: list[Any]) -> list[Any]:
-        """Launches over pieces of the dy range, each under WORK_PER_LAUNCH (`stride`:
+        """Launches over pieces of the dy range, each under `work_per_launch` (`stride`:
         heap slots between two splits' heap sets)."""
         cfg, p = self.config, self.p
         qy0 = int(self.grid_y[g0])
@@ -314,8 +332,8 @@ class KnnPlan:
         dy_lo, dy_hi = -(self.rows - p), self.cand_rows
         per_dy = tiles_x * tiles_y * cfg.tile_x * cfg.tile_y * (self.cand_cols + cfg.tile_x)
         # Whole groups of the kernel's consecutive dy per launch (a launch of fewer would
-        # compute the group's other offsets for nothing), even past WORK_PER_LAUNCH.
-        dys = max(1, WORK_PER_LAUNCH // max(1, per_dy * self._pair_cost()))
+        # compute the group's other offsets for nothing), even past `work_per_launch`.
+        dys = max(1, self.work_per_launch // max(1, per_dy * self._pair_cost()))
         dys = max(cfg.dys, dys - dys % cfg.dys)
         team = ()
         if self.topk != TOPK_HEAP:          # the team top-k's candidate buffers
@@ -335,11 +353,11 @@ class KnnPlan:
 
     def _direct(self, g0: int, g1: int, images: tuple, heaps: Any, stride: int,
                 events: list[tuple[str, Any]], wait: list[Any]) -> list[Any]:
-        """Launches over pieces of the candidate range, each under WORK_PER_LAUNCH
+        """Launches over pieces of the candidate range, each under `work_per_launch`
         (`stride`: heap slots between two splits' heap sets)."""
         lx, gx = self.config.group, len(self.grid_x)
         per_candidate = (g1 - g0) * gx * self._pair_cost()
-        count = max(1, WORK_PER_LAUNCH // max(1, per_candidate))
+        count = max(1, self.work_per_launch // max(1, per_candidate))
         last = wait
         for a in range(0, self.candidates, count):
             event = self._search(

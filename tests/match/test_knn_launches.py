@@ -4,6 +4,8 @@ offsets engine in whole groups of its consecutive dy) and must return the same m
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -27,3 +29,33 @@ def test_tiny_launches_give_the_same_matches(runtime, monkeypatch, method, metri
     assert sum(1 for stage, _ in plan.last_events if stage == "search") > 3
     np.testing.assert_array_equal(got.positions, expected.positions)
     np.testing.assert_array_equal(got.distances, expected.distances)
+
+
+@pytest.mark.parametrize("family,units,scale", [
+    ("nvidia", 132, 16),        # an H100: 16 times the base per launch
+    ("nvidia", 20, 2),
+    ("amd", 96, 12),
+    ("nvidia", 4, 1),           # small GPUs keep the base
+    ("amd", 1000, knn_plan.MAX_LAUNCH_SCALE),
+    ("intel", 512, 1),          # execution units, not streaming multiprocessors
+    ("cpu", 64, 1),
+])
+def test_launch_work_grows_with_the_gpu(runtime, family, units, scale):
+    profile = dataclasses.replace(runtime.profile, family=family, compute_units=units)
+    assert knn_plan.launch_work(profile) == knn_plan.WORK_PER_LAUNCH * scale
+
+
+def test_plans_take_the_device_launch_work(runtime, monkeypatch):
+    """A plan's launches follow `launch_work` for its runtime's profile."""
+    rng = np.random.default_rng(3)
+    image = rng.integers(0, 256, (24, 26)).astype(np.uint8)
+    monkeypatch.setattr(knn_plan, "WORK_PER_LAUNCH", 200_000)
+    counts = {}
+    for units in (2, 64):
+        rt = clpatch.Runtime(runtime.device, profile_overrides={"compute_units": units},
+                             profile="nvidia")
+        clpatch.knn(image, None, patch_size=3, k=5, method="offsets", runtime=rt)
+        plan = next(reversed(rt.plan_cache().values()))
+        assert plan.work_per_launch == knn_plan.launch_work(rt.profile)
+        counts[units] = sum(1 for stage, _ in plan.last_events if stage == "search")
+    assert counts[64] < counts[2]
