@@ -30,7 +30,7 @@ from .nlm_aggregation import (
     fixed_bound_factor,
 )
 from .nlmeans_guide import GuideUpload, check_guide_sigma_use
-from .nlmeans_tiles import Tile, plan_tiles, reference_frames
+from .nlmeans_tiles import PIPELINE_BYTES, Tile, reference_frames, run_tiles
 from .strength import Strength
 
 __all__ = ["NLMeansPlan"]
@@ -40,12 +40,6 @@ SEARCH_CHANNELS = ("luminance", "all")
 MAX_CHANNELS = 8
 # Work-items per work-group of the columns averaging kernel (p per patch).
 COLUMNS_GROUP = 64
-# Reference frames per tile of a video: device memory is bounded by this, not by T.
-VIDEO_FRAMES_PER_TILE = 8
-# NumPy images of at least this many bytes are denoised in PIPELINE_BANDS bands (at least) so
-# that a band's upload and the previous band's download overlap the kernels (Transfers).
-PIPELINE_BYTES = 8 << 20
-PIPELINE_BANDS = 4
 
 
 class NLMeansPlan:
@@ -138,7 +132,7 @@ class NLMeansPlan:
         #: (buffer, elements) that the last finalize left zeroed ("acc", see `_run_tile`).
         self._zeroed: tuple[Any, int] = (None, 0)
         self.tile_bytes = tile_bytes
-        self.tiles = self._plan_tiles(False)
+        self.tiles = run_tiles(self, False)
         self._guided_tiles: list[Tile] | None = None
         self._guide = GuideUpload(runtime, self._pool)
         self.last_events: list[tuple[str, Any]] = []
@@ -184,16 +178,8 @@ class NLMeansPlan:
         if not guided:
             return self.tiles
         if self._guided_tiles is None:
-            self._guided_tiles = self._plan_tiles(True)
+            self._guided_tiles = run_tiles(self, True)
         return self._guided_tiles
-
-    def _plan_tiles(self, guided: bool) -> list[Tile]:
-        frames_per_tile = self.frames if self.reference is None else 1
-        if self.video and self.reference is None:
-            frames_per_tile = min(self.frames,
-                                  max(VIDEO_FRAMES_PER_TILE, 2 * self.temporal_window + 1))
-        rows_per_tile = -(-self.rows // PIPELINE_BANDS) if self.pipelined else self.rows
-        return plan_tiles(self, self.tile_bytes, frames_per_tile, rows_per_tile, guided=guided)
 
     def _buffer(self, name: str, nbytes: int) -> Any:
         return self._pool.get(name, nbytes)

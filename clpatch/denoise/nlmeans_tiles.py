@@ -16,7 +16,15 @@ import numpy as np
 
 from ..core.buffers import halve_until_fits, memory_limits
 
-__all__ = ["Tile", "plan_tiles", "reference_frames", "tile_bytes", "tile_for"]
+__all__ = ["PIPELINE_BANDS", "PIPELINE_BYTES", "VIDEO_FRAMES_PER_TILE", "Tile", "plan_tiles",
+           "reference_frames", "run_tiles", "tile_bytes", "tile_for"]
+
+#: Reference frames per tile of a video: device memory is bounded by this, not by T.
+VIDEO_FRAMES_PER_TILE = 8
+#: NumPy images of at least this many bytes are denoised in PIPELINE_BANDS bands (at least) so
+#: that a band's upload and the previous band's download overlap the kernels (Transfers).
+PIPELINE_BYTES = 8 << 20
+PIPELINE_BANDS = 4
 
 
 @dataclass(frozen=True)
@@ -85,3 +93,15 @@ def plan_tiles(plan: Any, tile_bytes_limit: int | None, frames_per_tile: int,
         fits, frames_per_tile, rows_per_tile,
         f"one image row of this input does not fit the device's memory "
         f"({largest} bytes per buffer); reduce the image width, window or n"))
+
+
+def run_tiles(plan: Any, guided: bool) -> list[Tile]:
+    """The tiles of a run of `plan` without or with a guide: a video's reference frames a few
+    at a time (VIDEO_FRAMES_PER_TILE, or its temporal window's), a pipelined image's rows in
+    at least PIPELINE_BANDS bands, within the plan's memory budget."""
+    frames_per_tile = plan.frames if plan.reference is None else 1
+    if plan.video and plan.reference is None:
+        frames_per_tile = min(plan.frames,
+                              max(VIDEO_FRAMES_PER_TILE, 2 * plan.temporal_window + 1))
+    rows_per_tile = -(-plan.rows // PIPELINE_BANDS) if plan.pipelined else plan.rows
+    return plan_tiles(plan, plan.tile_bytes, frames_per_tile, rows_per_tile, guided=guided)

@@ -170,7 +170,7 @@ def test_planar_device_image_is_searched_as_it_is(runtime):
 def test_pipelined_bands_give_identical_results(runtime, monkeypatch, channels):
     """NumPy images above PIPELINE_BYTES go in bands whose copies run on the transfer queue
     through pinned slots (two of each, reused every other band): same result as one pass."""
-    from clpatch.denoise import nlmeans_plan
+    from clpatch.denoise import nlmeans_plan, nlmeans_tiles
 
     shape = (73, 47) if channels == 1 else (73, 47, 2)
     image = noisy(shape, seed=17)
@@ -178,7 +178,7 @@ def test_pipelined_bands_give_identical_results(runtime, monkeypatch, channels):
     monkeypatch.setattr(nlmeans_plan, "PIPELINE_BYTES", 0)
     banded = NLMeansPlan(runtime, 1, 73, 47, channels, aggregation="buffers")
     assert not whole.pipelined and banded.pipelined
-    assert len(whole.tiles) == 1 and len(banded.tiles) >= nlmeans_plan.PIPELINE_BANDS
+    assert len(whole.tiles) == 1 and len(banded.tiles) >= nlmeans_tiles.PIPELINE_BANDS
     expected = whole.run(image, SIGMA)
     for _ in range(2):                      # the second run reuses every slot
         np.testing.assert_array_equal(banded.run(image, SIGMA), expected)

@@ -203,14 +203,14 @@ def test_tiles_give_identical_results(runtime, video):
 
 
 def test_pipelined_bands_give_identical_results(runtime, monkeypatch):
-    from clpatch.denoise import nlmeans_plan
+    from clpatch.denoise import nlmeans_plan, nlmeans_tiles
 
     image = noisy((73, 47), seed=18)
     guide = guide_for(image, seed=19)
     whole = NLMeansPlan(runtime, 1, 73, 47, 1, aggregation="buffers")
     monkeypatch.setattr(nlmeans_plan, "PIPELINE_BYTES", 0)
     banded = NLMeansPlan(runtime, 1, 73, 47, 1, aggregation="buffers")
-    assert banded.pipelined and len(banded.tiles_for(True)) >= nlmeans_plan.PIPELINE_BANDS
+    assert banded.pipelined and len(banded.tiles_for(True)) >= nlmeans_tiles.PIPELINE_BANDS
     expected = whole.run(image, SIGMA, guide=guide)
     for _ in range(2):                      # the second run reuses every slot
         np.testing.assert_array_equal(banded.run(image, SIGMA, guide=guide), expected)
