@@ -6,7 +6,7 @@
     python tests/oclgrind_job.py vbm3d SEARCH_VARIANT AGGREGATION [--channels C]
     python tests/oclgrind_job.py knn METHOD METRIC [--channels C]
     python tests/oclgrind_job.py nnf [--channels C]
-    python tests/oclgrind_job.py ann local|global [--burst]
+    python tests/oclgrind_job.py ann local|global|bad-values [--burst] [--select]
     python tests/oclgrind_job.py planted race|uninit_local|uninit_private|uninit_global
 
 Runs on the device CLPATCH_DEVICE names (the tests set `oclgrind`) and refuses any other.
@@ -419,6 +419,8 @@ def main() -> None:
     ann_job = jobs.add_parser("ann")
     ann_job.add_argument("pixels", choices=("local", "global", "bad-values"))
     ann_job.add_argument("--burst", action="store_true")
+    ann_job.add_argument("--select", action="store_true",
+                         help="every node's median by the digit selection (RANK_SELECT 0)")
     noise_job = jobs.add_parser("noise_level")
     noise_job.add_argument("--channels", type=int, default=1)
     planted = jobs.add_parser("planted")
@@ -438,6 +440,9 @@ def main() -> None:
     elif args.job == "nnf":
         run_nnf(args.channels, args.pca_dims)
     elif args.job == "ann":
+        if args.select:
+            from clpatch.match import ann_plan
+            ann_plan.RANK_SELECT = 0
         if args.pixels == "bad-values":
             run_ann_bad_values()
         else:

@@ -166,17 +166,24 @@ def test_nnf_runs_clean_above_ten_dimensions():
 
 # ANN: clustering (sub-sample, 2-means, partition scans in local memory, cluster list) and
 # the query (candidate runs, distance table, voting), with the tile's pixels in local or in
-# global memory, for an image and a burst. (The warp-ballot scans are inline PTX, which
-# Oclgrind cannot run: they are checked against the oracle on NVIDIA.)
-@pytest.mark.parametrize("pixels,burst", [("local", False), ("global", False), ("local", True)])
-def test_ann_runs_clean(pixels, burst):
-    assert_clean("ann", pixels, *(["--burst"] if burst else []))
+# global memory, for an image and a burst; "select": every node's median split by the digit
+# selection that large nodes use (these tiny tiles would count ranks directly). (The
+# warp-ballot scans are inline PTX, which Oclgrind cannot run: they are checked against the
+# oracle on NVIDIA.)
+@pytest.mark.parametrize("pixels,burst,select", [
+    ("local", False, False), ("global", False, False), ("local", True, False),
+    ("local", False, True), ("global", True, True)])
+def test_ann_runs_clean(pixels, burst, select):
+    assert_clean("ann", pixels, *(["--burst"] if burst else []),
+                 *(["--select"] if select else []))
 
 
 # ANN on NaN and infinite pixels: the run must fail its value check without touching memory
-# out of bounds on the way (the clustering's ranks once lost their order on a NaN key).
-def test_ann_bad_values_stay_in_bounds():
-    assert_clean("ann", "bad-values")
+# out of bounds on the way (the clustering's ranks once lost their order on a NaN key), with
+# either way of splitting a node at its median.
+@pytest.mark.parametrize("select", [False, True])
+def test_ann_bad_values_stay_in_bounds(select):
+    assert_clean("ann", "bad-values", *(["--select"] if select else []))
 
 
 # Noise estimation: texture strengths and their histogram, the tiled scatter of the selected

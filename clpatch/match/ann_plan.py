@@ -43,6 +43,10 @@ QUERY_GROUP = 64
 TILE_ROWS_PER_LAUNCH = 256
 #: Floats of local memory for the means and directions of the nodes split at once, at most.
 CENTRE_FLOATS = 2048
+#: A node of more patches than this finds its median split by selecting the code of rank
+#: m / 2 digit by digit; a smaller one counts each patch's rank against every other (O(m^2),
+#: fewer barriers). Both give the same split (cl_src/match/ann.cl.mako, step 6).
+RANK_SELECT = 256
 
 
 def split_nodes(group: int, values: int) -> int:
@@ -140,8 +144,9 @@ class AnnPlan:
         block = self.frames * self.channels * (th + p - 1) * (tw + p - 1)
         c = self.config
         nodes = split_nodes(c.group, d)
-        per_node = SAMPLES * (SAMPLES + 1) + 3 * SAMPLES + 5      # Gram, vectors, flags
-        cluster = 4 * (2 * d * nodes + c.group + per_node * nodes) + 8 * d  # + offsets
+        # Gram, vectors, flags, and the median's selection (16-bin histogram, rank, code)
+        per_node = SAMPLES * (SAMPLES + 1) + 3 * SAMPLES + 5 + 19
+        cluster = 4 * (2 * d * nodes + c.group + per_node * nodes + 1) + 8 * d  # + offsets
         query = 4 * (c.query_group // 32 * LEAF * ((candidates | 1) + 1 + 2 * self.request.k)
                      + area + 64)
         fits = 4 * (block + 2 * slots) + max(cluster, query) <= self.runtime.profile.local_mem_size
@@ -158,7 +163,8 @@ class AnnPlan:
                       stagger=bool(self.stagger), dim=self.dim, leaf=LEAF, samples=SAMPLES,
                       power=POWER_ITERATIONS, candidates=candidates,
                       nodes=split_nodes(c.group, self.channels * r.patch_size ** 2),
-                      dense=r.step == 1 and not self.video and not self.stagger)
+                      dense=r.step == 1 and not self.video and not self.stagger,
+                      rank_select=RANK_SELECT)
         params["block"], params["slots"], params["area"] = self._local_sizes(candidates)
         self.block = params["block"]
         rt = self.runtime

@@ -157,6 +157,31 @@ def test_burst_equals_oracle(runtime, reference):
     assert len(np.unique(pos[..., 0])) == 4, "candidates from every frame"
 
 
+@pytest.mark.parametrize("threshold", [0, 40])
+def test_median_by_digit_selection_equals_oracle(runtime, monkeypatch, threshold):
+    """Nodes larger than ann_plan.RANK_SELECT find their median by selecting it digit by
+    digit; forced on every node (0), or on the upper levels only (40), the clusters and so
+    the matches are the oracle's (here a burst: large tiles, ties between equal patches)."""
+    from clpatch.match import ann_plan
+
+    monkeypatch.setattr(ann_plan, "RANK_SELECT", threshold)
+    scene = load_image("camera")[40:88, 60:113]
+    noisy, _ = synthetic_burst(scene, 4, 10.0, seed=9)
+    frames = np.round(noisy)
+    frames[1, 10:20, 10:30] = 128.0          # flat areas: many equal keys
+    request = check_ann_request(patch_size=5, step=2, k=12, tile=8, neighbour_clusters=1,
+                                channels=1, rows=48, cols=53, frames=4)
+    plan = AnnPlan(runtime, 4, 48, 53, 1, request, video=True, reference=1)
+    found = plan.run(frames)
+    pos, dist = oracle.ann(frames[..., None], patch_size=5, k=12, tile=8, step=2,
+                           neighbour_clusters=1, reference=1)
+    assert np.array_equal(found.positions, pos) and np.array_equal(found.distances, dist)
+    image = noisy_photo("text", 60, 64, 11)
+    got = clpatch.ann_search(image, patch_size=8, k=16, runtime=clpatch.Runtime(runtime.device))
+    pos, dist = oracle.ann_image(image, patch_size=8, k=16, tile=15, step=1)
+    assert np.array_equal(got.positions, pos) and np.array_equal(got.distances, dist)
+
+
 def test_float_images_give_true_distances(runtime):
     """Non-integer values: the oracle's sums may round differently in the last bit (the
     kernels fuse multiply-adds where allowed), so check the result on its own."""
