@@ -74,8 +74,9 @@ def burst_denoise(frames: Any, sigma: float, *, reference: int = 0, method: str 
     The NL-means defaults (patch 12, step 2; then h 0.85 σ) were the best of a sweep on a
     synthetic 16-frame burst (σ 12, shaken by up to 2 pixels and 1 degree): 39.3 dB
     against 38.6 dB with NL-means' own patch 8 and h = σ, and 36.3 dB for the reference
-    frame alone; h is now 0.75 σ (H_FACTOR). method "bm3d" keeps BM3D's patch 8 and its matching threshold and
-    shrinkage; on a synthetic 16-frame burst of a 192x256 crop of the camera image (σ 12)
+    frame alone; h is now 0.75 σ (H_FACTOR, from a later sweep on four scenes).
+    method "bm3d" keeps BM3D's patch 8 and its matching threshold and shrinkage; on a
+    synthetic 16-frame burst of a 192x256 crop of the camera image (σ 12)
     it gave 34.15 dB (step 3; 34.19 dB with step 2) against 33.13 dB for `clpatch.bm3d` on
     the reference frame alone, and 34.72 dB for method "nlmeans" (32.44 dB alone).
     Returns the denoised reference frame, float32 (H, W[, C]), NumPy for NumPy input,
