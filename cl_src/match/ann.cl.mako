@@ -35,14 +35,16 @@
 ## leaf, samples, power (power iterations), candidates (bound of one query's candidates), block (0: the
 ## patches are read from global memory; else the floats of local memory that hold a
 ## tile's pixels, all frames and channels: every tile's block is copied there first, and
-## its slots and cluster starts too), slots (most slots of a tile), area (most positions
+## its slots and cluster starts too), brows, bpitch (the block's rows and row pitch per
+## frame and channel: those of the largest tile, so that a patch value's offset is a
+## constant), slots (most slots of a tile), area (most positions
 ## of a tile in one frame), nodes (NB: the nodes of one depth of the tree that the
 ## clustering splits at once, each with its samples' mean, Gram matrix and direction in
 ## local memory), dense (every
 ## position of the image is a reference: a cluster of more than 16 patches whose
 ## candidates are its own patches computes each distance of its table once), rank_select
 ## (nodes of more patches find their median by selecting it digit by digit: step 6).
-<%page args="patch, channels, k, group, qgroup, ballot, neighbours, stagger, dim, leaf, samples, power, candidates, block, slots, area, nodes, dense, rank_select"/>
+<%page args="patch, channels, k, group, qgroup, ballot, neighbours, stagger, dim, leaf, samples, power, candidates, block, brows, bpitch, slots, area, nodes, dense, rank_select"/>
 <%namespace name="mt" file="/lib/matches.mako"/>\
 <%
     P, C, K, GROUP, QGROUP = patch, channels, k, group, qgroup
@@ -53,7 +55,7 @@
     DP = 1 << (D - 1).bit_length()          # D rounded up to a power of two
     LOG_DP, LOG_S = DP.bit_length() - 1, SAMPLES.bit_length() - 1
     assert GROUP % 32 == 0 and QGROUP % 32 == 0 and LEAF == 32 and NB >= 1
-    assert SAMPLES == 1 << LOG_S
+    assert SAMPLES == 1 << LOG_S and SAMPLES >= 4
     WARPS = GROUP // 32
     QWARPS = QGROUP // 32       # clusters answered at once in the query
     PITCH = CAND | 1            # table row stride: odd, so the rows of a warp hit 32 banks
@@ -85,6 +87,14 @@ typedef struct {
     int pitch;
 } Pixels;
 
+% if block:
+// Offset of value (channel c, row dy, column dx) of a patch from its first value: constants
+// of the block's layout.
+#define VOFF(c, dy, dx) ((c) * ${brows * bpitch} + (dy) * ${bpitch} + (dx))
+% else:
+#define VOFF(c, dy, dx) ((c) * pix.plane + (dy) * (size_t)pix.pitch + (dx))
+% endif
+
 // Offset in `px.src` of the top-left value of the patch with this code.
 inline ${IDX} patch_at(const Pixels px, const int code)
 {
@@ -96,6 +106,15 @@ inline ${IDX} patch_at(const Pixels px, const int code)
 // divisions compile to. Offsets of a patch's values come from a table, indices from loops.)
 
 % if ballot:
+// Value `v` of work-item `src` of this warp (inline PTX shuffle; every work-item of the
+// warp takes part).
+inline float shuffle(const float v, const int src)
+{
+    uint r;
+    asm("shfl.sync.idx.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=r"(r) : "r"(as_uint(v)), "r"(src));
+    return as_float(r);
+}
+
 // Exclusive prefix count of `flag` over the work-group and the group's total, by warp
 // ballots (inline PTX vote + popc) and one local-memory step across the ${WARPS} warp(s).
 inline int scan_flags(const int flag, __local int *l_warp, int *total)
@@ -157,17 +176,18 @@ const int lid = get_local_id(0);
 
 % if block:
     // The tile's pixels, every frame and channel: rows y0 ... y1 + P - 2, columns x0 ...
-    // x1 + P - 2.
-    const int bw = tw + ${patch - 1}, bh = th + ${patch - 1}, bplane = bh * bw;
+    // x1 + P - 2, at rows of ${bpitch} floats, ${brows} rows per frame and channel.
+    const int bw = tw + ${patch - 1}, bh = th + ${patch - 1};
     for (int q = 0, fc = 0, yy = 0; q < nframes * ${channels} * bh; ++q) {
         for (int xx = lid; xx < bw; xx += ${group})
-            l_img[q * bw + xx] = img[((size_t)fc * rows + (y0 + yy - y_lo)) * cols + x0 + xx];
+            l_img[(fc * ${brows} + yy) * ${bpitch} + xx] =
+                img[((size_t)fc * rows + (y0 + yy - y_lo)) * cols + x0 + xx];
         if (++yy == bh) {
             yy = 0;
             ++fc;
         }
     }
-    const Pixels pix = {l_img, ${channels} * bplane, bplane, 0, bw};
+    const Pixels pix = {l_img, ${channels * brows * bpitch}, ${brows * bpitch}, 0, ${bpitch}};
 % else:
     const size_t plane = (size_t)rows * cols;
     const Pixels pix = {img, ${channels} * plane, plane, (size_t)(y0 - y_lo) * cols + x0, cols};
@@ -305,30 +325,45 @@ void ann_cluster(${args()})
             for (int q = lid; q < ${NB * DP}; q += ${GROUP}) {
                 const int b = q >> ${LOG_DP}, d = q & ${DP - 1};
                 if (d < ${D} && l_split[b]) {
+                    const ${IDX} od = l_off[d];
                     float sum = 0.0f;
                     for (int j = 0; j < ${SAMPLES}; ++j)
-                        sum = sum + pix.src[patch_at(pix, l_sample[b][j]) + l_off[d]];
+                        sum = sum + pix.src[patch_at(pix, l_sample[b][j]) + od];
                     l_cen[b][0][d] = sum * ${INV_S}f;
                 }
             }
             barrier(CLK_LOCAL_MEM_FENCE);
-            // 3: the Gram matrix of the centred samples, one entry G(i, j), i <= j, per
-            // work-item, written to both halves (the same products in the same order).
-            for (int q = lid; q < ${NB * SAMPLES * SAMPLES}; q += ${GROUP}) {
-                const int b = q >> ${2 * LOG_S}, i = (q >> ${LOG_S}) & ${SAMPLES - 1},
-                          j = q & ${SAMPLES - 1};
-                if (i <= j && l_split[b]) {
+            // 3: the Gram matrix of the centred samples: work-item (b, i, j / 4) computes
+            // G(i, j ... j + 3), each a sum in d order (G(j, i) is the same products in the
+            // same order: the same number). Offsets of the values are constants.
+            for (int q = lid; q < ${NB * SAMPLES * SAMPLES // 4}; q += ${GROUP}) {
+                const int b = q >> ${2 * LOG_S - 2}, i = (q >> ${LOG_S - 2}) & ${SAMPLES - 1},
+                          j = (q & ${SAMPLES // 4 - 1}) << 2;
+                if (l_split[b]) {
                     const ${IDX} pi = patch_at(pix, l_sample[b][i]),
-                                 pj = patch_at(pix, l_sample[b][j]);
+                                 p0 = patch_at(pix, l_sample[b][j]),
+                                 p1 = patch_at(pix, l_sample[b][j + 1]),
+                                 p2 = patch_at(pix, l_sample[b][j + 2]),
+                                 p3 = patch_at(pix, l_sample[b][j + 3]);
                     __local const float *mean = l_cen[b][0];
-                    float acc = 0.0f;
-                    for (int d = 0; d < ${D}; ++d) {
-                        const float zi = pix.src[pi + l_off[d]] - mean[d];
-                        const float zj = pix.src[pj + l_off[d]] - mean[d];
-                        acc = acc + zi * zj;
-                    }
-                    l_g[b][i][j] = acc;
-                    l_g[b][j][i] = acc;
+                    float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
+                    int d = 0;
+                    for (int c = 0; c < ${C}; ++c)
+                        for (int dy = 0; dy < ${P}; ++dy)
+                            #pragma unroll
+                            for (int dx = 0; dx < ${P}; ++dx) {
+                                const ${IDX} o = VOFF(c, dy, dx);
+                                const float m = mean[d++];
+                                const float zi = pix.src[pi + o] - m;
+                                a0 = a0 + zi * (pix.src[p0 + o] - m);
+                                a1 = a1 + zi * (pix.src[p1 + o] - m);
+                                a2 = a2 + zi * (pix.src[p2 + o] - m);
+                                a3 = a3 + zi * (pix.src[p3 + o] - m);
+                            }
+                    l_g[b][i][j] = a0;
+                    l_g[b][i][j + 1] = a1;
+                    l_g[b][i][j + 2] = a2;
+                    l_g[b][i][j + 3] = a3;
                 }
             }
             barrier(CLK_LOCAL_MEM_FENCE);
@@ -383,9 +418,10 @@ void ann_cluster(${args()})
                 const int b = q >> ${LOG_DP}, d = q & ${DP - 1};
                 if (d < ${D} && l_split[b] && !l_halves[b]) {
                     const float mean = l_cen[b][0][d];
+                    const ${IDX} od = l_off[d];
                     float u = 0.0f;
                     for (int j = 0; j < ${SAMPLES}; ++j)
-                        u = u + l_v[b][j] * (pix.src[patch_at(pix, l_sample[b][j]) + l_off[d]] - mean);
+                        u = u + l_v[b][j] * (pix.src[patch_at(pix, l_sample[b][j]) + od] - mean);
                     l_cen[b][1][d] = u;
                 }
             }
@@ -396,8 +432,12 @@ void ann_cluster(${args()})
                     const ${IDX} a = patch_at(pix, PM[s]);
                     __local const float *u = l_cen[b][1];
                     float key = 0.0f;
-                    for (int d = 0; d < ${D}; ++d)
-                        key = key + pix.src[a + l_off[d]] * u[d];
+                    int d = 0;
+                    for (int c = 0; c < ${C}; ++c)
+                        for (int dy = 0; dy < ${P}; ++dy)
+                            #pragma unroll
+                            for (int dx = 0; dx < ${P}; ++dx)
+                                key = key + pix.src[a + VOFF(c, dy, dx)] * u[d++];
                     // NaN (from a NaN or infinite pixel: the run then fails its value check)
                     // would leave (key, slot) without an order, the ranks without a median
                     // and the partition writing past its node: 0 keeps the order total.
@@ -637,6 +677,46 @@ void ann_query(${args()}, __global const int *ref_row, __global const int *ref_c
         // to members i + t (mod nm), t = 0 ... nm / 2 (t = nm / 2 for i < nm / 2 only when
         // nm is even), which gives each pair once, and writes both entries.
         const int sym = ${"nc == nm && S == 1" if dense else "0"};
+% if ballot and REG and dense:
+        // With warp shuffles (NVIDIA): member i holds its own patch in registers and gets
+        // member j's values from work-item j, so no patch is read from local memory while
+        // the table is built (the same values, the same sums). The condition is the same on
+        // the warp's 32 work-items; all of them take part (i >= nm: member 0's patch,
+        // results not written).
+        if (sym) {
+            const int mine = i < nm ? i : 0;
+            const ${IDX} me = patch_at(pix, CODE(c0 + mine));
+            float own[${D}];
+            {
+                int d = 0;
+                for (int c = 0; c < ${C}; ++c)
+                    for (int dy = 0; dy < ${P}; ++dy)
+                        for (int dx = 0; dx < ${P}; ++dx, ++d)
+                            own[d] = pix.src[me + VOFF(c, dy, dx)];
+            }
+            const int hn = nm >> 1, pairs = (nm & 1) || i < hn ? hn + 1 : hn;
+            const bool member = i < nm;
+            for (int t = 0; t <= hn; t += 2) {
+                const int j1 = mine + t - (mine + t >= nm ? nm : 0);
+                const int j2 = mine + t + 1 - (mine + t + 1 >= nm ? nm : 0);
+                float acc1 = 0.0f, acc2 = 0.0f;
+                for (int d = 0; d < ${D}; ++d) {
+                    const float e1 = own[d] - shuffle(own[d], j1);
+                    const float e2 = own[d] - shuffle(own[d], j2);
+                    acc1 = fma(e1, e1, acc1);
+                    acc2 = fma(e2, e2, acc2);
+                }
+                if (member && t < pairs) {
+                    row[j1] = acc1;
+                    table[j1 * ${PITCH} + i] = acc1;
+                }
+                if (member && t + 1 < pairs) {
+                    row[j2] = acc2;
+                    table[j2 * ${PITCH} + i] = acc2;
+                }
+            }
+        } else
+% endif
         if (sym ? i < nm : ref >= 0) {
             const ${IDX} me = patch_at(pix, mcode);
 % if REG:
@@ -646,7 +726,7 @@ void ann_query(${args()}, __global const int *ref_row, __global const int *ref_c
                 for (int c = 0; c < ${C}; ++c)
                     for (int dy = 0; dy < ${P}; ++dy)
                         for (int dx = 0; dx < ${P}; ++dx, ++d)
-                            own[d] = pix.src[me + c * pix.plane + dy * (${IDX})pix.pitch + dx];
+                            own[d] = pix.src[me + VOFF(c, dy, dx)];
             }
 #define OWN(d, o) own[d]
 % else:
@@ -665,7 +745,7 @@ void ann_query(${args()}, __global const int *ref_row, __global const int *ref_c
                 for (int ch = 0; ch < ${C}; ++ch)
                     for (int dy = 0; dy < ${P}; ++dy)
                         for (int dx = 0; dx < ${P}; ++dx, ++d) {
-                            const ${IDX} o = ch * pix.plane + dy * (${IDX})pix.pitch + dx;
+                            const ${IDX} o = VOFF(ch, dy, dx);
                             const float e1 = OWN(d, o) - pix.src[b1 + o];
                             const float e2 = OWN(d, o) - pix.src[b2 + o];
                             acc1 = fma(e1, e1, acc1);
@@ -687,7 +767,7 @@ void ann_query(${args()}, __global const int *ref_row, __global const int *ref_c
                 for (int ch = 0; ch < ${C}; ++ch)
                     for (int dy = 0; dy < ${P}; ++dy)
                         for (int dx = 0; dx < ${P}; ++dx, ++d) {
-                            const ${IDX} o = ch * pix.plane + dy * (${IDX})pix.pitch + dx;
+                            const ${IDX} o = VOFF(ch, dy, dx);
                             const float e1 = OWN(d, o) - pix.src[b1 + o];
                             const float e2 = OWN(d, o) - pix.src[b2 + o];
                             acc1 = fma(e1, e1, acc1);
@@ -716,6 +796,36 @@ void ann_query(${args()}, __global const int *ref_row, __global const int *ref_c
         if (ref >= 0) {
             const int me = s0 + i - c0;
             const float dme = ORDERED(row[me]);
+% if CAND <= 32:
+            // At most ${CAND} candidates: the row is held in registers and each pair (o, c),
+            // o < c, compared once, counting for both (o is before c when its distance is
+            // not larger). Entries past nc are +inf and come after every candidate, so they
+            // count for none. The same ranks as counting each one's row.
+            float dv[${CAND}];
+            int rk[${CAND}];
+% for o in range(CAND):
+            dv[${o}] = ${o} < nc ? ORDERED(row[${o}]) : INFINITY;
+            rk[${o}] = 0;
+% endfor
+#define VOTE(o, c) { const int a = dv[o] <= dv[c]; rk[c] += a; rk[o] += 1 - a; }
+% for c in range(1, CAND):
+            ${" ".join(f"VOTE({o}, {c})" for o in range(c))}
+% endfor
+#undef VOTE
+            // This work-item writes candidates sub, sub + S, ...
+            int next = sub;
+% for c in range(CAND):
+            if (${c} == next && ${c} < nc) {
+                next += S;
+                const int rank = ${c} == me ? 0
+                    : rk[${c}] + 1 - ((dme < dv[${c}]) | ((dme == dv[${c}]) & (me < ${c})));
+                if (rank < ${K}) {
+                    l_res_d[warp][i * ${K} + rank] = dv[${c}];
+                    l_res_c[warp][i * ${K} + rank] = CODE(c0 + ${c});
+                }
+            }
+% endfor
+% else:
             for (int c = sub; c < nc; c += S) {
                 int rank = 0;
                 const float dc = ORDERED(row[c]);
@@ -733,6 +843,7 @@ void ann_query(${args()}, __global const int *ref_row, __global const int *ref_c
                     l_res_c[warp][i * ${K} + rank] = CODE(c0 + c);
                 }
             }
+% endif
         }
         }
         barrier(CLK_LOCAL_MEM_FENCE);

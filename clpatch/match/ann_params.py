@@ -74,8 +74,8 @@ import numpy as np
 from ..core.validate import check_int
 
 __all__ = ["LEAF", "MAX_K", "MAX_NEIGHBOUR_CLUSTERS", "MAX_PATCH", "MAX_TILE", "MAX_VALUES",
-           "POWER_ITERATIONS", "SAMPLES", "AnnConfig", "AnnRequest", "check_ann_request",
-           "largest_k", "tile_edges", "tile_of"]
+           "POWER_ITERATIONS", "SAMPLES", "AnnConfig", "AnnRequest", "candidate_bound",
+           "check_ann_request", "largest_k", "tile_edges", "tile_of"]
 
 LEAF = 32                    # patches per cluster at most (Tsai: twice the 16 candidates)
 SAMPLES = 16                 # sub-sample of a node (a power of two; Tsai: "e.g., 8")
@@ -90,6 +90,18 @@ MAX_FRAMES = 4096            # a slot's frame is packed in 17 bits
 #: Candidates of one query at most: the cluster and its neighbours, or fewer than k
 #: patches plus one more cluster.
 MAX_CANDIDATES = max(LEAF * (1 + MAX_NEIGHBOUR_CLUSTERS), MAX_K - 1 + LEAF)
+
+
+def candidate_bound(k: int, neighbour_clusters: int) -> int:
+    """The most candidates one query can have. A node of more than LEAF patches is split
+    into halves of at least LEAF // 2, so every cluster of a tile of more than LEAF
+    patches holds LEAF // 2 to LEAF of them (a smaller tile is one cluster of at least k
+    patches): when the cluster and its neighbours hold k patches at least, no further
+    cluster is added."""
+    taken = 1 + neighbour_clusters
+    if taken * (LEAF // 2) >= k:
+        return LEAF * taken
+    return max(LEAF * taken, k - 1 + LEAF)
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ from .ann_params import (
     SAMPLES,
     AnnConfig,
     AnnRequest,
+    candidate_bound,
     tile_edges,
     tile_of,
 )
@@ -132,11 +133,12 @@ class AnnPlan:
 
     # ---- kernels ---------------------------------------------------------------------------
 
-    def _local_sizes(self, candidates: int) -> tuple[int, int, int]:
-        """(block, slots, area): floats of local memory for a tile's pixels (the largest
-        tile, every frame and channel; 0 when they and the tile's slots do not fit beside
-        the kernels' other local arrays: the patches are then read from global memory),
-        the most slots of a tile and its most positions in one frame."""
+    def _local_sizes(self, candidates: int) -> tuple[int, int, int, int, int]:
+        """(block, brows, bpitch, slots, area): floats of local memory for a tile's pixels
+        (the largest tile, every frame and channel; 0 when they and the tile's slots do not
+        fit beside the kernels' other local arrays: the patches are then read from global
+        memory), the block's rows and row pitch per frame and channel, the most slots of a
+        tile and its most positions in one frame."""
         p, d = self.request.patch_size, self.channels * self.request.patch_size ** 2
         th, tw = int(np.diff(self.edges_y).max()), int(np.diff(self.edges_x).max())
         area = th * tw
@@ -150,14 +152,15 @@ class AnnPlan:
         query = 4 * (c.query_group // 32 * LEAF * ((candidates | 1) + 1 + 2 * self.request.k)
                      + area + 64)
         fits = 4 * (block + 2 * slots) + max(cluster, query) <= self.runtime.profile.local_mem_size
-        return (block if fits and c.local_pixels else 0), slots, area
+        local = fits and c.local_pixels
+        return ((block, th + p - 1, tw + p - 1) if local else (0, 0, 0)) + (slots, area)
 
     def _build(self) -> Any:
         r, c = self.request, self.config
         if c.group % 32 or c.query_group % 32:
             raise ValueError(f"the ANN's work-group sizes must be multiples of 32, got "
                              f"{c.group} and {c.query_group}")
-        candidates = max(LEAF * (1 + r.neighbour_clusters), r.k - 1 + LEAF)
+        candidates = candidate_bound(r.k, r.neighbour_clusters)
         params = dict(patch=r.patch_size, channels=self.channels, k=r.k, group=c.group,
                       qgroup=c.query_group, ballot=c.ballot, neighbours=r.neighbour_clusters,
                       stagger=bool(self.stagger), dim=self.dim, leaf=LEAF, samples=SAMPLES,
@@ -165,7 +168,8 @@ class AnnPlan:
                       nodes=split_nodes(c.group, self.channels * r.patch_size ** 2),
                       dense=r.step == 1 and not self.video and not self.stagger,
                       rank_select=RANK_SELECT)
-        params["block"], params["slots"], params["area"] = self._local_sizes(candidates)
+        (params["block"], params["brows"], params["bpitch"], params["slots"],
+         params["area"]) = self._local_sizes(candidates)
         self.block = params["block"]
         rt = self.runtime
         source = render("match/ann.cl.mako", rt.profile, **params)

@@ -18,7 +18,7 @@ import pytest
 
 import clpatch
 from clpatch.io.noise import synthetic_burst
-from clpatch.match.ann_params import AnnConfig, check_ann_request, tile_of
+from clpatch.match.ann_params import LEAF, AnnConfig, candidate_bound, check_ann_request, tile_of
 from clpatch.match.ann_plan import AnnPlan
 from tests.helpers import load_image
 from tests.reference import ann as oracle
@@ -188,6 +188,25 @@ def test_float_images_give_true_distances(runtime):
     image = np.random.default_rng(10).random((44, 51)).astype(np.float32)
     found = clpatch.ann_search(image, patch_size=6, k=10, tile=10, runtime=runtime)
     check_valid(found, image, patch_size=6, k=10, tile=10)
+
+
+def test_candidate_bound_holds_for_every_tile_size():
+    """The kernels size a query's distance table by `candidate_bound`: no tile of 1 to 300
+    patches, k and neighbour count give a query more candidates (the tree's shape depends
+    on the patch count alone)."""
+    for patches in range(1, 301):
+        leaves, stack = [], [(0, patches)]
+        while stack:
+            lo, hi = stack.pop()
+            if hi - lo <= LEAF:
+                leaves.append((lo, hi))
+            else:
+                stack += [(lo + (hi - lo) // 2, hi), (lo, lo + (hi - lo) // 2)]
+        for k in range(1, min(patches, LEAF) + 1):
+            for n in range(3):
+                most = max(np.subtract(*oracle.candidate_run(leaves, c, k, n)[::-1])
+                           for c in range(len(leaves)))
+                assert most <= candidate_bound(k, n), (patches, k, n)
 
 
 def test_two_runs_agree(runtime):
