@@ -6,7 +6,7 @@
     python tests/oclgrind_job.py vbm3d SEARCH_VARIANT AGGREGATION [--channels C]
     python tests/oclgrind_job.py knn METHOD METRIC [--channels C]
     python tests/oclgrind_job.py nnf [--channels C]
-    python tests/oclgrind_job.py ann local|global|bad-values [--burst] [--select]
+    python tests/oclgrind_job.py ann local|global|bad-values [--burst] [--select] [--dense]
     python tests/oclgrind_job.py planted race|uninit_local|uninit_private|uninit_global
 
 Runs on the device CLPATCH_DEVICE names (the tests set `oclgrind`) and refuses any other.
@@ -322,7 +322,7 @@ def run_ann_bad_values() -> None:
     print("ok: ann on NaN and infinite pixels raised, in bounds")
 
 
-def run_ann(pixels: str, burst: bool) -> None:
+def run_ann(pixels: str, burst: bool, dense: bool) -> None:
     from clpatch.match.ann_params import AnnConfig, check_ann_request
     from clpatch.match.ann_plan import AnnPlan
     from tests.reference.ann import ann
@@ -332,24 +332,30 @@ def run_ann(pixels: str, burst: bool) -> None:
     rng = np.random.default_rng(6)
     # 13 x 15 positions of 3 x 3 patches in tiles of 6: edge tiles of 7 x 9 = 63 patches
     # (126 in a burst of 2), so nodes split on two levels and the partition scans run
-    # over several chunks of a 32-item group; one neighbour cluster.
+    # over several chunks of a 32-item group; one neighbour cluster. Dense: every position
+    # a reference and no neighbour cluster (an image's symmetric distance tables, the
+    # vote of at most 32 candidates in registers).
     image = rng.integers(0, 256, (frames, 15, 17, 1)).astype(np.float32)
-    request = check_ann_request(patch_size=3, step=2, k=6, tile=6, neighbour_clusters=1,
-                                channels=1, rows=15, cols=17, frames=frames)
-    config = AnnConfig(32, False, 6, 1, local_pixels=pixels == "local", query_group=64)
+    step, neighbours = (1, 0) if dense else (2, 1)
+    request = check_ann_request(patch_size=3, step=step, k=6, tile=6,
+                                neighbour_clusters=neighbours, channels=1, rows=15, cols=17,
+                                frames=frames)
+    config = AnnConfig(32, False, 6, neighbours, local_pixels=pixels == "local",
+                       query_group=64)
     plan = AnnPlan(runtime, frames, 15, 17, 1, request, config, video=burst,
                    reference=frames - 1)
     if bool(plan.block) != (pixels == "local"):
         sys.exit(f"the plan did not take its pixels from {pixels} memory")
     got = plan.run(image if burst else image[0])
-    positions, distances = ann(image, patch_size=3, k=6, tile=6, step=2, neighbour_clusters=1,
-                               reference=frames - 1)
+    positions, distances = ann(image, patch_size=3, k=6, tile=6, step=step,
+                               neighbour_clusters=neighbours, reference=frames - 1)
     if not burst:
         positions = positions[..., 1:]
     if not (np.array_equal(got.positions, positions)
             and np.array_equal(got.distances, distances)):
         sys.exit("ann differs from the oracle")
-    print(f"ok: ann ({pixels} pixels{', burst' if burst else ''}) equals the oracle")
+    print(f"ok: ann ({pixels} pixels{', burst' if burst else ''}{', dense' if dense else ''}) "
+          "equals the oracle")
 
 
 def run_noise_level(channels: int) -> None:
@@ -421,6 +427,8 @@ def main() -> None:
     ann_job.add_argument("--burst", action="store_true")
     ann_job.add_argument("--select", action="store_true",
                          help="every node's median by the digit selection (RANK_SELECT 0)")
+    ann_job.add_argument("--dense", action="store_true",
+                         help="step 1 and no neighbour cluster")
     noise_job = jobs.add_parser("noise_level")
     noise_job.add_argument("--channels", type=int, default=1)
     planted = jobs.add_parser("planted")
@@ -446,7 +454,7 @@ def main() -> None:
         if args.pixels == "bad-values":
             run_ann_bad_values()
         else:
-            run_ann(args.pixels, args.burst)
+            run_ann(args.pixels, args.burst, args.dense)
     elif args.job == "noise_level":
         run_noise_level(args.channels)
     else:

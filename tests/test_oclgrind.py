@@ -167,15 +167,18 @@ def test_nnf_runs_clean_above_ten_dimensions():
 # ANN: clustering (sub-sample, 2-means, partition scans in local memory, cluster list) and
 # the query (candidate runs, distance table, voting), with the tile's pixels in local or in
 # global memory, for an image and a burst; "select": every node's median split by the digit
-# selection that large nodes use (these tiny tiles would count ranks directly). (The
-# warp-ballot scans are inline PTX, which Oclgrind cannot run: they are checked against the
-# oracle on NVIDIA.)
-@pytest.mark.parametrize("pixels,burst,select", [
-    ("local", False, False), ("global", False, False), ("local", True, False),
-    ("local", False, True), ("global", True, True)])
-def test_ann_runs_clean(pixels, burst, select):
+# selection that large nodes use (these tiny tiles would count ranks directly); "dense":
+# step 1 without neighbour clusters (symmetric tables, the vote in registers). (The
+# warp-ballot scans and shuffles are inline PTX, which Oclgrind cannot run: they are
+# checked against the oracle on NVIDIA.)
+@pytest.mark.parametrize("pixels,burst,select,dense", [
+    ("local", False, False, False), ("global", False, False, False),
+    ("local", True, False, False), ("local", False, True, False),
+    ("global", True, True, False), ("local", False, False, True),
+    ("global", True, False, True)])
+def test_ann_runs_clean(pixels, burst, select, dense):
     assert_clean("ann", pixels, *(["--burst"] if burst else []),
-                 *(["--select"] if select else []))
+                 *(["--select"] if select else []), *(["--dense"] if dense else []))
 
 
 # ANN on NaN and infinite pixels: the run must fail its value check without touching memory

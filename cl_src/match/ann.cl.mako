@@ -29,8 +29,9 @@
 ##
 ## Rendered with: patch (P), channels (C), k (K), group and qgroup (GROUP, QGROUP: the
 ## two kernels' work-items per tile, multiples of 32; the query answers one cluster per
-## warp of 32 work-items at a time), ballot (partition scans by warp ballot, inline PTX; else
-## through local memory — the same integers either way), neighbours (neighbour clusters
+## warp of 32 work-items at a time), ballot (inline PTX: partition scans by warp ballot, power
+## iterations and an image's symmetric distance tables by warp shuffles; else through local
+## memory — the same numbers either way), neighbours (neighbour clusters
 ## searched), stagger (ref_col per grid row), dim (2: positions (y, x); 3: (t, y, x)),
 ## leaf, samples, power (power iterations), candidates (bound of one query's candidates), block (0: the
 ## patches are read from global memory; else the floats of local memory that hold a
@@ -112,6 +113,14 @@ inline float shuffle(const float v, const int src)
 {
     uint r;
     asm("shfl.sync.idx.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=r"(r) : "r"(as_uint(v)), "r"(src));
+    return as_float(r);
+}
+
+// Value `v` of the work-item whose lane is this one's XOR `mask` (inline PTX butterfly).
+inline float shuffle_xor(const float v, const int mask)
+{
+    uint r;
+    asm("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=r"(r) : "r"(as_uint(v)), "r"(mask));
     return as_float(r);
 }
 
@@ -387,6 +396,35 @@ void ann_cluster(${args()})
             barrier(CLK_LOCAL_MEM_FENCE);
             // 4: power iterations w = G v, v = w scaled by a power of two (exact) so that
             // max |v| lies in [0.5, 1).
+% if ballot:
+            // With warp shuffles (NVIDIA): the ${SAMPLES} work-items of a node are lanes of one
+            // warp; work-item i keeps v_i and row i of G in registers and gets v_j from lane
+            // j, the maximum by a butterfly: no barrier between iterations (the same sums in
+            // the same order; a maximum is exact in any order). Every lane of these warps
+            // takes part; only split nodes' vectors are written.
+            if (lid < ${-(-(NB * SAMPLES) // 32) * 32}) {
+                const int b = min(lid >> ${LOG_S}, ${NB - 1}), i = lid & ${SAMPLES - 1};
+                const int first = (lid & 31) & ~${SAMPLES - 1};
+                float g[${SAMPLES}];
+                for (int j = 0; j < ${SAMPLES}; ++j)
+                    g[j] = l_g[b][i][j];
+                float v = l_v[b][i];
+                for (int it = 0; it < ${POWER}; ++it) {
+                    float w = 0.0f;
+                    for (int j = 0; j < ${SAMPLES}; ++j)
+                        w = w + g[j] * shuffle(v, first + j);
+                    float top = fabs(w);
+% for m in (1, 2, 4, 8, 16)[:LOG_S]:
+                    top = fmax(top, shuffle_xor(top, ${m}));
+% endfor
+                    if (top > 0.0f && top < INFINITY)
+                        v = ldexp(w, -(ilogb(top) + 1));
+                }
+                if (lid < ${NB * SAMPLES} && l_split[b] && !l_halves[b])
+                    l_v[b][i] = v;
+            }
+            barrier(CLK_LOCAL_MEM_FENCE);
+% else:
             // (Unrolled: PoCL 5 lost private values in a loop holding these barriers.)
 % for it in range(POWER):
             for (int q = lid; q < ${NB * SAMPLES}; q += ${GROUP}) {
@@ -412,6 +450,7 @@ void ann_cluster(${args()})
             }
             barrier(CLK_LOCAL_MEM_FENCE);
 % endfor
+% endif
             // 5: the direction u = sum over j of v_j times the centred sample j (in centre 1),
             // then every patch's key, the sum of its values times u in the order of d, to PM2.
             for (int q = lid; q < ${NB * DP}; q += ${GROUP}) {

@@ -118,9 +118,10 @@ class AnnRequest:
 
 @dataclass(frozen=True)
 class AnnConfig:
-    """How the engine runs on a device: work-items per tile, whether the partition scans
-    use warp ballots (inline PTX) or local memory, whether a tile's pixels are copied to
-    local memory; the same matches every way."""
+    """How the engine runs on a device: work-items per tile, whether the partition scans,
+    power iterations and symmetric distance tables use warp ballots and shuffles (inline
+    PTX) or local memory, whether a tile's pixels are copied to local memory; the same
+    matches every way."""
 
     group: int
     ballot: bool
@@ -132,7 +133,7 @@ class AnnConfig:
     query_group: int = 64         # work-items per tile of the query kernel
 
     def describe(self) -> str:
-        scan = "warp ballots" if self.ballot else "local-memory scans"
+        scan = "warp ballots and shuffles" if self.ballot else "local-memory scans"
         pixels = "pixels in local memory" if self.local_pixels else "pixels from global memory"
         return (f"clustering ANN: tiles of {self.tile}, {LEAF}-patch clusters, "
                 f"{self.neighbour_clusters} neighbour cluster(s); {self.group} + "

@@ -39,7 +39,7 @@ __all__ = ["AnnPlan", "ann_config"]
 #: Work-items per tile of the clustering and of the query kernel, multiples of 32 (any
 #: such sizes give the same matches).
 GROUP = 128
-QUERY_GROUP = 64
+QUERY_GROUP = 128
 #: Tile rows per launch at most (a launch's work-groups stay well below driver limits).
 TILE_ROWS_PER_LAUNCH = 256
 #: Floats of local memory for the means and directions of the nodes split at once, at most.
@@ -61,7 +61,8 @@ def ann_config(request: AnnRequest, profile: Any, group: int | None = None) -> A
     """The configuration for `profile`: warp ballots where the profile has inline PTX."""
     group = GROUP if group is None else group
     ballot = profile.subgroup_ops == "ptx" and group % 32 == 0
-    reason = ("NVIDIA: inline-PTX warp ballots for the partition scans" if ballot else
+    reason = ("NVIDIA: inline-PTX warp ballots and shuffles for the partition scans, "
+              "power iterations and distance tables" if ballot else
               "portable local-memory scans (no warp ballots on this profile)")
     return AnnConfig(group, ballot, request.tile, request.neighbour_clusters, reason,
                      query_group=QUERY_GROUP)
