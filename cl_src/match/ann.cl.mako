@@ -186,16 +186,14 @@ const int lid = get_local_id(0);
 % if block:
     // The tile's pixels, every frame and channel: rows y0 ... y1 + P - 2, columns x0 ...
     // x1 + P - 2, at rows of ${bpitch} floats, ${brows} rows per frame and channel.
+    // Warp w copies rows w, w + ${group // 32}, ..., its work-items the columns (independent
+    // loads: a few rounds of memory latency, not one per row).
     const int bw = tw + ${patch - 1}, bh = th + ${patch - 1};
-    for (int q = 0, fc = 0, yy = 0; q < nframes * ${channels} * bh; ++q) {
-        for (int xx = lid; xx < bw; xx += ${group})
-            l_img[(fc * ${brows} + yy) * ${bpitch} + xx] =
-                img[((size_t)fc * rows + (y0 + yy - y_lo)) * cols + x0 + xx];
-        if (++yy == bh) {
-            yy = 0;
-            ++fc;
-        }
-    }
+    for (int fc = 0; fc < nframes * ${channels}; ++fc)
+        for (int yy = lid >> 5; yy < bh; yy += ${group // 32})
+            for (int xx = lid & 31; xx < bw; xx += 32)
+                l_img[(fc * ${brows} + yy) * ${bpitch} + xx] =
+                    img[((size_t)fc * rows + (y0 + yy - y_lo)) * cols + x0 + xx];
     const Pixels pix = {l_img, ${channels * brows * bpitch}, ${brows * bpitch}, 0, ${bpitch}};
 % else:
     const size_t plane = (size_t)rows * cols;
@@ -648,8 +646,8 @@ void ann_query(${args()}, __global const int *ref_row, __global const int *ref_c
 % endif
     // Output index of each position of the tile in the reference frame (-1: no reference).
     const bool staggered = ${"true" if stagger else "false"};
-    for (int dy = 0; dy < th; ++dy)
-    for (int dx = lid; dx < tw; dx += ${QGROUP}) {
+    for (int dy = lid >> 5; dy < th; dy += ${QGROUP // 32})
+    for (int dx = lid & 31; dx < tw; dx += 32) {
         const int r = dy * tw + dx, y = y0 + dy, x = x0 + dx;
         const int g = ref_row[y];
         int out = -1;
