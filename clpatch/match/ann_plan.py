@@ -40,6 +40,14 @@ __all__ = ["AnnPlan", "ann_config"]
 #: such sizes give the same matches).
 GROUP = 128
 QUERY_GROUP = 128
+#: From this many tiles per compute unit on, an image's clustering takes MANY_TILES_GROUP
+#: work-items per tile: more tiles resident at once pay more than fewer work-items per
+#: tile cost (H100, clustering kernel: 4608x3456, 459 tiles per unit, 7.08 ms with 64 and
+#: 7.84 ms with 128; 512x512, 8 tiles per unit, 0.299 and 0.275 ms). Not for bursts,
+#: whose tiles hold every frame's patches (16 frames of 1.4 MP: 43.1 ms with 64, 41.7 ms
+#: with 128).
+MANY_TILES_PER_UNIT = 16
+MANY_TILES_GROUP = 64
 #: Tile rows per launch at most (a launch's work-groups stay well below driver limits).
 TILE_ROWS_PER_LAUNCH = 256
 #: Floats of local memory for the means and directions of the nodes split at once, at most.
@@ -57,13 +65,20 @@ def split_nodes(group: int, values: int) -> int:
     return max(1, min(group // 16, CENTRE_FLOATS // (2 * values)))
 
 
-def ann_config(request: AnnRequest, profile: Any, group: int | None = None) -> AnnConfig:
-    """The configuration for `profile`: warp ballots where the profile has inline PTX."""
-    group = GROUP if group is None else group
+def ann_config(request: AnnRequest, profile: Any, group: int | None = None,
+               tiles: int = 0) -> AnnConfig:
+    """The configuration for `profile` on an image of `tiles` tiles (0: unknown, or a
+    burst): warp ballots where the profile has inline PTX; MANY_TILES_GROUP clustering
+    work-items per tile on images of many tiles per compute unit."""
+    many = tiles >= MANY_TILES_PER_UNIT * max(1, int(profile.compute_units))
+    if group is None:
+        group = MANY_TILES_GROUP if many else GROUP
     ballot = profile.subgroup_ops == "ptx" and group % 32 == 0
     reason = ("NVIDIA: inline-PTX warp ballots and shuffles for the partition scans, "
               "power iterations and distance tables" if ballot else
               "portable local-memory scans (no warp ballots on this profile)")
+    reason += (f"; clustering work-groups of {MANY_TILES_GROUP} work-items on images of "
+               f"{MANY_TILES_PER_UNIT} tiles per compute unit or more, else {GROUP}")
     return AnnConfig(group, ballot, request.tile, request.neighbour_clusters, reason,
                      query_group=QUERY_GROUP)
 
@@ -92,10 +107,12 @@ class AnnPlan:
         self.request = request
         self.reference = reference
         self.device_output = device_output
-        self.config = config or ann_config(request, runtime.profile)
         p, s, t = request.patch_size, request.step, request.tile
         self.py, self.px = rows - p + 1, cols - p + 1
         self.edges_y, self.edges_x = tile_edges(self.py, t), tile_edges(self.px, t)
+        tiles = (len(self.edges_y) - 1) * (len(self.edges_x) - 1)
+        self.config = config or ann_config(request, runtime.profile,
+                                           tiles=0 if video else tiles)
         self.grid_y = grid_positions(rows, p, s)
         self.grid_x = grid_positions(cols, p, s)
         self.video = video

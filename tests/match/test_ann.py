@@ -18,8 +18,9 @@ import pytest
 
 import clpatch
 from clpatch.io.noise import synthetic_burst
+from clpatch.match import ann_plan
 from clpatch.match.ann_params import LEAF, AnnConfig, candidate_bound, check_ann_request, tile_of
-from clpatch.match.ann_plan import AnnPlan
+from clpatch.match.ann_plan import GROUP, MANY_TILES_GROUP, MANY_TILES_PER_UNIT, AnnPlan, ann_config
 from tests.helpers import load_image
 from tests.reference import ann as oracle
 
@@ -207,6 +208,22 @@ def test_candidate_bound_holds_for_every_tile_size():
                 most = max(np.subtract(*oracle.candidate_run(leaves, c, k, n)[::-1])
                            for c in range(len(leaves)))
                 assert most <= candidate_bound(k, n), (patches, k, n)
+
+
+def test_inputs_of_many_tiles_take_the_smaller_clustering_group(runtime, monkeypatch):
+    """The work-group rule (the matches do not depend on it: see the layouts test)."""
+    request = check_ann_request(patch_size=8, step=1, k=16, tile=15, neighbour_clusters=0,
+                                channels=1, rows=512, cols=512)
+    many = MANY_TILES_PER_UNIT * runtime.profile.compute_units
+    assert ann_config(request, runtime.profile, tiles=many).group == MANY_TILES_GROUP
+    assert ann_config(request, runtime.profile, tiles=many - 1).group == GROUP
+    assert ann_config(request, runtime.profile).group == GROUP
+    # 53 x 63 positions: 3 x 4 tiles, "many" from 12 tiles per unit on; bursts keep GROUP
+    monkeypatch.setattr(ann_plan, "MANY_TILES_PER_UNIT", 12 / runtime.profile.compute_units)
+    assert AnnPlan(runtime, 1, 60, 70, 1, request).config.group == MANY_TILES_GROUP
+    assert AnnPlan(runtime, 2, 60, 70, 1, request, video=True).config.group == GROUP
+    monkeypatch.setattr(ann_plan, "MANY_TILES_PER_UNIT", 13 / runtime.profile.compute_units)
+    assert AnnPlan(runtime, 1, 60, 70, 1, request).config.group == GROUP
 
 
 def test_two_runs_agree(runtime):
