@@ -61,6 +61,8 @@
     QWARPS = QGROUP // 32       # clusters answered at once in the query
     PITCH = CAND | 1            # table row stride: odd, so the rows of a warp hit 32 banks
     REG = D <= 64               # a member's own patch held in registers
+    RVOTE = CAND <= 32          # the vote in registers, results in the member's table row
+    assert not RVOTE or 2 * K <= PITCH
     SRC = "__local const float" if block else "__global const float"
     IDX = "int" if block else "size_t"
     SB = max(1, slots.bit_length())        # bits of a slot's offset in its node
@@ -625,8 +627,18 @@ void ann_query(${args()}, __global const int *ref_row, __global const int *ref_c
     __local int l_code[${slots}], l_start[${slots}];
 % endif
     __local float l_table[${QWARPS}][${LEAF * PITCH}];
+% if RVOTE:
+    // Member m's results: distances at row m of its warp's table, columns 0 ... ${K - 1},
+    // slot codes (as float bits) at columns ${K} ... ${2 * K - 1}.
+#define RES_D(w, m, r) l_table[w][(m) * ${PITCH} + (r)]
+#define RES_C(w, m, r) l_table[w][(m) * ${PITCH} + ${K} + (r)]
+% else:
     __local float l_res_d[${QWARPS}][${LEAF * K}];
-    __local int l_res_c[${QWARPS}][${LEAF * K}], l_mref[${QWARPS}][${LEAF}];
+    __local int l_res_c[${QWARPS}][${LEAF * K}];
+#define RES_D(w, m, r) l_res_d[w][(m) * ${K} + (r)]
+#define RES_C(w, m, r) l_res_c[w][(m) * ${K} + (r)]
+% endif
+    __local int l_mref[${QWARPS}][${LEAF}];
     __local int l_info[${QWARPS}][4];
     __local int l_ref[${area}];
 
@@ -830,39 +842,50 @@ void ann_query(${args()}, __global const int *ref_row, __global const int *ref_c
         // first, then by (distance, slot)). A NaN distance (a NaN or infinite pixel: the
         // run then fails its value check) counts as +inf, so the ranks stay a permutation
         // and every result entry is written.
-        if (ref >= 0) {
+% if RVOTE:
+        // At most ${CAND} candidates: the first work-item of each member holds its row in
+        // registers and compares each pair (o, c), o < c, once, counting for both (o is
+        // before c when its distance is not larger; two counts of 16 bits per register).
+        // Entries past nc are +inf and come after every candidate, so they count for none.
+        // The same ranks as counting each one's row. The results then overwrite the row,
+        // which no other work-item reads.
+        if (ref >= 0 && sub == 0) {
             const int me = s0 + i - c0;
             const float dme = ORDERED(row[me]);
-% if CAND <= 32:
-            // At most ${CAND} candidates: the row is held in registers and each pair (o, c),
-            // o < c, compared once, counting for both (o is before c when its distance is
-            // not larger). Entries past nc are +inf and come after every candidate, so they
-            // count for none. The same ranks as counting each one's row.
             float dv[${CAND}];
-            int rk[${CAND}];
+            int rk[${(CAND + 1) // 2}];
 % for o in range(CAND):
             dv[${o}] = ${o} < nc ? ORDERED(row[${o}]) : INFINITY;
+% endfor
+% for o in range((CAND + 1) // 2):
             rk[${o}] = 0;
 % endfor
-#define VOTE(o, c) { const int a = dv[o] <= dv[c]; rk[c] += a; rk[o] += 1 - a; }
+<%
+    def half(x):
+        return f"rk[{x // 2}]", ("" if x % 2 == 0 else " << 16")
+    def vote(o, c):
+        (rc, sc), (ro, so) = half(c), half(o)
+        return f"{{ const int a = dv[{o}] <= dv[{c}]; {rc} += a{sc}; {ro} += (1 - a){so}; }}"
+%>
 % for c in range(1, CAND):
-            ${" ".join(f"VOTE({o}, {c})" for o in range(c))}
+            ${" ".join(vote(o, c) for o in range(c))}
 % endfor
-#undef VOTE
-            // This work-item writes candidates sub, sub + S, ...
-            int next = sub;
 % for c in range(CAND):
-            if (${c} == next && ${c} < nc) {
-                next += S;
+            if (${c} < nc) {
                 const int rank = ${c} == me ? 0
-                    : rk[${c}] + 1 - ((dme < dv[${c}]) | ((dme == dv[${c}]) & (me < ${c})));
+                    : ((rk[${c // 2}] >> ${16 * (c % 2)}) & 0xffff) + 1
+                      - ((dme < dv[${c}]) | ((dme == dv[${c}]) & (me < ${c})));
                 if (rank < ${K}) {
-                    l_res_d[warp][i * ${K} + rank] = dv[${c}];
-                    l_res_c[warp][i * ${K} + rank] = CODE(c0 + ${c});
+                    RES_D(warp, i, rank) = dv[${c}];
+                    RES_C(warp, i, rank) = as_float(CODE(c0 + ${c}));
                 }
             }
 % endfor
+        }
 % else:
+        if (ref >= 0) {
+            const int me = s0 + i - c0;
+            const float dme = ORDERED(row[me]);
             for (int c = sub; c < nc; c += S) {
                 int rank = 0;
                 const float dc = ORDERED(row[c]);
@@ -876,12 +899,12 @@ void ann_query(${args()}, __global const int *ref_row, __global const int *ref_c
                     rank += 1 - ((dme < dc) | ((dme == dc) & (me < c)));
                 }
                 if (rank < ${K}) {
-                    l_res_d[warp][i * ${K} + rank] = dc;
-                    l_res_c[warp][i * ${K} + rank] = CODE(c0 + c);
+                    RES_D(warp, i, rank) = dc;
+                    RES_C(warp, i, rank) = ${"as_float(CODE(c0 + c))" if RVOTE else "CODE(c0 + c)"};
                 }
             }
-% endif
         }
+% endif
         }
         barrier(CLK_LOCAL_MEM_FENCE);
         {
@@ -893,9 +916,9 @@ void ann_query(${args()}, __global const int *ref_row, __global const int *ref_c
             const int m = e / ${K}, r = e - m * ${K};
             const int out = l_mref[warp][m];
             if (out >= 0) {
-                const int code = l_res_c[warp][e];
+                const int code = ${"as_int(RES_C(warp, m, r))" if RVOTE else "RES_C(warp, m, r)"};
                 const int f = ${mt.entry("out", K, "r")};
-                ${mt.dist("out_dist", "f")} = l_res_d[warp][e];
+                ${mt.dist("out_dist", "f")} = RES_D(warp, m, r);
 % if dim == 3:
                 ${mt.pos_t("out_pos", "f", 3)} = code >> 14;
 % endif
@@ -908,4 +931,6 @@ void ann_query(${args()}, __global const int *ref_row, __global const int *ref_c
     }
 #undef CODE
 #undef START
+#undef RES_D
+#undef RES_C
 }

@@ -39,7 +39,7 @@ __all__ = ["AnnPlan", "ann_config"]
 #: Work-items per tile of the clustering and of the query kernel, multiples of 32 (any
 #: such sizes give the same matches).
 GROUP = 128
-QUERY_GROUP = 128
+QUERY_GROUP = 256
 #: From this many tiles per compute unit on, an image's clustering takes MANY_TILES_GROUP
 #: work-items per tile: more tiles resident at once pay more than fewer work-items per
 #: tile cost (H100, clustering kernel: 4608x3456, 459 tiles per unit, 7.08 ms with 64 and
@@ -79,8 +79,10 @@ def ann_config(request: AnnRequest, profile: Any, group: int | None = None,
               "portable local-memory scans (no warp ballots on this profile)")
     reason += (f"; clustering work-groups of {MANY_TILES_GROUP} work-items on images of "
                f"{MANY_TILES_PER_UNIT} tiles per compute unit or more, else {GROUP}")
-    return AnnConfig(group, ballot, request.tile, request.neighbour_clusters, reason,
-                     query_group=QUERY_GROUP)
+    # (sizes within the device's work-group limit, in whole warps of 32)
+    largest = max(32, int(profile.max_work_group_size) // 32 * 32)
+    return AnnConfig(min(group, largest), ballot, request.tile, request.neighbour_clusters,
+                     reason, query_group=min(QUERY_GROUP, largest))
 
 
 class AnnPlan:
@@ -167,7 +169,9 @@ class AnnPlan:
         # Gram, vectors, flags, and the median's selection (16-bin histogram, rank, code)
         per_node = SAMPLES * (SAMPLES + 1) + 3 * SAMPLES + 5 + 19
         cluster = 4 * (2 * d * nodes + c.group + per_node * nodes + 1) + 8 * d  # + offsets
-        query = 4 * (c.query_group // 32 * LEAF * ((candidates | 1) + 1 + 2 * self.request.k)
+        # (queries of at most 32 candidates keep their results in the table's rows)
+        results = 0 if candidates <= 32 else 2 * self.request.k
+        query = 4 * (c.query_group // 32 * LEAF * ((candidates | 1) + 1 + results)
                      + area + 64)
         fits = 4 * (block + 2 * slots) + max(cluster, query) <= self.runtime.profile.local_mem_size
         local = fits and c.local_pixels
