@@ -39,6 +39,8 @@ __all__ = ["AnnPlan", "ann_config"]
 #: Work-items per tile of the clustering and of the query kernel, multiples of 32 (any
 #: such sizes give the same matches).
 GROUP = 128
+#: (H100, query kernel: 512x512 0.159 ms with 256, 0.240 with 128; 4608x3456 6.25 and
+#: 7.34 ms: eight warps answer a 225-patch tile's eight clusters at once.)
 QUERY_GROUP = 256
 #: From this many tiles per compute unit on, an image's clustering takes MANY_TILES_GROUP
 #: work-items per tile: more tiles resident at once pay more than fewer work-items per
