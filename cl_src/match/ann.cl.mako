@@ -62,6 +62,11 @@
     PITCH = CAND | 1            # table row stride: odd, so the rows of a warp hit 32 banks
     REG = D <= 64               # a member's own patch held in registers
     RVOTE = CAND <= 32          # the vote in registers, results in the member's table row
+    # The Gram matrix's blocks of 1 x 4 entries on or above the diagonal blocks of 4 x 4
+    GRAM = [(i, j) for i in range(SAMPLES) for j in range(i // 4 * 4, SAMPLES, 4)]
+    PER, PER_SHIFT = len(GRAM), 21
+    PER_MUL = -(-(1 << PER_SHIFT) // PER)
+    assert all((q * PER_MUL) >> PER_SHIFT == q // PER for q in range(NB * PER))
     assert not RVOTE or 2 * K <= PITCH
     SRC = "__local const float" if block else "__global const float"
     IDX = "int" if block else "size_t"
@@ -81,6 +86,9 @@
 // that (l * INVERSE[s]) >> 16 = l / s for every lane l < 32.
 __constant int SPLIT[33] = {${", ".join(str(32 // max(n, 1)) for n in range(33))}};
 __constant int INVERSE[33] = {${", ".join(str(-(-65536 // max(n, 1))) for n in range(33))}};
+
+// The Gram matrix's blocks computed, i << 8 | j (step 3).
+__constant int GRAM_BLOCK[${PER}] = {${", ".join(str(i << 8 | j) for i, j in GRAM)}};
 
 // Pixels are read from `src` (${"a tile's block in local memory" if block else "the planar input"}):
 // channel c, row r, column x of a frame at f * fstride + c * plane + r * pitch + x.
@@ -343,11 +351,14 @@ void ann_cluster(${args()})
             }
             barrier(CLK_LOCAL_MEM_FENCE);
             // 3: the Gram matrix of the centred samples: work-item (b, i, j / 4) computes
-            // G(i, j ... j + 3), each a sum in d order (G(j, i) is the same products in the
-            // same order: the same number). Offsets of the values are constants.
-            for (int q = lid; q < ${NB * SAMPLES * SAMPLES // 4}; q += ${GROUP}) {
-                const int b = q >> ${2 * LOG_S - 2}, i = (q >> ${LOG_S - 2}) & ${SAMPLES - 1},
-                          j = (q & ${SAMPLES // 4 - 1}) << 2;
+            // G(i, j ... j + 3), each a sum in d order, for the ${PER} blocks on or above the
+            // diagonal blocks; one above them also writes G(j ... j + 3, i) (the same
+            // products in the same order: the same number). q = b * ${PER} + r, b = q / ${PER}
+            // by a multiplication; GRAM_BLOCK[r] = i << 8 | j. Offsets of the values are
+            // constants.
+            for (int q = lid; q < ${NB * PER}; q += ${GROUP}) {
+                const int b = (int)(((uint)q * ${PER_MUL}u) >> ${PER_SHIFT});
+                const int ij = GRAM_BLOCK[q - b * ${PER}], i = ij >> 8, j = ij & 255;
                 if (l_split[b]) {
                     const ${IDX} pi = patch_at(pix, l_sample[b][i]),
                                  p0 = patch_at(pix, l_sample[b][j]),
@@ -373,6 +384,12 @@ void ann_cluster(${args()})
                     l_g[b][i][j + 1] = a1;
                     l_g[b][i][j + 2] = a2;
                     l_g[b][i][j + 3] = a3;
+                    if (j > (i | 3)) {
+                        l_g[b][j][i] = a0;
+                        l_g[b][j + 1][i] = a1;
+                        l_g[b][j + 2][i] = a2;
+                        l_g[b][j + 3][i] = a3;
+                    }
                 }
             }
             barrier(CLK_LOCAL_MEM_FENCE);

@@ -34,7 +34,7 @@ from .ann_params import (
 from .matches import Matches, grid_positions
 from .window_layout import Chunk, upload_chunk
 
-__all__ = ["AnnPlan", "ann_config"]
+__all__ = ["AnnPlan", "ann_config", "query_bytes"]
 
 #: Work-items per tile of the clustering and of the query kernel, multiples of 32 (any
 #: such sizes give the same matches).
@@ -67,11 +67,22 @@ def split_nodes(group: int, values: int) -> int:
     return max(1, min(group // 16, CENTRE_FLOATS // (2 * values)))
 
 
+def query_bytes(request: AnnRequest, query_group: int, area: int) -> int:
+    """Bytes of local memory the query kernel declares besides a tile's pixels and slots:
+    per warp a distance table of LEAF rows (and its results, when a query may have more
+    than 32 candidates: queries of at most 32 keep them in the table's rows), and the
+    output index of each of the tile's `area` positions."""
+    candidates = candidate_bound(request.k, request.neighbour_clusters)
+    results = 0 if candidates <= 32 else 2 * request.k
+    return 4 * (query_group // 32 * LEAF * ((candidates | 1) + 1 + results) + area + 64)
+
+
 def ann_config(request: AnnRequest, profile: Any, group: int | None = None,
                tiles: int = 0) -> AnnConfig:
     """The configuration for `profile` on an image of `tiles` tiles (0: unknown, or a
     burst): warp ballots where the profile has inline PTX; MANY_TILES_GROUP clustering
-    work-items per tile on images of many tiles per compute unit."""
+    work-items per tile on images of many tiles per compute unit; QUERY_GROUP query
+    work-items, fewer where the device's local memory cannot hold their tables."""
     many = tiles >= MANY_TILES_PER_UNIT * max(1, int(profile.compute_units))
     if group is None:
         group = MANY_TILES_GROUP if many else GROUP
@@ -81,10 +92,15 @@ def ann_config(request: AnnRequest, profile: Any, group: int | None = None,
               "portable local-memory scans (no warp ballots on this profile)")
     reason += (f"; clustering work-groups of {MANY_TILES_GROUP} work-items on images of "
                f"{MANY_TILES_PER_UNIT} tiles per compute unit or more, else {GROUP}")
-    # (sizes within the device's work-group limit, in whole warps of 32)
+    # (sizes within the device's work-group limit, in whole warps of 32, and the query's
+    # tables within its local memory for the largest tile: 2 * tile - 1 positions a side)
     largest = max(32, int(profile.max_work_group_size) // 32 * 32)
+    query_group = min(QUERY_GROUP, largest)
+    while (query_group > 32 and query_bytes(request, query_group, (2 * request.tile - 1) ** 2)
+           > int(profile.local_mem_size)):
+        query_group //= 2
     return AnnConfig(min(group, largest), ballot, request.tile, request.neighbour_clusters,
-                     reason, query_group=min(QUERY_GROUP, largest))
+                     reason, query_group=query_group)
 
 
 class AnnPlan:
@@ -155,7 +171,7 @@ class AnnPlan:
 
     # ---- kernels ---------------------------------------------------------------------------
 
-    def _local_sizes(self, candidates: int) -> tuple[int, int, int, int, int]:
+    def _local_sizes(self) -> tuple[int, int, int, int, int]:
         """(block, brows, bpitch, slots, area): floats of local memory for a tile's pixels
         (the largest tile, every frame and channel; 0 when they and the tile's slots do not
         fit beside the kernels' other local arrays: the patches are then read from global
@@ -171,10 +187,7 @@ class AnnPlan:
         # Gram, vectors, flags, and the median's selection (16-bin histogram, rank, code)
         per_node = SAMPLES * (SAMPLES + 1) + 3 * SAMPLES + 5 + 19
         cluster = 4 * (2 * d * nodes + c.group + per_node * nodes + 1) + 8 * d  # + offsets
-        # (queries of at most 32 candidates keep their results in the table's rows)
-        results = 0 if candidates <= 32 else 2 * self.request.k
-        query = 4 * (c.query_group // 32 * LEAF * ((candidates | 1) + 1 + results)
-                     + area + 64)
+        query = query_bytes(self.request, c.query_group, area)
         fits = 4 * (block + 2 * slots) + max(cluster, query) <= self.runtime.profile.local_mem_size
         local = fits and c.local_pixels
         return ((block, th + p - 1, tw + p - 1) if local else (0, 0, 0)) + (slots, area)
@@ -193,7 +206,7 @@ class AnnPlan:
                       dense=r.step == 1 and not self.video and not self.stagger,
                       rank_select=RANK_SELECT)
         (params["block"], params["brows"], params["bpitch"], params["slots"],
-         params["area"]) = self._local_sizes(candidates)
+         params["area"]) = self._local_sizes()
         self.block = params["block"]
         rt = self.runtime
         source = render("match/ann.cl.mako", rt.profile, **params)

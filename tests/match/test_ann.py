@@ -12,6 +12,8 @@ small: CI runs these on a 2-core CPU through PoCL.
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pyopencl.array as cla
 import pytest
@@ -20,7 +22,14 @@ import clpatch
 from clpatch.io.noise import synthetic_burst
 from clpatch.match import ann_plan
 from clpatch.match.ann_params import LEAF, AnnConfig, candidate_bound, check_ann_request, tile_of
-from clpatch.match.ann_plan import GROUP, MANY_TILES_GROUP, MANY_TILES_PER_UNIT, AnnPlan, ann_config
+from clpatch.match.ann_plan import (
+    GROUP,
+    MANY_TILES_GROUP,
+    MANY_TILES_PER_UNIT,
+    AnnPlan,
+    ann_config,
+    query_bytes,
+)
 from tests.helpers import load_image
 from tests.reference import ann as oracle
 
@@ -224,6 +233,19 @@ def test_inputs_of_many_tiles_take_the_smaller_clustering_group(runtime, monkeyp
     assert AnnPlan(runtime, 2, 60, 70, 1, request, video=True).config.group == GROUP
     monkeypatch.setattr(ann_plan, "MANY_TILES_PER_UNIT", 13 / runtime.profile.compute_units)
     assert AnnPlan(runtime, 1, 60, 70, 1, request).config.group == GROUP
+
+
+def test_query_work_group_fits_the_local_memory():
+    """A device of 32 KiB of local memory (Oclgrind's) gets fewer query work-items: their
+    distance tables must fit it."""
+    request = check_ann_request(patch_size=8, step=1, k=16, tile=15, neighbour_clusters=0,
+                                channels=1, rows=512, cols=512)
+    for local, expected in ((49152, 256), (32768, 128), (13000, 64), (8000, 32)):
+        device = SimpleNamespace(compute_units=4, subgroup_ops="none", max_work_group_size=1024,
+                                 local_mem_size=local)
+        config = ann_config(request, device)
+        assert config.query_group == expected
+        assert query_bytes(request, config.query_group, 29 * 29) <= local
 
 
 def test_two_runs_agree(runtime):
