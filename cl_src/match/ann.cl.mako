@@ -44,8 +44,10 @@
 ## local memory), dense (every
 ## position of the image is a reference: a cluster of more than 16 patches whose
 ## candidates are its own patches computes each distance of its table once), rank_select
-## (nodes of more patches find their median by selecting it digit by digit: step 6).
-<%page args="patch, channels, k, group, qgroup, ballot, neighbours, stagger, dim, leaf, samples, power, candidates, block, brows, bpitch, slots, area, nodes, dense, rank_select"/>
+## (nodes of more patches find their median by selecting it digit by digit: step 6), rvote
+## (a query's vote in registers, its results kept in the members' table rows: for at most
+## 32 candidates).
+<%page args="patch, channels, k, group, qgroup, ballot, neighbours, stagger, dim, leaf, samples, power, candidates, block, brows, bpitch, slots, area, nodes, dense, rank_select, rvote"/>
 <%namespace name="mt" file="/lib/matches.mako"/>\
 <%
     P, C, K, GROUP, QGROUP = patch, channels, k, group, qgroup
@@ -61,7 +63,8 @@
     QWARPS = QGROUP // 32       # clusters answered at once in the query
     PITCH = CAND | 1            # table row stride: odd, so the rows of a warp hit 32 banks
     REG = D <= 64               # a member's own patch held in registers
-    RVOTE = CAND <= 32          # the vote in registers, results in the member's table row
+    RVOTE = rvote               # the vote in registers, results in the member's table row
+    assert not RVOTE or CAND <= 32
     # The Gram matrix's blocks of 1 x 4 entries on or above the diagonal blocks of 4 x 4
     GRAM = [(i, j) for i in range(SAMPLES) for j in range(i // 4 * 4, SAMPLES, 4)]
     PER, PER_SHIFT = len(GRAM), 21
@@ -633,6 +636,18 @@ void ann_cluster(${args()})
 #undef PM2
 }
 
+## The patch at offset `me` of the pixels, value d = (c · P + dy) · P + dx in own[d].
+<%def name="load_own(me)">\
+            float own[${D}];
+            {
+                int d = 0;
+                for (int c = 0; c < ${C}; ++c)
+                    for (int dy = 0; dy < ${P}; ++dy)
+                        for (int dx = 0; dx < ${P}; ++dx, ++d)
+                            own[d] = pix.src[${me} + VOFF(c, dy, dx)];
+            }
+</%def>\
+
 __kernel __attribute__((reqd_work_group_size(${QGROUP}, 1, 1)))
 void ann_query(${args()}, __global const int *ref_row, __global const int *ref_col,
                const int ref_frame, const int g0, const int g1, const int gx,
@@ -752,15 +767,7 @@ void ann_query(${args()}, __global const int *ref_row, __global const int *ref_c
         if (sym) {
             const int mine = i < nm ? i : 0;
             const ${IDX} me = patch_at(pix, CODE(c0 + mine));
-            float own[${D}];
-            {
-                int d = 0;
-                for (int c = 0; c < ${C}; ++c)
-                    for (int dy = 0; dy < ${P}; ++dy)
-                        for (int dx = 0; dx < ${P}; ++dx, ++d)
-                            own[d] = pix.src[me + VOFF(c, dy, dx)];
-            }
-            const int hn = nm >> 1, pairs = (nm & 1) || i < hn ? hn + 1 : hn;
+${load_own("me")}            const int hn = nm >> 1, pairs = (nm & 1) || i < hn ? hn + 1 : hn;
             const bool member = i < nm;
             for (int t = 0; t <= hn; t += 2) {
                 const int j1 = mine + t - (mine + t >= nm ? nm : 0);
@@ -786,15 +793,7 @@ void ann_query(${args()}, __global const int *ref_row, __global const int *ref_c
         if (sym ? i < nm : ref >= 0) {
             const ${IDX} me = patch_at(pix, mcode);
 % if REG:
-            float own[${D}];
-            {
-                int d = 0;
-                for (int c = 0; c < ${C}; ++c)
-                    for (int dy = 0; dy < ${P}; ++dy)
-                        for (int dx = 0; dx < ${P}; ++dx, ++d)
-                            own[d] = pix.src[me + VOFF(c, dy, dx)];
-            }
-#define OWN(d, o) own[d]
+${load_own("me")}#define OWN(d, o) own[d]
 % else:
 #define OWN(d, o) pix.src[me + (o)]
 % endif
@@ -917,7 +916,7 @@ void ann_query(${args()}, __global const int *ref_row, __global const int *ref_c
                 }
                 if (rank < ${K}) {
                     RES_D(warp, i, rank) = dc;
-                    RES_C(warp, i, rank) = ${"as_float(CODE(c0 + c))" if RVOTE else "CODE(c0 + c)"};
+                    RES_C(warp, i, rank) = CODE(c0 + c);
                 }
             }
         }

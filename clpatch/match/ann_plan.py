@@ -52,6 +52,9 @@ MANY_TILES_PER_UNIT = 16
 MANY_TILES_GROUP = 64
 #: Tile rows per launch at most (a launch's work-groups stay well below driver limits).
 TILE_ROWS_PER_LAUNCH = 256
+#: Queries of at most this many candidates vote in registers and keep their results in the
+#: rows of their distance table (no separate result arrays in local memory).
+REGISTER_VOTE = 32
 #: Floats of local memory for the means and directions of the nodes split at once, at most.
 CENTRE_FLOATS = 2048
 #: A node of more patches than this finds its median split by selecting the code of rank
@@ -70,10 +73,10 @@ def split_nodes(group: int, values: int) -> int:
 def query_bytes(request: AnnRequest, query_group: int, area: int) -> int:
     """Bytes of local memory the query kernel declares besides a tile's pixels and slots:
     per warp a distance table of LEAF rows (and its results, when a query may have more
-    than 32 candidates: queries of at most 32 keep them in the table's rows), and the
-    output index of each of the tile's `area` positions."""
+    than REGISTER_VOTE candidates: fewer keep them in the table's rows), and the output
+    index of each of the tile's `area` positions."""
     candidates = candidate_bound(request.k, request.neighbour_clusters)
-    results = 0 if candidates <= 32 else 2 * request.k
+    results = 0 if candidates <= REGISTER_VOTE else 2 * request.k
     return 4 * (query_group // 32 * LEAF * ((candidates | 1) + 1 + results) + area + 64)
 
 
@@ -204,7 +207,7 @@ class AnnPlan:
                       power=POWER_ITERATIONS, candidates=candidates,
                       nodes=split_nodes(c.group, self.channels * r.patch_size ** 2),
                       dense=r.step == 1 and not self.video and not self.stagger,
-                      rank_select=RANK_SELECT)
+                      rank_select=RANK_SELECT, rvote=candidates <= REGISTER_VOTE)
         (params["block"], params["brows"], params["bpitch"], params["slots"],
          params["area"]) = self._local_sizes()
         self.block = params["block"]

@@ -172,8 +172,6 @@ def test_median_by_digit_selection_equals_oracle(runtime, monkeypatch, threshold
     """Nodes larger than ann_plan.RANK_SELECT find their median by selecting it digit by
     digit; forced on every node (0), or on the upper levels only (40), the clusters and so
     the matches are the oracle's (here a burst: large tiles, ties between equal patches)."""
-    from clpatch.match import ann_plan
-
     monkeypatch.setattr(ann_plan, "RANK_SELECT", threshold)
     scene = load_image("camera")[40:88, 60:113]
     noisy, _ = synthetic_burst(scene, 4, 10.0, seed=9)
