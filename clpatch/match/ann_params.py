@@ -87,9 +87,6 @@ MAX_VALUES = 1024            # C · p · p: a node's mean and direction live in 
 MAX_STEP = 64
 MAX_NEIGHBOUR_CLUSTERS = 2   # Tsai searched "two neighboring clusters" at most
 MAX_FRAMES = 4096            # a slot's frame is packed in 17 bits
-#: Candidates of one query at most: the cluster and its neighbours, or fewer than k
-#: patches plus one more cluster.
-MAX_CANDIDATES = max(LEAF * (1 + MAX_NEIGHBOUR_CLUSTERS), MAX_K - 1 + LEAF)
 
 
 def candidate_bound(k: int, neighbour_clusters: int) -> int:
