@@ -155,15 +155,20 @@ ${pk.fold("img")}
 // ${K} at a time (one barrier per ${K} offsets). The candidate column slides down by one row
 // per offset, so it costs one load per offset and channel.
 //
-// Launch: global (ceil(nx / ${M}) * ${L}, ceil(ny / ${R}), frames), local (${L}, 1, 1).
+// The grid's last column and last row (the border, x = W - ${P} and y = H - ${P}) are searched
+// here too, so that no launch is left to a kernel that searches each window serially.
+//
+// Launch: global (ceil(nx / ${M}) * ${L}, ceil(ny / ${R}) + (border_y >= 0), frames), local (${L}, 1, 1).
 //   oy       band row of the first lattice row (lattice rows are oy + i * ${S}, i < ny)
-//   ny, nx   lattice rows and columns (lattice columns are j * ${S}, j < nx)
+//   ny, nx   lattice rows and grid columns: columns j < nx - 1 are at j * ${S}, column
+//            nx - 1 at W - ${P} (at or within ${S} columns right of column nx - 2's)
+//   border_y band row of a last reference row after the ny lattice rows (the grid's border
+//            row, off the lattice), searched by an extra row of work-groups; < 0: none
 % if SM:
-//   shifts   per lattice row of the launch (ny): its references are at
-//            max(0, j * ${S} - shifts[i]) (a staggered grid), and column nx - 1 is the
-//            border column W - ${P} of every row (it lies within ${S} columns right of
-//            lattice column nx - 2). The work-group's column sums start ${SM} columns left
-//            of its first lattice column to reach them all.
+//   shifts   per reference row of the launch (ny, plus the border row): its references
+//            but the last are at max(0, j * ${S} - shifts[i]) (a staggered grid). The
+//            work-group's column sums start ${SM} columns left of its first lattice column
+//            to reach them all.
 % endif
 //
 // Patch distance from ${P} neighbouring column sums.
@@ -177,7 +182,7 @@ inline float column_sum(__local const float *sums)
 
 __kernel __attribute__((reqd_work_group_size(${L}, 1, 1)))
 void search_rowband(${common_args()},
-    const int oy, const int ny, const int nx${", __global const int *restrict shifts" if SM else ""}${pk.args() if check else ""})
+    const int oy, const int ny, const int nx, const int border_y${", __global const int *restrict shifts" if SM else ""}${pk.args() if check else ""})
 {
 % if check:
 ${pk.fold("img")}
@@ -186,11 +191,15 @@ ${pk.fold("img")}
     __local float part[2][${K}][${R}][${L}];
     const int lid = get_local_id(0);
     const int j0 = get_group_id(0) * ${M};
-    const int i0 = get_group_id(1) * ${R};
+    // The extra row of work-groups searches the border row: one reference row at border_y.
+    const bool border = get_group_id(1) * ${R} >= ny;
+    const int i0 = border ? ny : get_group_id(1) * ${R};
+    const int rows_here = border ? 1 : min(ny - i0, ${R});
     const int f = get_group_id(2);
     const int t = ref_f0 + f;
-    const int x0 = j0 * ${S};
-    const int ry0 = oy + i0 * ${S};
+    // A work-group holding only the border column starts at it.
+    const int x0 = min(j0 * ${S}, W - ${P});
+    const int ry0 = border ? border_y : oy + i0 * ${S};
 % if SM:
     const int col = clamp(x0 - ${SM} + lid, 0, W - 1);
 % else:
@@ -201,15 +210,15 @@ ${pk.fold("img")}
     // (tj from tr by a multiply, not '%': Oclgrind cannot check the code a div/rem pair makes.)
     const int tr = lid / ${M};
     const int tj = lid - tr * ${M};
-    const bool tracker = lid < ${R * M} && i0 + tr < ny && j0 + tj < nx;
+    const bool tracker = lid < ${R * M} && tr < rows_here && j0 + tj < nx;
 % if SM:
     const int shift = tracker ? shifts[i0 + tr] : 0;
+% else:
+    const int shift = 0;
+% endif
     const int ry = ry0 + tr * ${S};
     const int rx = j0 + tj == nx - 1 ? W - ${P} : max(0, x0 + tj * ${S} - shift);
     const int sum0 = rx - x0 + ${SM};   // its first column sum
-% else:
-    const int ry = ry0 + tr * ${S}, rx = x0 + tj * ${S};
-% endif
 
     // Reference column. Reads are clamped into the band: clamped values only ever meet
     // candidates that no tracker accepts.
@@ -221,7 +230,7 @@ ${pk.fold("img")}
     ${nn.declare(N, table)}
 
     // Offsets for which at least one reference of the work-group has a valid candidate.
-    const int ry_last = ry0 + (min(ny - i0, ${R}) - 1) * ${S};
+    const int ry_last = ry0 + (rows_here - 1) * ${S};
     const int dy_lo = max(-radius, -ry_last), dy_hi = min(radius, H - ${P} - ry0);
 % if SM:
     const int dx_lo = max(-radius, -(x0 + (min(nx - j0, ${M}) - 1) * ${S})), dx_hi = min(radius, W - ${P} - max(0, x0 - ${SM}));
@@ -261,11 +270,7 @@ ${pk.fold("img")}
 % endfor
                 barrier(CLK_LOCAL_MEM_FENCE);
                 if (tracker) {
-% if SM:
 ${tracker_batch("column_sum(&part[buf][%s][tr][sum0])", P, K, N, table)}
-% else:
-${tracker_batch("column_sum(&part[buf][%s][tr][tj * " + str(S) + "])", P, K, N, table)}
-% endif
                 }
                 buf ^= 1;
             }

@@ -156,10 +156,10 @@ class SearchPlan:
         self.naive_kernel = None
         if config.variant == "naive":
             self.naive_kernel, self.naive_group = built, config.group
-        elif self.lattice_rows < len(self.grid_y) or (self.lattice_cols < len(self.grid_x)
-                                                      and not self.stagger):
-            # Grid rows/columns off the lattice are searched by the naive kernel (a staggered
-            # grid's border column is the row-band kernel's last column).
+        elif config.variant == "square" and (self.lattice_rows < len(self.grid_y)
+                                             or self.lattice_cols < len(self.grid_x)):
+            # The square variant's grid rows/columns off the lattice are searched by the
+            # naive kernel (the row-band kernels search their border row and column).
             border = dataclasses.replace(config, variant="naive", rows=0, tile=0, batch=0)
             self.naive_kernel = self._kernel_for(border)
             self.naive_group = max(1, min(self.runtime.profile.naive_group_size,

@@ -28,8 +28,9 @@ _OPEN = None      # a run's buffer, filled in by `fire`
 
 
 class LaunchTemplate:
-    """The launches of one chunk: the structured variant over the lattice part of its rows,
-    the naive kernel over grid rows and columns off the lattice, in order. `plan` is the
+    """The launches of one chunk: the structured variant over the lattice part of its rows
+    (a row-band variant also over the grid column and row off the lattice), the naive
+    kernel over the square variant's grid rows and columns off the lattice, in order. `plan` is the
     `SearchPlan`; the chunk's first grid row goes to output row `out_row0` of outputs of
     `out_rows` rows, its first frame to output frame `out_f0`."""
 
@@ -93,10 +94,14 @@ class LaunchTemplate:
         if plan.config.variant == "naive":
             self.naive(chunk.g0, chunk.g1, 0, gx)
             return
+        if plan.config.variant != "square":
+            # The row-band kernels search the border column and row themselves.
+            self.structured(lattice_hi, border_row=chunk.g1 > plan.lattice_rows)
+            return
         if chunk.g0 < lattice_hi:
             self.structured(lattice_hi)
         # Grid column off the lattice (x = W - p), for the lattice rows.
-        if plan.lattice_cols < gx and not plan.stagger:
+        if plan.lattice_cols < gx:
             self.naive(chunk.g0, lattice_hi, plan.lattice_cols, gx)
         # Grid row off the lattice (y = H - p), all columns.
         if chunk.g1 > plan.lattice_rows:
@@ -121,29 +126,40 @@ class LaunchTemplate:
                 i32(self.out_row0 + g_lo - chunk.g0 + r0), i32(col_lo), i32(self.out_f0 + f0),
                 ys, xs, i32(r1 - r0), i32(col_hi - col_lo)]))
 
-    def structured(self, lattice_hi: int) -> None:
-        """The structured variant over the lattice rows and columns of the chunk (on a
-        staggered grid, the border column too: it is the row-band kernel's last column)."""
+    def structured(self, lattice_hi: int, border_row: bool = False) -> None:
+        """The structured variant over the lattice rows of the chunk: the square kernel over
+        the lattice columns, a row-band kernel over every grid column (the last one, at
+        x = W - p, is its border column) and, with `border_row`, the grid's last row (off
+        the lattice, in the chunk) as well, with the last launch of each frame range."""
         plan, chunk, i32 = self.plan, self.chunk, np.int32
         config, p = plan.config, plan.request.patch_size
-        nx = len(plan.grid_x) if plan.stagger else plan.lattice_cols
-        for f0, f1, r0, r1 in launch_pieces(self.ref_frames, lattice_hi - chunk.g0, nx,
-                                            self.candidates, plan.max_pairs):
-            oy = int(plan.grid_y[chunk.g0 + r0]) - chunk.y_lo
+        square = config.variant == "square"
+        nx = plan.lattice_cols if square else len(plan.grid_x)
+        lattice = max(0, lattice_hi - chunk.g0)
+        pieces = (launch_pieces(self.ref_frames, lattice, nx, self.candidates, plan.max_pairs)
+                  if lattice else [(0, self.ref_frames, 0, 0)])
+        for f0, f1, r0, r1 in pieces:
+            g = chunk.g0 + r0
             ny = r1 - r0
-            if config.variant == "square":
+            border_y = -1
+            if border_row and r1 == lattice:
+                border_y = int(plan.grid_y[plan.lattice_rows]) - chunk.y_lo
+            oy = int(plan.grid_y[g]) - chunk.y_lo if ny else border_y
+            if square:
                 t = config.tile
                 global_size = (-(-nx // (t - 1)) * t, -(-ny // (t - 1)) * t, f1 - f0)
                 local_size = (t, t, 1)
+                extra: tuple[Any, ...] = ()
             else:
                 shift_max = max(plan.stagger, default=0)
                 per_row = (config.group - p - shift_max) // plan.request.step + 1
-                global_size = (-(-nx // per_row) * config.group, -(-ny // config.rows), f1 - f0)
+                global_size = (-(-nx // per_row) * config.group,
+                               -(-ny // config.rows) + (border_y >= 0), f1 - f0)
                 local_size = (config.group, 1, 1)
-            extra = ()
-            if plan.stagger:
-                g = chunk.g0 + r0
-                extra = (plan.ints(("shifts", g, g + ny), plan.row_shifts[g:g + ny]),)
+                extra = (i32(border_y),)
+                if plan.stagger:   # the shifts of rows g .. g + ny - 1 and the border row's
+                    rows_ = ny + (border_y >= 0)
+                    extra += (plan.ints(("shifts", g, g + rows_), plan.row_shifts[g:g + rows_]),)
             self.launches.append((plan.main_kernel, global_size, local_size, [
                 *self.common, i32(chunk.r0 - chunk.f_lo + f0), *self.tail,
                 i32(self.out_row0 + r0), i32(0), i32(self.out_f0 + f0), i32(oy), i32(ny),

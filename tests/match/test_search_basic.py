@@ -141,3 +141,16 @@ def test_results_do_not_depend_on_variant(runtime):
     for variant in ("convolution", "square", "column"):
         other = clpatch.search_patches(image, 8, 4, 21, 16, variant=variant, runtime=runtime)
         np.testing.assert_allclose(other.distances, base.distances, rtol=3e-5, atol=1e-2)
+
+
+@pytest.mark.parametrize("step,width", [(4, 43), (3, 34)])
+def test_border_column_alone_in_a_work_group(runtime, step, width):
+    """The row-band kernels search the grid's last column (off the lattice) themselves; here
+    it falls alone in the last work-group (group 16: 3 lattice columns per group at steps 3
+    and 4), which then starts at it. The last row is off the lattice too."""
+    image = random_image((30, width), seed=width)
+    config = clpatch.SearchConfig("column", group=16)
+    result = clpatch.search_patches(image, 8, step, 15, 8, variant=config, runtime=runtime)
+    assert (len(result.grid_x) - 1) % 3 == 0 and result.grid_x[-1] % step
+    assert result.grid_y[-1] % step
+    check_search(result, image, patch_size=8, step=step, window=15, n=8)
