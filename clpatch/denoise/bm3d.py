@@ -138,9 +138,10 @@ def bm3d(image: Any, sigma: float, *, preset: str = "fast", patch_size: int | No
 
     image: (H, W), (H, W, 1) or (H, W, 3) RGB, any real dtype, NumPy or pyopencl array.
     sigma: standard deviation of the noise, in the image's units (20 for a 0–255 image).
-    preset: "fast" (Davy–Ehret's defaults: window 21, step 4, 8/8 neighbours, Bior1.5/DCT,
-        Hadamard) or "reference" (the original BM3D: window 39, step 3, 16/32 neighbours,
-        Bior1.5/DCT, Haar, on the staggered grid: the bm3d package's default profile).
+    preset: "fast" (Davy–Ehret's design with larger groups: windows 35/21, steps 6/5,
+        16/16 neighbours, Bior1.5/DCT, Hadamard) or "reference" (the original BM3D:
+        window 39, step 3, 16/32 neighbours, Bior1.5/DCT, Haar, on the staggered grid: the
+        bm3d package's default profile).
         The reference preset's stage-1 tau_match is 3000 + 2σ² at every σ (σ in 0–255
         units); the fast one's is 3.125σ² from σ ≈ 28.28 to 40 (5000 at 40), and above 40
         it takes its high-noise settings (see the module doc). Every other argument

@@ -102,15 +102,52 @@ GROUPS_PER_UNIT = 2
 MIN_SQUARE_TILE = 4
 
 
+#: Work-groups per compute unit the rules' column search aims for: a smaller image gets
+#: fewer reference rows per work-group (rows) until it has this many. On the H100 (132
+#: units, 8×8 patches, n 16, group 64) at 512²: step 6, window 35: rows 6 took 0.400 ms,
+#: rows 4 (198 groups, this rule) 0.353; step 5, window 21: 0.165 against 0.151 (rows 4);
+#: at 256² rows 1 took 0.22 instead of 0.37 ms (step 6) and 0.107 instead of 0.157 (step
+#: 5); from 1024² on, rows = step stayed the fastest (benchmarks/results/h100_session12.md).
+COLUMN_GROUPS_PER_UNIT = 1.5
+
+
+def _grid_count(extent: int, patch: int, step: int) -> tuple[int, bool]:
+    """(lattice positions, whether a border position follows them) along one axis."""
+    span = max(extent - patch, 0)
+    return span // step + 1, span % step != 0
+
+
+def column_groups(request: SearchRequest, config: SearchConfig, size: tuple[int, int]) -> int:
+    """Work-groups of a column search (a completed `config`) on an image of `size`."""
+    p, s = request.patch_size, request.step
+    lattice_rows, border_row = _grid_count(size[0], p, s)
+    cols, border_col = _grid_count(size[1], p, s)
+    per_row = (config.group - p) // s + 1
+    return -(-(cols + border_col) // per_row) * (-(-lattice_rows // config.rows) + border_row)
+
+
 def rule_config(request: SearchRequest, profile: DeviceProfile,
                 size: tuple[int, int] | None = None) -> SearchConfig:
     """The configuration the §4.5 rules give, completed from the profile; with the image's
     `size` (rows, cols), the square search's tile is halved while the image would give
-    fewer than GROUPS_PER_UNIT work-groups per compute unit."""
+    fewer than GROUPS_PER_UNIT work-groups per compute unit, and the column search's rows
+    lowered while it would give fewer than COLUMN_GROUPS_PER_UNIT."""
     name, reason = rule_variant(request)
     config = complete(SearchConfig(name, source="rule", reason=reason), request, profile)
-    if size is None or config.variant != "square":
+    if size is None or config.variant == "convolution":
         return config
+    if config.variant == "column":
+        want = COLUMN_GROUPS_PER_UNIT * profile.compute_units
+        rows = config.rows
+        while rows > 1 and column_groups(request, dataclasses.replace(config, rows=rows),
+                                         size) < want:
+            rows -= 1
+        if rows == config.rows:
+            return config
+        return complete(dataclasses.replace(
+            config, rows=rows, reason=f"{reason}; {rows} reference rows per work-group to give "
+            f"this {size[0]}x{size[1]} image {COLUMN_GROUPS_PER_UNIT:g} work-groups per "
+            "compute unit"), request, profile)
     refs = [(max(extent - request.patch_size, 0)) // request.step + 1 for extent in size]
     tile = config.tile
     while (tile // 2 >= MIN_SQUARE_TILE and (-(-refs[0] // (tile - 1))) * (-(-refs[1] // (tile - 1)))

@@ -205,7 +205,7 @@ def test_denoise_bm3d_gray_and_16_bit(capsys, tmp_path, runtime):
     code, out, err = run(capsys, "denoise", src, dst, "--sigma", 20, "--method", "bm3d",
                          "--device", spec_of(runtime))
     assert code == 0, err
-    assert "bm3d, sigma 20, preset fast, patch 8, step 4/4, window 21/21, n 8/8" in out
+    assert "bm3d, sigma 20, preset fast, patch 8, step 6/5, window 35/21, n 16/16" in out
     with Image.open(dst) as written:
         assert_same_output(np.asarray(written), np.clip(np.rint(
             bm3d(image.astype(np.float32), 20, runtime=runtime)), 0, 255))

@@ -210,8 +210,8 @@ def test_presets_and_overrides():
     assert (p2.window, p2.step, p2.n, p2.transform_2d, p2.transform_1d, p2.tau_match) == \
         (39, 3, 32, "dct", "haar", 400.0)
     p1, p2, _ = R.stage_params("fast", n=(4, 16), transform_2d="dct")
-    assert (p1.window, p1.step, p1.n, p2.n, p1.transform_2d, p2.transform_1d) == \
-        (21, 4, 4, 16, "dct", "hadamard")
+    assert (p1.window, p1.step, p2.window, p2.step, p1.n, p2.n, p1.transform_2d,
+            p2.transform_1d) == (35, 6, 21, 5, 4, 16, "dct", "hadamard")
     with pytest.raises(ValueError):
         R.stage_params("slow")
     with pytest.raises(TypeError):

@@ -53,11 +53,11 @@ def test_bm3d_ann_explains_both_stages(runtime):
     assert f"search engine: ann — {DESCRIPTIONS['ann']}" in text
     assert "search engine: window" not in text
     assert text.startswith("bm3d (fast) stage-1 search on ")
-    describe, _ = ann_lines(runtime, step=4, n=8)
+    describe, _ = ann_lines(runtime, step=6, n=16)
     assert f"runs: {describe}" in text
     assert "stage 2 search: patch 8" in text and "[rule]" in text
     assert "stage 1 filter:" in text and "stage 2 filter:" in text
-    assert "the window (21/21) and the search variant" in text
+    assert "the window (35/21) and the search variant" in text
     assert "aggregation '" in text
     reference = str(clpatch.explain("bm3d", search="ann", preset="reference", channels=3,
                                     runtime=runtime))
