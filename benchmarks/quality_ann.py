@@ -4,7 +4,7 @@ filters on the exact windowed search.
 
     python benchmarks/quality_ann.py [--images DIR] [--sigma 20] [--seed 0] [--device SPEC]
                                      [--json FILE] [--markdown FILE] [--only NAME ...]
-                                     [--filters-only]
+                                     [--filters-only] [--matches-json FILE]
 
 Every image of the folder (default `../shared/data/images`, else `tests/data`; colour ones
 reduced to 8-bit luminance round(0.299 R + 0.587 G + 0.114 B)) gets σ = 20 Gaussian noise
@@ -19,7 +19,8 @@ Filters (Tsai's Table 6): PSNR (peak 255, outputs clipped to 0-255) of `clpatch.
 (fast preset) and `clpatch.nlmeans` (defaults) with search="window" and search="ann" (whose
 matcher takes tiles of FILTER_TILE and searches FILTER_NEIGHBOUR_CLUSTERS sibling clusters
 besides a patch's own; see clpatch/match/ann.py). `--filters-only` skips the matches'
-measures (the exact in-tile brute force is slow on a CPU).
+measures (the exact in-tile brute force is slow on a CPU); `--matches-json FILE` takes them
+from an earlier run's JSON instead (they depend on neither the device nor the filters).
 
 The ANN's matches are the same on every OpenCL device (its arithmetic is fixed: see
 clpatch/match/ann_params.py), so this runs anywhere (PoCL included).
@@ -73,13 +74,22 @@ def main() -> None:
     ap.add_argument("--markdown")
     ap.add_argument("--only", nargs="*", default=[])
     ap.add_argument("--filters-only", action="store_true")
+    ap.add_argument("--matches-json", type=Path, default=None,
+                    help="the matches' measures from an earlier run of this script")
     args = ap.parse_args()
+    earlier: dict[str, dict[str, Any]] = {}
+    if args.matches_json:
+        args.filters_only = True
+        for r in json.loads(args.matches_json.read_text())["images"]:
+            earlier[r["image"]] = {k: v for k, v in r.items()
+                                   if k.startswith(("recall_nc", "ratio_nc"))}
     rt = clpatch.Runtime(args.device)
     rows = []
     for name, clean in images(args.images, args.only):
         rng = np.random.default_rng(args.seed)
         noisy = (clean + rng.normal(0, args.sigma, clean.shape)).astype(np.float32)
-        row: dict[str, Any] = {"image": name, "size": list(clean.shape)}
+        row: dict[str, Any] = {"image": name, "size": list(clean.shape),
+                               **earlier.get(name, {})}
         exact_pos, exact_dist = (None, None) if args.filters_only else \
             oracle.exact_in_tile_image(noisy, patch_size=8, k=16, tile=15)
         for nc in () if args.filters_only else (0, 1, 2):
