@@ -118,7 +118,8 @@ def _grid_count(extent: int, patch: int, step: int) -> tuple[int, bool]:
 
 
 def column_groups(request: SearchRequest, config: SearchConfig, size: tuple[int, int]) -> int:
-    """Work-groups of a column search (a completed `config`) on an image of `size`."""
+    """Work-groups of a column search (a completed `config`) on an image of `size` (on a
+    staggered grid a work-group may hold one lattice column fewer: a close estimate)."""
     p, s = request.patch_size, request.step
     lattice_rows, border_row = _grid_count(size[0], p, s)
     cols, border_col = _grid_count(size[1], p, s)

@@ -3,8 +3,10 @@ the device's memory, and launches of bounded size.
 
 Every chunk uploads exactly the rows and frames its windows can reach, so a chunked search
 gives the same result as one pass; every launch evaluates at most `max_pairs_per_launch(family)`
-reference × candidate distances, so no launch runs long enough for a display watchdog to
-kill it (nor keeps Ctrl-C waiting long) and indices stay far from int32 limits.
+reference × candidate distances (plus, for the row-band kernels' last launch of a chunk,
+the grid's border row, which they search with it), so no launch runs long enough for a
+display watchdog to kill it (nor keeps Ctrl-C waiting long) and indices stay far from
+int32 limits.
 """
 
 from __future__ import annotations
