@@ -20,6 +20,7 @@ from ..core.upload import needs_conversion
 from ..core.validate import check_choice
 from ..core.volumes import Volume, as_volume, check_planned
 from ..match.matcher import make_matcher
+from ..match.matches import lattice_count
 from ..match.window_config import SearchConfig, SearchRequest, choose_search
 from .nlm_aggregation import (
     average_classes,
@@ -107,8 +108,8 @@ class NLMeansPlan:
         self.averaging = averaging or "columns"
         self.grid_y, self.grid_x = self.search.grid_y, self.search.grid_x
         # The lattice part of the grid (the last row / column may sit off it).
-        self.lattice_rows = (rows - patch_size) // step + 1
-        self.lattice_cols = (cols - patch_size) // step + 1
+        self.lattice_rows = lattice_count(rows, patch_size, step)[0]
+        self.lattice_cols = lattice_count(cols, patch_size, step)[0]
         self.searched_channels = search_c
         self._build()
         cover_y = coverage(rows, patch_size, self.grid_y).astype(np.float32)

@@ -69,6 +69,13 @@ def grid_positions(size: int, patch_size: int, step: int) -> np.ndarray:
     return positions.astype(np.int32)
 
 
+def lattice_count(size: int, patch_size: int, step: int) -> tuple[int, bool]:
+    """(positions on the lattice 0, step, …, whether the grid's last position size − p lies
+    off it) along one axis of `grid_positions` (size ≥ patch_size, not checked)."""
+    span = max(size - patch_size, 0)
+    return span // step + 1, span % step != 0
+
+
 def min_candidates(rows: int, cols: int, frames: int, patch_size: int, window: int,
                    temporal_window: int) -> int:
     """The fewest candidates any reference has (a corner reference in the first frame)."""

@@ -20,7 +20,7 @@ from ..core.runtime import Runtime
 from ..core.staging import download
 from ..core.upload import Uploader, check_peak, needs_conversion
 from ..core.volumes import Volume, as_volume, check_planned, magnitude_limit
-from .matches import Matches, grid_positions
+from .matches import Matches, grid_positions, lattice_count
 from .window_config import SearchConfig, SearchRequest, choose_search
 from .window_launch import LaunchTemplate
 from .window_layout import (
@@ -71,8 +71,8 @@ class SearchPlan:
         p, s = request.patch_size, request.step
         self.grid_y = grid_positions(rows, p, s)
         self.grid_x = grid_positions(cols, p, s)
-        self.lattice_rows = (rows - p) // s + 1
-        self.lattice_cols = (cols - p) // s + 1
+        self.lattice_rows = lattice_count(rows, p, s)[0]
+        self.lattice_cols = lattice_count(cols, p, s)[0]
         self.stagger = tuple(int(v) for v in stagger) if any(stagger) else ()
         if any(not 0 <= v < s for v in self.stagger):
             raise ValueError(f"stagger shifts must lie in [0, step={s}), got {stagger}")

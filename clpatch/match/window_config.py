@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core.profiles import NEIGHBOUR_TABLES, DeviceProfile
+from .matches import lattice_count
 
 SEARCH_VARIANTS = ("naive", "convolution", "square", "column")
 
@@ -111,18 +112,12 @@ MIN_SQUARE_TILE = 4
 COLUMN_GROUPS_PER_UNIT = 1.5
 
 
-def _grid_count(extent: int, patch: int, step: int) -> tuple[int, bool]:
-    """(lattice positions, whether a border position follows them) along one axis."""
-    span = max(extent - patch, 0)
-    return span // step + 1, span % step != 0
-
-
 def column_groups(request: SearchRequest, config: SearchConfig, size: tuple[int, int]) -> int:
     """Work-groups of a column search (a completed `config`) on an image of `size` (on a
     staggered grid a work-group may hold one lattice column fewer: a close estimate)."""
     p, s = request.patch_size, request.step
-    lattice_rows, border_row = _grid_count(size[0], p, s)
-    cols, border_col = _grid_count(size[1], p, s)
+    lattice_rows, border_row = lattice_count(size[0], p, s)
+    cols, border_col = lattice_count(size[1], p, s)
     per_row = (config.group - p) // s + 1
     return -(-(cols + border_col) // per_row) * (-(-lattice_rows // config.rows) + border_row)
 

@@ -8,7 +8,7 @@ from hypothesis import event, given
 from hypothesis import strategies as st
 
 import clpatch
-from clpatch.match.matches import min_candidates
+from clpatch.match.matches import lattice_count, min_candidates
 
 from .harness import call, check_matches, host
 from .strategies import HOSTILE, LONG, ints, start
@@ -174,5 +174,8 @@ def test_grid_positions(data):
         assert out.dtype == np.int32 and out.ndim == 1 and len(out) >= 1
         assert out[0] == 0 and out[-1] == size - patch
         assert (np.diff(out) > 0).all() and (np.diff(out) <= step).all()
+        lattice, border = lattice_count(size, patch, step)    # the plans' count of the grid
+        assert lattice + border == len(out) and (out[:lattice] % step == 0).all()
+        assert border == (out[-1] % step != 0)
     else:
         assert pick.hostile or patch > size
