@@ -6,9 +6,11 @@
 ## for CBM3D), stage (1: hard thresholding, 2: Wiener with the basic estimate as oracle),
 ## transform_2d, transform_1d (names of clpatch.denoise.transforms), beta (Kaiser window),
 ## aggregation ("fixed" | "cas", see lib/aggregate.mako), video (positions hold (t, y, x)),
-## colour (bool: the opponent colour kernels are included). The profile gives the
-## local-memory padding x of the transposes (bank_padding: NVIDIA 1, AMD 2, Intel 4).
-<%page args="patch, n, channels, stage, transform_2d, transform_1d, beta, aggregation, video=False, colour=False, stagger=False"/>
+## colour (bool: the opponent colour kernels are included), stagger (per-reference columns),
+## exact_variance (images, Haar along the group: each 3-D coefficient is shrunk against its
+## exact noise variance for the group's patch positions, see bm3d_filter). The profile gives
+## the local-memory padding x of the transposes (bank_padding: NVIDIA 1, AMD 2, Intel 4).
+<%page args="patch, n, channels, stage, transform_2d, transform_1d, beta, aggregation, video=False, colour=False, stagger=False, exact_variance=False"/>
 <%namespace name="agg" file="/lib/aggregate.mako"/>
 <%namespace name="mt" file="/lib/matches.mako"/>\
 <%!
@@ -36,6 +38,9 @@
     w1d = [float(v) for v in (kaiser_window(P, beta).diagonal() ** 0.5)]
     EPS = 2.0 ** -10                  # floor of the Wiener energy (see bm3d.py)
     POW2G = 1 << (G - 1).bit_length()
+    EXACT = exact_variance
+    assert not EXACT or (transform_1d == "haar" and not video)
+    LAGS = gen.lag_products(F2) if EXACT else None     # r_a(d) of the 2-D transform's rows
 %>
 ${agg.pragmas(aggregation)}
 //
@@ -199,6 +204,31 @@ __constant float kaiser1d[${P}] = {${", ".join(gen.literal(v) for v in w1d)}};
     const float ${total} = red[0];
 </%def>
 
+% if EXACT:
+// r_a(d) = sum_u F[a][u] F[a][u + d] at rtab[a * ${P} + d], d = |lag| < ${P}: the covariance of
+// 2-D coefficient row a of two patches d rows (or columns) apart, under white noise of
+// variance 1.
+__constant float LAG_PRODUCTS[${P * P}] = {${", ".join(gen.literal(v) for v in LAGS.ravel())}};
+
+// Covariance of 2-D coefficient (a, b) summed over the member pairs i in [lo, lo + h),
+// j in [lo + h, lo + 2h): r_a(dy) r_b(dx) where the two patches overlap, else 0.
+// gyx: the members' (y, x); ra, rb: rows a and b of rtab.
+inline float cross_sum(__local const int *gyx, __local const float *ra,
+                       __local const float *rb, const int lo, const int h)
+{
+    float x = 0.0f;
+    for (int i = lo; i < lo + h; ++i) {
+        const int yi = gyx[2 * i], xi = gyx[2 * i + 1];
+        for (int j = lo + h; j < lo + 2 * h; ++j) {
+            const int dy = abs(gyx[2 * j] - yi), dx = abs(gyx[2 * j + 1] - xi);
+            if (dy < ${P} && dx < ${P})
+                x += ra[dy] * rb[dx];
+        }
+    }
+    return x;
+}
+
+% endif
 //
 // Filters the group of one reference patch and aggregates it (Algorithm 6).
 // Launch: global (${G}, gx_launch, nrows * nfr), local (${G}, 1, 1): group (1) is grid column
@@ -211,6 +241,13 @@ __constant float kaiser1d[${P}] = {${", ".join(gen.literal(v) for v in w1d)}};
 // always kept (so the group's mean survives any sigma), weight 1 / kept. Stage 2: Wiener
 // shrinkage w = B^2 / (B^2 + s_c) with B the spectrum of the same group cut from `basic` and
 // s_c = mu2 * sigma_c^2, w = 1 on the 3-D DC, weight 1 / (s_c * max(sum w^2, ${EPS})).
+% if EXACT:
+// Exact variances (Makinen, Azzari and Foi 2020): coefficient (c, a, b) of the group has
+// noise variance sigma_c^2 v, v = sum_i sum_j T[c][i] T[c][j] r_a(dy_ij) r_b(dx_ij) (T: the
+// Haar transform along the group; patches that overlap share noise), computed bottom-up
+// over the Haar tree (clgen.haar_variances). Stage 1 keeps c^2 > thr_c^2 v and weighs
+// 1 / (sum of v kept); stage 2 takes w = B^2 / (B^2 + s_c v) and the energy sum w^2 v.
+% endif
 % if stagger:
 // Staggered grid: xs holds every reference's column, gx per entry of ys.
 % endif
@@ -277,6 +314,53 @@ void bm3d_filter(__global const float *restrict img,
     while (2 * k <= similar)
         k *= 2;
 
+% if EXACT:
+    // ---- the noise variance v (units of sigma^2) of this work-item's coefficients
+    __local int gyx[${2 * N}];
+    __local float rtab[${P * P}];
+    for (int i = lid; i < ${P * P}; i += ${G})
+        rtab[i] = LAG_PRODUCTS[i];
+    for (int m = lid; m < k; m += ${G}) {
+        int my = ry, mx = rx;
+        if (m > 0) {
+            const int j = m - 1 + (m - 1 >= where ? 1 : 0);
+            my = ${mt.pos_y("pos", ENTRY, DIM)};
+            mx = ${mt.pos_x("pos", ENTRY, DIM)};
+        }
+        gyx[2 * m] = my;
+        gyx[2 * m + 1] = mx;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    float vr[${M}][${N}];
+% for mi in range(M):
+    {
+% if PAPER:
+        // Pixel (a, b) of this work-item in Algorithm 10's layout.
+        const int va = (lid / ${X}) % 8, vb = (lid / ${8 * X}) * ${X} + lid % ${X};
+        const bool valid = true;
+% else:
+        const int q = lid + ${G * mi};
+        const bool valid = q < ${P * P};
+        const int va = valid ? q / ${P} : 0, vb = valid ? q - (q / ${P}) * ${P} : 0;
+% endif
+        __local const float *ra = rtab + va * ${P};
+        __local const float *rb = rtab + vb * ${P};
+        const float single = ra[0] * rb[0];
+% for j in range(N):
+        vr[${mi}][${j}] = 1.0f;
+% endfor
+        if (!valid) {
+        } else if (k == 1) {
+            vr[${mi}][0] = single;
+% for s in sizes[1:]:
+        } else if (k == ${s}) {
+            ${gen.haar_variances(s, "single", [f"vr[{mi}][{c}]" for c in range(s)], lambda lo, h: f"cross_sum(gyx, ra, rb, {lo}, {h})")}
+% endfor
+        }
+    }
+% endfor
+
+% endif
     // Band offsets of column y, row 0, channel 0 of this work-item's patches (-1: not in
     // the group)${"; video: aoff, the same in the accumulator's ring of acc_nf slots" if video else ""}.
     int off[${R}];
@@ -346,28 +430,36 @@ void bm3d_filter(__global const float *restrict img,
         float part = 0.0f;
 % for mi in range(M):
 % for j in range(N):
+<%
+    if EXACT:
+        above = f"S[{mi}][{j}] * S[{mi}][{j}] > sig[{c}] * sig[{c}] * vr[{mi}][{j}]"
+        counted, noise, energy = f"vr[{mi}][{j}]", f"sig[{c}] * vr[{mi}][{j}]", f"w * w * vr[{mi}][{j}]"
+    else:
+        above = f"fabs(S[{mi}][{j}]) > sig[{c}]"
+        counted, noise, energy = "1.0f", f"sig[{c}]", "w * w"
+%>\
 % if stage == 1:
         {
 % if mi == 0 and j == 0:
             // Work-item 0 holds the 3-D DC (pixel 0 of the spectrum, stack entry 0): always kept.
-            const bool keep = lid == 0 || fabs(S[${mi}][${j}]) > sig[${c}];
+            const bool keep = lid == 0 || ${above};
 % else:
-            const bool keep = fabs(S[${mi}][${j}]) > sig[${c}];
+            const bool keep = ${above};
 % endif
             S[${mi}][${j}] = keep ? S[${mi}][${j}] : 0.0f;
-            part += keep ? 1.0f : 0.0f;
+            part += keep ? ${counted} : 0.0f;
         }
 % else:
         {
             const float b2 = Q[${mi}][${j}] * Q[${mi}][${j}];
 % if mi == 0 and j == 0:
             // The 3-D DC (work-item 0) passes unshrunk (w = 1).
-            const float w = lid == 0 ? 1.0f : b2 / (b2 + sig[${c}]);
+            const float w = lid == 0 ? 1.0f : b2 / (b2 + ${noise});
 % else:
-            const float w = b2 / (b2 + sig[${c}]);
+            const float w = b2 / (b2 + ${noise});
 % endif
             S[${mi}][${j}] *= w;
-            part += w * w;
+            part += ${energy};
         }
 % endif
 % endfor

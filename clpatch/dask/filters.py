@@ -138,6 +138,7 @@ def bm3d(image: Any, sigma: float, *, preset: str = "fast", patch_size: int | No
          step: Any = None, window: Any = None, n: Any = None, transform_2d: Any = None,
          transform_1d: Any = None, stages: int | None = None, lambda_3d: float | None = None,
          mu2: float | None = None, tau_match: Any = None, stagger: bool | None = None,
+         exact_variance: bool | None = None,
          aggregation: str | None = None, data_range: float | None = None,
          channel_axis: int | None = None, peak: float | None = None, guide: Any = None,
          guide_role: str = "match") -> da.Array:
@@ -145,7 +146,7 @@ def bm3d(image: Any, sigma: float, *, preset: str = "fast", patch_size: int | No
     space; a lazy float32 Dask array with the input's chunks (channels in one chunk).
 
     Each chunk reads a halo of patch_size + 2 · (window // 2) pixels per stage (stage 2 reads
-    the basic estimate, which stage 1 must get right over stage 2's halo): 56 pixels for the
+    the basic estimate, which stage 1 must get right over stage 2's halo): 70 pixels for the
     fast preset, 92 for the reference one. peak: as in `clpatch.dask.nlmeans` (it also
     decides the default data_range, as in one call on the whole image). A guide (a Dask or
     NumPy array of the image's shape, any chunks) is cut into the same pieces. Other
@@ -159,7 +160,7 @@ def bm3d(image: Any, sigma: float, *, preset: str = "fast", patch_size: int | No
     Strength.check(sigma, data_range=data_range, peak=peak)
     params = dict(patch_size=patch_size, step=step, window=window, n=n, transform_2d=transform_2d,
                   transform_1d=transform_1d, stages=stages, lambda_3d=lambda_3d, mu2=mu2,
-                  tau_match=tau_match, stagger=stagger)
+                  tau_match=tau_match, stagger=stagger, exact_variance=exact_variance)
     # The preset's settings follow the whole image's noise level in 0-255 units (its data
     # range may need the whole image's peak: computed now, and given to every piece).
     noise = switch_noise(sigma, data_range, x.dtype, peak, preset)

@@ -130,6 +130,7 @@ def bm3d(image: Any, sigma: float, *, preset: str = "fast", patch_size: int | No
          step: Any = None, window: Any = None, n: Any = None, transform_2d: Any = None,
          transform_1d: Any = None, stages: int | None = None, lambda_3d: float | None = None,
          mu2: float | None = None, tau_match: Any = None, stagger: bool | None = None,
+         exact_variance: bool | None = None,
          aggregation: str | None = None, data_range: float | None = None,
          channel_axis: int | None = None, variant: str | SearchConfig | None = None,
          search: str = "window", peak: float | None = None, guide: Any = None,
@@ -197,8 +198,8 @@ def bm3d(image: Any, sigma: float, *, preset: str = "fast", patch_size: int | No
                     noise=noise_255(volume, strength, rt, preset), patch_size=patch_size,
                     step=step, window=window, n=n, transform_2d=transform_2d,
                     transform_1d=transform_1d, stages=stages, lambda_3d=lambda_3d, mu2=mu2,
-                    tau_match=tau_match, stagger=stagger, aggregation=aggregation,
-                    variant=variant, search=search)
+                    tau_match=tau_match, stagger=stagger, exact_variance=exact_variance,
+                    aggregation=aggregation, variant=variant, search=search)
     return restore(plan.apply(image, strength, guide=guide, guide_role=guide_role))
 
 

@@ -41,6 +41,7 @@ class StageParams:
     beta: float = 2.0
     mu2: float = 1.0
     stagger: bool = False
+    exact_variance: bool = False
 
 
 PRESETS: dict[str, dict[str, Any]] = {
@@ -55,14 +56,16 @@ PRESETS: dict[str, dict[str, Any]] = {
     "fast": dict(patch_size=8, window=(35, 21), step=(6, 5), n=(16, 16),
                  transform_2d=("bior1.5", "dct"), transform_1d="hadamard",
                  tau_match=(2500.0, 400.0), lambda_3d=3.0, mu2=1.0, beta=2.0, stagger=False,
-                 stages=2),
+                 exact_variance=False, stages=2),
     # The bm3d package's (Tampere's current implementation) default profile 'np' for white
     # noise: the original BM3D's normal profile with stage-1 tau_match 3000, on its
-    # staggered grid. Its stage-1 tau_match grows with the noise (`noise_distance_tau`).
+    # staggered grid, with the exact noise variances of a group's 3-D coefficients
+    # (`exact_variance`, Mäkinen et al. 2020) and the package's lambda 3.0 / mu2 0.4 tuned
+    # for them. Its stage-1 tau_match grows with the noise (`noise_distance_tau`).
     "reference": dict(patch_size=8, window=39, step=3, n=(16, 32),
                       transform_2d=("bior1.5", "dct"), transform_1d="haar",
-                      tau_match=(3000.0, 400.0), lambda_3d=2.7, mu2=1.0, beta=2.0, stagger=True,
-                      stages=2),
+                      tau_match=(3000.0, 400.0), lambda_3d=3.0, mu2=0.4, beta=2.0, stagger=True,
+                      exact_variance=True, stages=2),
 }
 
 #: Noise level (σ in 0–255 units) above which a preset takes its high-noise settings.
@@ -220,7 +223,7 @@ def stage_params(preset: str = "fast", noise: float | None = None,
     tau_match grows as 3.125 σ²; the reference preset's is 3000 + 2σ² at every σ
     (`preset_settings`). patch_size, window, step, n,
     transform_2d, transform_1d, tau_match and beta take a scalar (both stages) or a
-    (stage 1, stage 2) pair; lambda_3d, mu2, stagger and stages one value; None keeps the
+    (stage 1, stage 2) pair; lambda_3d, mu2, stagger, exact_variance and stages one value; None keeps the
     preset's. A stage whose patch size is not 8 defaults to the DCT as 2-D transform
     (Bior1.5 is defined on 8 points only), and the preset's step is capped at the patch size.
     """
@@ -242,17 +245,21 @@ def stage_params(preset: str = "fast", noise: float | None = None,
     lam = check_float("lambda_3d", cfg["lambda_3d"])
     mu2 = check_float("mu2", cfg["mu2"])
     stagger = check_bool("stagger", cfg["stagger"])
+    exact = check_bool("exact_variance", cfg["exact_variance"])
     out = []
     for s in (0, 1):
         p = sizes[s]
         n, t2, t1 = group_and_transforms(per, s, p)
+        if exact and t1 != "haar":
+            raise ValueError(f"exact_variance=True needs transform_1d='haar' (the variances "
+                             f"follow the Haar tree of a group), got {t1!r}")
         out.append(StageParams(
             stage=s + 1, patch_size=p, step=check_int("step", per["step"][s], 1, p),
             window=check_int("window", per["window"][s], 1, MAX_WINDOW), n=n,
             tau_match=check_float("tau_match", per["tau_match"][s], positive=False),
             transform_2d=t2, transform_1d=t1, lambda_3d=lam,
             beta=check_float("beta", per["beta"][s], positive=False), mu2=mu2,
-            stagger=bool(stagger)))
+            stagger=bool(stagger), exact_variance=exact))
     return out[0], out[1], stages
 
 
@@ -283,13 +290,23 @@ def channel_sigmas(sigma: float, colour: bool) -> np.ndarray:
     return sigma * np.sqrt((OPPONENT ** 2).sum(1)) if colour else np.array([sigma])
 
 
+#: Bound of a stage-1 group weight with exact variances: 1 / Σ v over the coefficients
+#: kept is at most 1 / v(3-D DC) <= 1 / ‖F_0‖⁴ (the DC's variance is at least that of one
+#: patch's, as neighbouring patches' DC coefficients are positively correlated): 1.12
+#: for Bior1.5, 1 for the DCT.
+EXACT_STAGE1_WEIGHT_MAX = 2.0
+
+
 def fixed_point_scales(stage: int, contributions: int, peak: float,
-                       sigmas: np.ndarray) -> tuple[float, float]:
+                       sigmas: np.ndarray, exact_variance: bool = False) -> tuple[float, float]:
     """(numerator, denominator) fixed-point scales of a stage: powers of two for which no
     pixel's sum can leave int64, given at most `contributions` patches per pixel, |values|
-    <= peak, and the stage's largest group weight (1 for stage 1; 1 / (σ² · Wiener floor)
-    for stage 2)."""
-    w_max = 1.0 if stage == 1 else 1.0 / (float(np.min(sigmas)) ** 2 * WIENER_ENERGY_FLOOR)
+    <= peak, and the stage's largest group weight (stage 1: 1, or EXACT_STAGE1_WEIGHT_MAX
+    with exact variances; stage 2: 1 / (σ² · Wiener floor))."""
+    if stage == 1:
+        w_max = EXACT_STAGE1_WEIGHT_MAX if exact_variance else 1.0
+    else:
+        w_max = 1.0 / (float(np.min(sigmas)) ** 2 * WIENER_ENERGY_FLOOR)
     den = contributions * w_max
     num = den * max(peak, 1e-30) * 16.0  # filtered values may overshoot the input
     num_scale, den_scale = (2.0 ** max(-100, min(100, math.floor(math.log2(2.0 ** 62 / b))))

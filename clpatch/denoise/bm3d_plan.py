@@ -188,7 +188,8 @@ class BM3DPlan:
                 per_axis += 1
             # Stage 2 divides by mu2·σ²: its weights scale like those of a noise mu2^½·σ.
             noise = sigmas * math.sqrt(p.mu2) if p.stage == 2 else sigmas
-            out.append(fixed_point_scales(p.stage, per_axis * per_axis * p.n, peak, noise))
+            out.append(fixed_point_scales(p.stage, per_axis * per_axis * p.n, peak, noise,
+                                          p.exact_variance))
         return out
 
     def run(self, image: Any, sigma: float, *, data_range: float | None = None,

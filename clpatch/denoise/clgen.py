@@ -9,6 +9,7 @@ Hadamard rows are ±c), and emit the Walsh–Hadamard transform as butterflies.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 
@@ -79,5 +80,43 @@ def hadamard_in_place(values: list[str], temp: str) -> str:
         half //= 2
     scale = literal(1.0 / math.sqrt(n))
     lines += [f"{v} *= {scale};" for v in values]
+    lines.append("}")
+    return "\n".join(lines)
+
+
+def lag_products(matrix: np.ndarray) -> np.ndarray:
+    """r[a, d] = Σ_u matrix[a, u] · matrix[a, u + d] for lags d = 0 … p − 1: the covariance of
+    coefficient a of two windows d samples apart under white noise of variance 1 (r_a(−d) =
+    r_a(d); 0 from d = p on)."""
+    m = np.asarray(matrix, dtype=np.float64)
+    p = m.shape[1]
+    return np.array([[float(np.dot(m[a, :p - d], m[a, d:])) for d in range(p)]
+                     for a in range(m.shape[0])])
+
+
+def haar_variances(size: int, single: str, out: list[str], cross: Callable[[int, int], str],
+                   temp: str = "hv") -> str:
+    """A block setting ``out[c]`` to the noise variance of row c of the Haar transform
+    (`transforms.haar_matrix` order: [a_L, d_L, …, d_1]) of a group of `size` members, each
+    of variance `single`, where ``cross(lo, h)`` is an expression for the covariance summed
+    over the pairs i in [lo, lo + h), j in [lo + h, lo + 2h). Bottom-up over the dyadic tree:
+    a node's halves L and R (sums of covariances S_L, S_R over their own pairs, diagonal
+    included) and cross sum X give its detail coefficient's variance (S_L + S_R − 2X) / |node|
+    and its own sum S_L + S_R + 2X; the root's sum / size is the DC's variance."""
+    if size < 1 or size & (size - 1):
+        raise ValueError(f"the Haar transform needs a power-of-2 size, got {size}")
+    lines, sums, h = ["{"], [single] * size, 1
+    while h < size:
+        level = []
+        for b in range(size // (2 * h)):
+            x, s = f"{temp}x{h}_{b}", f"{temp}s{h}_{b}"
+            left, right = sums[2 * b], sums[2 * b + 1]
+            lines.append(f"const float {x} = {cross(2 * h * b, h)};")
+            lines.append(f"{out[size // (2 * h) + b]} = ({left} + {right} - 2.0f * {x}) * "
+                         f"{literal(1.0 / (2 * h))};")
+            lines.append(f"const float {s} = {left} + {right} + 2.0f * {x};")
+            level.append(s)
+        sums, h = level, 2 * h
+    lines.append(f"{out[0]} = {sums[0]} * {literal(1.0 / size)};")
     lines.append("}")
     return "\n".join(lines)

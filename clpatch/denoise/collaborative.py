@@ -14,6 +14,8 @@ class FilterKernels:
     params: a stage's parameters (patch_size, n, stage, transform_2d, transform_1d, beta);
     video: positions are (t, y, x) and frames sit in rings of slots (VBM3D);
     stagger: references of a staggered grid (per-reference columns, BM3D's reference preset).
+    A stage with `exact_variance` shrinks with the exact noise variances of its groups'
+    coefficients (BM3D's reference preset; a Haar transform along the group, images only).
     `group` is the work-items per reference of the filter kernel (min(n, 8) · patch_size).
     """
 
@@ -22,6 +24,10 @@ class FilterKernels:
         extra: dict[str, Any] = {"video": True} if video else {}
         if stagger:
             extra["stagger"] = True
+        if getattr(params, "exact_variance", False):
+            if video:
+                raise ValueError("exact_variance is for images (BM3D), not videos")
+            extra["exact_variance"] = True
         program = runtime.programs.get(
             "denoise/collaborative.cl.mako", patch=params.patch_size, n=params.n,
             channels=channels, stage=params.stage, transform_2d=params.transform_2d,

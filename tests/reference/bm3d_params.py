@@ -20,16 +20,17 @@ MAX_PATCH, MAX_GROUP, MAX_WINDOW = 16, 32, 127
 #: The presets: "fast" = Davy–Ehret's transforms and thresholds (their Table 7) with 16
 #: patches per group on steps 6 / 5 and windows 35 / 21; "reference" = the bm3d package's
 #: default profile for white noise (the original BM3D's normal profile with stage-1 tau
-#: 3000) on its staggered grid.
+#: 3000) on its staggered grid, with the exact noise variances of the group's 3-D
+#: coefficients and the package's λ = 3.0, μ² = 0.4 tuned for them.
 PRESETS: dict[str, dict[str, Any]] = {
     "fast": dict(patch_size=8, window=(35, 21), step=(6, 5), n=(16, 16),
                  transform_2d=("bior1.5", "dct"), transform_1d="hadamard",
                  tau_match=(2500.0, 400.0), lambda_3d=3.0, mu2=1.0, beta=2.0, stagger=False,
-                 stages=2),
+                 exact_variance=False, stages=2),
     "reference": dict(patch_size=8, window=39, step=3, n=(16, 32),
                       transform_2d=("bior1.5", "dct"), transform_1d="haar",
-                      tau_match=(3000.0, 400.0), lambda_3d=2.7, mu2=1.0, beta=2.0, stagger=True,
-                      stages=2),
+                      tau_match=(3000.0, 400.0), lambda_3d=3.0, mu2=0.4, beta=2.0, stagger=True,
+                      exact_variance=True, stages=2),
 }
 PER_STAGE = ("patch_size", "window", "step", "n", "transform_2d", "transform_1d", "tau_match",
              "beta")
@@ -76,6 +77,7 @@ class StageParams:
     beta: float = 2.0
     mu2: float = 1.0
     stagger: bool = False
+    exact_variance: bool = False
 
 
 def pair(name: str, value: Any) -> tuple[Any, Any]:
@@ -113,7 +115,8 @@ def stage_params(preset: str = "fast", noise: float | None = None,
     :func:`fast_stage1_tau`; the "reference" preset's is :func:`reference_stage1_tau` at
     every σ (an explicit tau_match replaces both stages'). patch_size,
     window, step, n, transform_2d, transform_1d, tau_match and beta take a scalar (both
-    stages) or a (stage 1, stage 2) pair; lambda_3d, mu2, stagger and stages one value;
+    stages) or a (stage 1, stage 2) pair; lambda_3d, mu2, stagger, exact_variance and stages
+    one value;
     None keeps the preset's. A stage whose patch size is not 8 has the
     DCT as default 2-D transform (Bior1.5 exists on 8 points only).
     """
@@ -132,8 +135,9 @@ def stage_params(preset: str = "fast", noise: float | None = None,
         if value is not None:
             cfg[key] = value
     stages = _int("stages", cfg["stages"], 1, 2)
-    if not isinstance(cfg["stagger"], (bool, np.bool_)):
-        raise TypeError(f"stagger must be True or False, got {cfg['stagger']!r}")
+    for key in ("stagger", "exact_variance"):
+        if not isinstance(cfg[key], (bool, np.bool_)):
+            raise TypeError(f"{key} must be True or False, got {cfg[key]!r}")
     per = {key: pair(key, cfg[key]) for key in PER_STAGE}
     out = []
     for s in (0, 1):
@@ -158,5 +162,5 @@ def stage_params(preset: str = "fast", noise: float | None = None,
             tau_match=_number("tau_match", per["tau_match"][s], positive=False),
             transform_2d=t2, transform_1d=t1, lambda_3d=_number("lambda_3d", cfg["lambda_3d"]),
             beta=_number("beta", per["beta"][s], positive=False), mu2=_number("mu2", cfg["mu2"]),
-            stagger=bool(cfg["stagger"])))
+            stagger=bool(cfg["stagger"]), exact_variance=bool(cfg["exact_variance"])))
     return out[0], out[1], stages
