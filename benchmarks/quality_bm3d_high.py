@@ -10,13 +10,13 @@ Every grayscale image of the folder (colour ones reduced to 8-bit luminance, as 
 (0–255 units, not clipped) go to every method:
 
 - reference: `clpatch.bm3d(noisy, σ, preset="reference")` (the bm3d package's default
-  profile: the same settings at every σ, stage-1 tau_match 3000 + 2σ²);
+  profile: the same settings at every σ, stage-1 tau_match 3000 + 2σ², exact variances);
 - reference, 'vn' profile: the same with BM3D.m's high-noise settings forced (patches
-  8/11, step 4/6, n 32/32, tau_match 25000/3500, lambda 2.8): what the preset took above
-  σ = 40 before it followed the package;
+  8/11, step 4/6, n 32/32, tau_match 25000/3500, lambda 2.8, mu2 1, σ² for every
+  coefficient): what the preset took above σ = 40 before it followed the package;
 - fast: `preset="fast"` (above σ = 40 its high-noise settings, see
   `clpatch.denoise.bm3d_params.HIGH_NOISE`); fast, normal profile: with its σ <= 40
-  settings forced (tau_match 2500/400, lambda 2.7);
+  settings forced (tau_match 2500/400, lambda 3.0);
 - bm3d: the `bm3d` PyPI package (Tampere), `bm3d.bm3d(noisy, sigma_psd=σ)`, default profile.
 
 PSNR (peak 255) on outputs clipped to 0–255. A second table gives the mean level: the
@@ -41,8 +41,9 @@ import clpatch
 
 #: The forced settings of the second column of each preset.
 FORCED = {"reference": (", 'vn' profile", dict(patch_size=(8, 11), step=(4, 6), n=(32, 32),
-                                               tau_match=(25000.0, 3500.0), lambda_3d=2.8)),
-          "fast": (", normal profile", dict(tau_match=(2500.0, 400.0), lambda_3d=2.7))}
+                                               tau_match=(25000.0, 3500.0), lambda_3d=2.8,
+                                               mu2=1.0, exact_variance=False)),
+          "fast": (", normal profile", dict(tau_match=(2500.0, 400.0), lambda_3d=3.0))}
 
 
 def crop(image: np.ndarray, size: int) -> np.ndarray:

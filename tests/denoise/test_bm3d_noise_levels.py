@@ -105,8 +105,8 @@ def test_presets_at_high_noise():
         assert [asdict(p) for p in (p1, p2)] == \
             [asdict(p) for p in R.stage_params("reference", sigma)[:2]]
     assert (normal[0].patch_size, normal[0].step, normal[0].n, normal[0].window,
-            normal[0].tau_match, normal[0].lambda_3d, normal[0].transform_2d) == \
-        (8, 3, 16, 39, 3000.0, 2.7, "bior1.5")
+            normal[0].tau_match, normal[0].lambda_3d, normal[0].mu2, normal[0].transform_2d,
+            normal[0].exact_variance) == (8, 3, 16, 39, 3000.0, 3.0, 0.4, "bior1.5", True)
     assert (normal[1].patch_size, normal[1].step, normal[1].n, normal[1].tau_match,
             normal[1].transform_2d) == (8, 3, 32, 400.0, "dct")
     assert "reference" not in HIGH_NOISE
