@@ -2,7 +2,7 @@
 
     python tests/oclgrind_job.py search VARIANT TABLE [--video] [--channels C]
     python tests/oclgrind_job.py nlmeans AGGREGATION AVERAGING [--video] [--channels C]
-    python tests/oclgrind_job.py bm3d AGGREGATION [--channels C] [--stagger]
+    python tests/oclgrind_job.py bm3d AGGREGATION [--channels C] [--stagger] [--exact]
     python tests/oclgrind_job.py vbm3d SEARCH_VARIANT AGGREGATION [--channels C]
     python tests/oclgrind_job.py knn METHOD METRIC [--channels C]
     python tests/oclgrind_job.py nnf [--channels C]
@@ -168,7 +168,7 @@ def smooth_noisy(shape, seed: int) -> np.ndarray:
     return (base + np.random.default_rng(seed).normal(0, 20, shape)).astype(np.float32)
 
 
-def run_bm3d(aggregation: str, channels: int, stagger: bool = False) -> None:
+def run_bm3d(aggregation: str, channels: int, stagger: bool = False, exact: bool = False) -> None:
     from tests.reference.bm3d import bm3d_reference
 
     keep_buffers_alive()
@@ -179,7 +179,10 @@ def run_bm3d(aggregation: str, channels: int, stagger: bool = False) -> None:
     # the search short while every reference still has 16 or more candidates (n = 8).
     # --stagger: step 3 on the staggered grid, searched by the column variant (its shifted
     # column sums) with the naive kernel for the last row and column.
+    # --exact: the exact noise variances (the reference preset's; Haar along the group).
     extra = dict(step=3, stagger=True) if stagger else {}
+    if exact:
+        extra.update(exact_variance=True, transform_1d="haar")
     out = clpatch.bm3d(image, 20.0, preset="fast", window=WINDOW, aggregation=aggregation,
                        variant="column" if stagger else None, runtime=runtime, **extra)
     expected = bm3d_reference(image.astype(np.float64), 20.0, "fast", window=WINDOW, **extra)
@@ -411,6 +414,7 @@ def main() -> None:
     bm3d.add_argument("aggregation")
     bm3d.add_argument("--channels", type=int, default=1)
     bm3d.add_argument("--stagger", action="store_true")
+    bm3d.add_argument("--exact", action="store_true")
     vbm3d = jobs.add_parser("vbm3d")
     vbm3d.add_argument("variant")
     vbm3d.add_argument("aggregation")
@@ -440,7 +444,7 @@ def main() -> None:
     elif args.job == "nlmeans":
         run_nlmeans(args.aggregation, args.averaging, args.video, args.channels)
     elif args.job == "bm3d":
-        run_bm3d(args.aggregation, args.channels, args.stagger)
+        run_bm3d(args.aggregation, args.channels, args.stagger, args.exact)
     elif args.job == "vbm3d":
         run_vbm3d(args.variant, args.aggregation, args.channels)
     elif args.job == "knn":

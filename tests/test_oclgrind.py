@@ -124,6 +124,10 @@ def test_bm3d_staggered_grid_runs_clean():
     assert_clean("bm3d", "fixed", "--stagger")
 
 
+def test_bm3d_exact_variance_runs_clean():
+    assert_clean("bm3d", "fixed", "--exact")
+
+
 # VBM3D: each search variant (the window and patch ones synchronise through local memory)
 # with the filter in video mode over frame rings; colour once.
 @pytest.mark.parametrize("variant,aggregation", [("naive", "fixed"), ("window", "cas"),

@@ -15,6 +15,7 @@
 <%namespace name="mt" file="/lib/matches.mako"/>\
 <%!
     import math
+    import numpy as np
     from clpatch.denoise import clgen as gen
     from clpatch.denoise.transforms import transform_pair, kaiser_window
 %>
@@ -205,25 +206,21 @@ __constant float kaiser1d[${P}] = {${", ".join(gen.literal(v) for v in w1d)}};
 </%def>
 
 % if EXACT:
-// r_a(d) = sum_u F[a][u] F[a][u + d] at rtab[a * ${P} + d], d = |lag| < ${P}: the covariance of
-// 2-D coefficient row a of two patches d rows (or columns) apart, under white noise of
-// variance 1.
-__constant float LAG_PRODUCTS[${P * P}] = {${", ".join(gen.literal(v) for v in LAGS.ravel())}};
+// r_a(d) = sum_u F[a][u] F[a][u + d] at LAGS[a * ${P + 1} + d], d = |lag| < ${P}, and 0 at d = ${P}
+// (patches that far apart do not overlap): the covariance of 2-D coefficient row a of two
+// patches d rows (or columns) apart, under white noise of variance 1.
+__constant float LAGS[${P * (P + 1)}] = {${", ".join(gen.literal(v) for v in np.hstack([LAGS, np.zeros((P, 1))]).ravel())}};
 
-// Covariance of 2-D coefficient (a, b) summed over the member pairs i in [lo, lo + h),
-// j in [lo + h, lo + 2h): r_a(dy) r_b(dx) where the two patches overlap, else 0.
-// gyx: the members' (y, x); ra, rb: rows a and b of rtab.
-inline float cross_sum(__local const int *gyx, __local const float *ra,
-                       __local const float *rb, const int lo, const int h)
+// Covariance of 2-D coefficient (a, b) summed over `count` member pairs from pairs[start]
+// on (each packed dy | dx << 8, with |lags| clamped to ${P}): r_a(dy) r_b(dx). ra, rb: rows
+// a and b of the lag table.
+inline float node_sum(__local const int *pairs, __local const float *ra,
+                      __local const float *rb, const int start, const int count)
 {
     float x = 0.0f;
-    for (int i = lo; i < lo + h; ++i) {
-        const int yi = gyx[2 * i], xi = gyx[2 * i + 1];
-        for (int j = lo + h; j < lo + 2 * h; ++j) {
-            const int dy = abs(gyx[2 * j] - yi), dx = abs(gyx[2 * j + 1] - xi);
-            if (dy < ${P} && dx < ${P})
-                x += ra[dy] * rb[dx];
-        }
+    for (int t = start; t < start + count; ++t) {
+        const int pk = pairs[t];
+        x += ra[pk & 255] * rb[pk >> 8];
     }
     return x;
 }
@@ -316,10 +313,14 @@ void bm3d_filter(__global const float *restrict img,
 
 % if EXACT:
     // ---- the noise variance v (units of sigma^2) of this work-item's coefficients
+    // The member pairs (i < j) in the Haar tree's order: node (h, b) of a group of k
+    // (the pairs i in [2hb, 2hb + h), j in [2hb + h, 2hb + 2h), i then j ascending) from
+    // k (h - 1) / 2 + b h^2 on, h = the highest bit of i ^ j.
     __local int gyx[${2 * N}];
-    __local float rtab[${P * P}];
-    for (int i = lid; i < ${P * P}; i += ${G})
-        rtab[i] = LAG_PRODUCTS[i];
+    __local int pairs[${max(1, N * (N - 1) // 2)}];
+    __local float rtab[${P * (P + 1)}];
+    for (int i = lid; i < ${P * (P + 1)}; i += ${G})
+        rtab[i] = LAGS[i];
     for (int m = lid; m < k; m += ${G}) {
         int my = ry, mx = rx;
         if (m > 0) {
@@ -331,20 +332,37 @@ void bm3d_filter(__global const float *restrict img,
         gyx[2 * m + 1] = mx;
     }
     barrier(CLK_LOCAL_MEM_FENCE);
+    for (int i = lid; i < k; i += ${G}) {
+        for (int j = i + 1; j < k; ++j) {
+            int level = 0;              // the highest bit of i ^ j
+            while ((i ^ j) >> (level + 1))
+                ++level;
+            const int h = 1 << level, lo = (i >> (level + 1)) << (level + 1);
+            const int at = ((k * (h - 1)) >> 1) + (lo >> (level + 1)) * h * h + (i - lo) * h
+                           + (j - lo - h);
+            const int dy = min((int)abs(gyx[2 * j] - gyx[2 * i]), ${P});
+            const int dx = min((int)abs(gyx[2 * j + 1] - gyx[2 * i + 1]), ${P});
+            pairs[at] = dy | dx << 8;
+        }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
     float vr[${M}][${N}];
 % for mi in range(M):
     {
 % if PAPER:
-        // Pixel (a, b) of this work-item in Algorithm 10's layout.
-        const int va = (lid / ${X}) % 8, vb = (lid / ${8 * X}) * ${X} + lid % ${X};
+        // Pixel (a, b) of this work-item in Algorithm 10's layout: a = (lid / x) % 8,
+        // b = (lid / 8x) x + lid % x, in shifts and masks (x is a power of 2; a division
+        // and a remainder of one value compile to code Oclgrind cannot run).
+        const int va = (lid >> ${X.bit_length() - 1}) & 7;
+        const int vb = ((lid >> ${X.bit_length() + 2}) << ${X.bit_length() - 1}) | (lid & ${X - 1});
         const bool valid = true;
 % else:
         const int q = lid + ${G * mi};
         const bool valid = q < ${P * P};
         const int va = valid ? q / ${P} : 0, vb = valid ? q - (q / ${P}) * ${P} : 0;
 % endif
-        __local const float *ra = rtab + va * ${P};
-        __local const float *rb = rtab + vb * ${P};
+        __local const float *ra = rtab + va * ${P + 1};
+        __local const float *rb = rtab + vb * ${P + 1};
         const float single = ra[0] * rb[0];
 % for j in range(N):
         vr[${mi}][${j}] = 1.0f;
@@ -354,7 +372,7 @@ void bm3d_filter(__global const float *restrict img,
             vr[${mi}][0] = single;
 % for s in sizes[1:]:
         } else if (k == ${s}) {
-            ${gen.haar_variances(s, "single", [f"vr[{mi}][{c}]" for c in range(s)], lambda lo, h: f"cross_sum(gyx, ra, rb, {lo}, {h})")}
+            ${gen.haar_variances(s, "single", [f"vr[{mi}][{c}]" for c in range(s)], lambda lo, h: f"node_sum(pairs, ra, rb, {s * (h - 1) // 2 + (lo // (2 * h)) * h * h}, {h * h})")}
 % endfor
         }
     }
