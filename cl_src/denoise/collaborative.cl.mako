@@ -13,9 +13,9 @@
 <%page args="patch, n, channels, stage, transform_2d, transform_1d, beta, aggregation, video=False, colour=False, stagger=False, exact_variance=False"/>
 <%namespace name="agg" file="/lib/aggregate.mako"/>
 <%namespace name="mt" file="/lib/matches.mako"/>\
+<%namespace name="gv" file="/lib/group_variance.mako"/>\
 <%!
     import math
-    import numpy as np
     from clpatch.denoise import clgen as gen
     from clpatch.denoise.transforms import transform_pair, kaiser_window
 %>
@@ -41,7 +41,6 @@
     POW2G = 1 << (G - 1).bit_length()
     EXACT = exact_variance
     assert not EXACT or (transform_1d == "haar" and not video)
-    LAGS = gen.lag_products(F2) if EXACT else None     # r_a(d) of the 2-D transform's rows
 %>
 ${agg.pragmas(aggregation)}
 //
@@ -206,25 +205,7 @@ __constant float kaiser1d[${P}] = {${", ".join(gen.literal(v) for v in w1d)}};
 </%def>
 
 % if EXACT:
-// r_a(d) = sum_u F[a][u] F[a][u + d] at LAGS[a * ${P + 1} + d], d = |lag| < ${P}, and 0 at d = ${P}
-// (patches that far apart do not overlap): the covariance of 2-D coefficient row a of two
-// patches d rows (or columns) apart, under white noise of variance 1.
-__constant float LAGS[${P * (P + 1)}] = {${", ".join(gen.literal(v) for v in np.hstack([LAGS, np.zeros((P, 1))]).ravel())}};
-
-// Covariance of 2-D coefficient (a, b) summed over `count` member pairs from pairs[start]
-// on (each packed dy | dx << 8, with |lags| clamped to ${P}): r_a(dy) r_b(dx). ra, rb: rows
-// a and b of the lag table.
-inline float node_sum(__local const int *pairs, __local const float *ra,
-                      __local const float *rb, const int start, const int count)
-{
-    float x = 0.0f;
-    for (int t = start; t < start + count; ++t) {
-        const int pk = pairs[t];
-        x += ra[pk & 255] * rb[pk >> 8];
-    }
-    return x;
-}
-
+${gv.helpers(P, F2)}
 % endif
 //
 // Filters the group of one reference patch and aggregates it (Algorithm 6).
@@ -313,71 +294,8 @@ void bm3d_filter(__global const float *restrict img,
 
 % if EXACT:
     // ---- the noise variance v (units of sigma^2) of this work-item's coefficients
-    // The member pairs (i < j) in the Haar tree's order: node (h, b) of a group of k
-    // (the pairs i in [2hb, 2hb + h), j in [2hb + h, 2hb + 2h), i then j ascending) from
-    // k (h - 1) / 2 + b h^2 on, h = the highest bit of i ^ j.
-    __local int gyx[${2 * N}];
-    __local int pairs[${max(1, N * (N - 1) // 2)}];
-    __local float rtab[${P * (P + 1)}];
-    for (int i = lid; i < ${P * (P + 1)}; i += ${G})
-        rtab[i] = LAGS[i];
-    for (int m = lid; m < k; m += ${G}) {
-        int my = ry, mx = rx;
-        if (m > 0) {
-            const int j = m - 1 + (m - 1 >= where ? 1 : 0);
-            my = ${mt.pos_y("pos", ENTRY, DIM)};
-            mx = ${mt.pos_x("pos", ENTRY, DIM)};
-        }
-        gyx[2 * m] = my;
-        gyx[2 * m + 1] = mx;
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (int i = lid; i < k; i += ${G}) {
-        for (int j = i + 1; j < k; ++j) {
-            int level = 0;              // the highest bit of i ^ j
-            while ((i ^ j) >> (level + 1))
-                ++level;
-            const int h = 1 << level, lo = (i >> (level + 1)) << (level + 1);
-            const int at = ((k * (h - 1)) >> 1) + (lo >> (level + 1)) * h * h + (i - lo) * h
-                           + (j - lo - h);
-            const int dy = min((int)abs(gyx[2 * j] - gyx[2 * i]), ${P});
-            const int dx = min((int)abs(gyx[2 * j + 1] - gyx[2 * i + 1]), ${P});
-            pairs[at] = dy | dx << 8;
-        }
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);
     float vr[${M}][${N}];
-% for mi in range(M):
-    {
-% if PAPER:
-        // Pixel (a, b) of this work-item in Algorithm 10's layout: a = (lid / x) % 8,
-        // b = (lid / 8x) x + lid % x, in shifts and masks (x is a power of 2; a division
-        // and a remainder of one value compile to code Oclgrind cannot run).
-        const int va = (lid >> ${X.bit_length() - 1}) & 7;
-        const int vb = ((lid >> ${X.bit_length() + 2}) << ${X.bit_length() - 1}) | (lid & ${X - 1});
-        const bool valid = true;
-% else:
-        const int q = lid + ${G * mi};
-        const bool valid = q < ${P * P};
-        const int va = valid ? q / ${P} : 0, vb = valid ? q - (q / ${P}) * ${P} : 0;
-% endif
-        __local const float *ra = rtab + va * ${P + 1};
-        __local const float *rb = rtab + vb * ${P + 1};
-        const float single = ra[0] * rb[0];
-% for j in range(N):
-        vr[${mi}][${j}] = 1.0f;
-% endfor
-        if (!valid) {
-        } else if (k == 1) {
-            vr[${mi}][0] = single;
-% for s in sizes[1:]:
-        } else if (k == ${s}) {
-            ${gen.haar_variances(s, "single", [f"vr[{mi}][{c}]" for c in range(s)], lambda lo, h: f"node_sum(pairs, ra, rb, {s * (h - 1) // 2 + (lo // (2 * h)) * h * h}, {h * h})")}
-% endfor
-        }
-    }
-% endfor
-
+    ${gv.variances("vr", P, N, G, M, X if PAPER else 0, sizes, ENTRY, DIM)}
 % endif
     // Band offsets of column y, row 0, channel 0 of this work-item's patches (-1: not in
     // the group)${"; video: aoff, the same in the accumulator's ring of acc_nf slots" if video else ""}.

@@ -8,12 +8,26 @@ Algorithms 9 and 10, padded by the device profile's ``bank_padding``):
 1. *basic estimate*: groups matched on the noisy image (similar when the mean squared
    difference per pixel is ``<= tau_match[0]`` in 8-bit units²: in the fast preset 2500,
    ``max(2500, 3.125σ²)`` up to σ = 40; in the reference preset ``3000 + 2σ²``: see
-   below), hard thresholding of the 3-D spectrum at ``lambda_3d · σ`` (fast 3.0σ, reference
-   2.7σ), group weight ``1 / kept coefficients``;
+   below), hard thresholding of the 3-D spectrum at ``lambda_3d · σ`` (3.0σ in both presets),
+   group weight ``1 / kept coefficients``;
 2. *final estimate*: groups matched on the basic estimate (``tau_match[1]`` = 400), empirical
    Wiener shrinkage ``w = B² / (B² + mu2·σ²)`` with B the spectrum of the same group cut from
-   the basic estimate (``mu2`` = 1, the original's), group weight
+   the basic estimate (``mu2`` = 1, the original's, in the fast preset), group weight
    ``1 / (mu2·σ² · max(Σ w², 2⁻¹⁰))``.
+
+Exact variances (``exact_variance``, the reference preset; Mäkinen, Azzari and Foi, IEEE TIP
+2020, as the ``bm3d`` package): patches of a group that overlap share noise, so a 3-D
+coefficient's noise variance is not σ² but ``σ²·v``, ``v = Σ_i Σ_j T[c,i] T[c,j]
+r_a(dy_ij) r_b(dx_ij)`` (T the Haar transform along the group, ``r_a(d) = Σ_u F[a,u]
+F[a,u+d]`` the lag products of 2-D transform row a, dy, dx the members' offsets; ``‖F_a‖²
+‖F_b‖²`` when no two overlap). The kernel computes it per group over the Haar tree (each
+pair's covariance counted once, at the node where the two members part). Stage 1 keeps
+``|c| > lambda_3d·σ·√v`` and weighs ``1 / Σ v`` over the coefficients kept; stage 2
+shrinks by ``B² / (B² + mu2·σ²·v)`` and weighs ``1 / (mu2·σ² · max(Σ w² v, 2⁻¹⁰))``:
+each group's weight is the inverse of its estimate's noise variance. With them the preset
+takes the package's ``lambda_3d`` 3.0 and ``mu2`` 0.4 (tuned for exact variances). It
+costs 19 % more kernel time on a 4608×3456 image (H100: 133 → 158 ms; the stage-2 filter
+55 → 79 ms).
 
 The mean level: the 3-D DC of every group (its mean) is never thresholded in stage 1 (it
 counts as a kept coefficient) and passes stage 2 with ``w = 1``, so the estimate keeps the
@@ -32,14 +46,15 @@ as the run resolves it; arguments given explicitly win over them):
   so the threshold keeps its meaning for the content at any σ (with the fixed 2500 the
   noise alone put patches apart beyond it from σ ≈ 35, and groups shrank to one patch).
   Against the package (PoCL, 256² crops of the ten shared images,
-  benchmarks/results/quality_bm3d_high.md): −0.03, −0.00 and −0.04 dB on average at
-  σ = 40, 60 and 100 (every image within −0.16 … +0.18 dB), where tau 2500 up to σ = 40
+  benchmarks/results/quality_bm3d_high.md): +0.02, +0.03 and −0.01 dB on average at
+  σ = 40, 60 and 100 (every image within −0.06 … +0.21 dB), where tau 2500 up to σ = 40
   and BM3D.m's high-noise profile above ('vn': 32 patches per group in both stages, stage
   1 on step 4 with ``tau_match`` 25000 and ``lambda_3d`` 2.8, stage 2 with 11×11 DCT
-  patches on step 6 and ``tau_match`` 3500) gave −0.30, +0.07 and +0.24 (−0.46 … +0.86).
-  Those settings remain reachable as arguments (``patch_size=(8, 11), step=(4, 6), n=32,
-  tau_match=(25000, 3500), lambda_3d=2.8``): at σ = 100 they are 0.28 dB above the
-  package on average (up to 1.0 dB on smooth images), at σ = 40 0.05 dB below.
+  patches on step 6 and ``tau_match`` 3500, σ² for every coefficient) gave −0.30, +0.07
+  and +0.24 (−0.46 … +0.86). Those settings remain reachable as arguments
+  (``patch_size=(8, 11), step=(4, 6), n=32, tau_match=(25000, 3500), lambda_3d=2.8,
+  mu2=1.0, exact_variance=False``): at σ = 100 they are 0.24 dB above the package on
+  average (up to 0.86 dB on smooth images), at σ = 40 0.05 dB below.
 - "fast" takes the high-noise settings above σ = 40
   (`clpatch.denoise.bm3d_params.HIGH_NOISE`): BM3D.m's matching thresholds 25000 / 3500
   and ``lambda_3d`` 2.8 on its own patches, grid and groups; below, its stage-1
@@ -47,12 +62,14 @@ as the run resolves it; arguments given explicitly win over them):
   28.28 and 5000 at σ = 40 (`clpatch.denoise.bm3d_params.noisy_tau`; at σ = 40 it gained
   0.3–0.8 dB over 2500 on the shared images).
 
-What still differs from the package (white noise, grayscale): its transform-domain noise
-variances are exact for groups of overlapping patches (the noise of two patches that
-share pixels is correlated, which the package's thresholds, Wiener weights and
-aggregation weights take into account, with ``lambda_3d`` 3.0 and ``mu2`` 0.4 tuned for
-them), where this filter takes σ² for every coefficient; on smooth images (cell.png) that
-is worth about 0.2 dB at every σ on 128² crops (0.09 dB on the whole image at σ = 20).
+What still differs from the package (white noise, grayscale): it computes exact variances
+for only the first k = 4 "layers" of a group's spectrum and approximates the others (how is
+not in its Python code; its core is a binary library), where this filter computes every
+coefficient's. On 256² crops of the ten shared images at σ = 5 … 100 (PoCL,
+benchmarks/results/quality_bm3d_high*.md) the reference preset is within 0.05 dB of the
+package in 44 of 60 cases: from −0.08 dB (natural photographs at σ = 5–10, where the
+package with k = 32 would be 0.02–0.06 dB higher still) to +0.21 dB (brick.png at σ = 60;
+on brick the package with k = 32 gained 0.07 dB on a 128² crop at σ = 20).
 
 References lie on a grid of step ``step`` plus the last row and column; with ``stagger``
 (the reference preset) grid row i's references sit i mod step columns right of the lattice
@@ -152,14 +169,17 @@ def bm3d(image: Any, sigma: float, *, preset: str = "fast", patch_size: int | No
     patch_size: 8 (2 to 16; a stage whose size is not 8 uses the DCT; the preset's step is
         capped at it; a preset's size larger than a tiny image is lowered to the image's,
         down to 8); n: powers of 2 up to 32 (capped for tiny images); stages: 2, or 1 for the
-        basic estimate only; lambda_3d: hard threshold in units of sigma (fast 3.0,
-        reference 2.7); mu2: Wiener regularisation, w = B² / (B² + mu2·σ²)
-        (1; the `bm3d` PyPI package uses lambda_3d=3.0, mu2=0.4 for white noise);
+        basic estimate only; lambda_3d: hard threshold in units of sigma (3.0 in both
+        presets); mu2: Wiener regularisation, w = B² / (B² + mu2·σ²) (fast 1, the
+        original's; reference 0.4, the `bm3d` package's for white noise);
         tau_match: matching thresholds (fast 2500, 400; reference 3000 + 2σ², 400; see
         preset for the noise-dependent defaults), mean squared difference per pixel on a
         0–255 scale; stagger: the reference patches of consecutive grid rows start 0, 1,
         …, step − 1 columns right of the step lattice, so their edges never line up (the
         bm3d package's grid; True in the reference preset, False in the fast one).
+    exact_variance: shrink every 3-D coefficient against its exact noise variance for the
+        group's patch positions (see the module doc; True in the reference preset, False in
+        the fast one; needs transform_1d="haar" in both stages).
     aggregation: None (device's best), "fixed" or "cas" (see the module doc).
     data_range: the image's nominal range, scaling the matching thresholds by
         (data_range / 255)²; None: 255 for 8-bit data and floats above 1, the dtype's

@@ -56,9 +56,13 @@ every σ as the bm3d package's default profile does, its stage-1 threshold ``300
 (:func:`reference_stage1_tau`). patch_size may differ per stage (BM3D.m's 'vn' profile,
 11×11 patches in stage 2, is reachable through the overrides). At σ <= 40 the "fast"
 preset's stage-1 threshold is ``max(2500, 3.125·σ²)`` (:func:`fast_stage1_tau`).
-Not reproduced: the bm3d package's exact noise variances of the 3-D coefficients of
-groups of overlapping patches (and its λ = 3.0 and μ² = 0.4 tuned for them; reachable
-through ``lambda_3d`` and ``mu2`` with σ² for every coefficient).
+Exact variances (``exact_variance``, the reference preset, with its λ = 3.0 and μ² = 0.4):
+:func:`group_variance` gives each 3-D coefficient's noise variance v (in units of σ²) for
+the group's patch positions, from the formula in float64 (every pair of members, the full
+transform matrices; the kernel's Haar-tree evaluation is not copied); stage 1 keeps
+``c² > (lambda_3d·σ)²·v`` and weighs ``1 / Σ v`` over the coefficients kept, stage 2 shrinks
+by ``B² / (B² + mu2·σ²·v)`` and weighs ``1 / (mu2·σ² max(Σ w² v, 2⁻¹⁰))`` (σ² for every
+coefficient is v = 1, the formulas above).
 
 Modules: this one holds the colour handling and :func:`bm3d_reference`, and re-exports the
 parts from bm3d_params (presets, thresholds, :func:`stage_params`), bm3d_transforms (the
@@ -91,7 +95,7 @@ from .bm3d_params import (
     reference_stage1_tau,
     stage_params,
 )
-from .bm3d_stages import WIENER_ENERGY_FLOOR, bm3d_stage, filter_stack
+from .bm3d_stages import WIENER_ENERGY_FLOOR, bm3d_stage, filter_stack, group_variance
 from .bm3d_transforms import inverse_transform_3d, kaiser_window, transform_3d, transform_pair
 
 # Nothing is imported from clpatch: the oracle states its own parameter tables, transforms
@@ -100,7 +104,8 @@ from .bm3d_transforms import inverse_transform_3d, kaiser_window, transform_3d, 
 __all__ = [
     "HIGH_NOISE", "HIGH_NOISE_SIGMA", "MAX_GROUP", "MAX_PATCH", "MAX_WINDOW", "OPP", "OPP_INV",
     "PER_STAGE", "PRESETS", "WIENER_ENERGY_FLOOR", "StageParams", "block_match",
-    "bm3d_reference", "bm3d_stage", "fast_stage1_tau", "filter_stack", "inverse_transform_3d",
+    "bm3d_reference", "bm3d_stage", "fast_stage1_tau", "filter_stack", "group_variance",
+    "inverse_transform_3d",
     "kaiser_window", "match_groups", "pair", "reference_stage1_tau", "stage_params",
     "stagger_shifts", "staggered_columns", "transform_3d", "transform_pair", "window_offsets",
 ]
