@@ -68,7 +68,7 @@ not in its Python code; its core is a binary library), where this filter compute
 coefficient's. On 256² crops of the ten shared images at σ = 5 … 100 (PoCL,
 benchmarks/results/quality_bm3d_high*.md) the reference preset is within 0.05 dB of the
 package in 44 of 60 cases: from −0.08 dB (natural photographs at σ = 5–10, where the
-package with k = 32 would be 0.02–0.06 dB higher still) to +0.21 dB (brick.png at σ = 60;
+package with k = 32 would be 0.00–0.06 dB higher still) to +0.21 dB (brick.png at σ = 60;
 on brick the package with k = 32 gained 0.07 dB on a 128² crop at σ = 20).
 
 References lie on a grid of step ``step`` plus the last row and column; with ``stagger``
