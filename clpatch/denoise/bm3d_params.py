@@ -221,10 +221,10 @@ def stage_params(preset: str = "fast", noise: float | None = None,
     noise: σ in 0–255 units (sigma · 255 / data_range), or None; above 40 the fast preset's
     high-noise settings (HIGH_NOISE) are its defaults, from 28.28 to 40 its stage-1
     tau_match grows as 3.125 σ²; the reference preset's is 3000 + 2σ² at every σ
-    (`preset_settings`). patch_size, window, step, n,
-    transform_2d, transform_1d, tau_match and beta take a scalar (both stages) or a
-    (stage 1, stage 2) pair; lambda_3d, mu2, stagger, exact_variance and stages one value; None keeps the
-    preset's. A stage whose patch size is not 8 defaults to the DCT as 2-D transform
+    (`preset_settings`). patch_size, window, step, n, transform_2d, transform_1d, tau_match
+    and beta take a scalar (both stages) or a (stage 1, stage 2) pair; lambda_3d, mu2,
+    stagger, exact_variance (needs transform_1d "haar") and stages one value; None keeps
+    the preset's. A stage whose patch size is not 8 defaults to the DCT as 2-D transform
     (Bior1.5 is defined on 8 points only), and the preset's step is capped at the patch size.
     """
     cfg = preset_settings(preset, noise)
