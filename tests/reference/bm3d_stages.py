@@ -131,8 +131,11 @@ def bm3d_stage(noisy: np.ndarray, sigmas, params: StageParams, basic: np.ndarray
         pos = positions[sel][:, :k]                               # (B, k, 2)
         ys, xs = pos[..., 0], pos[..., 1]
         flat = ((ys[..., None, None] + a[:, None]) * cols + xs[..., None, None] + a[None, :]).ravel()
-        variance = (group_variance(pos, p, params.transform_2d, params.transform_1d)
-                    if params.exact_variance else None)
+        variance = None
+        if params.exact_variance:       # in batches: group_variance holds (B, k, k, p) arrays
+            variance = np.concatenate([
+                group_variance(pos[b:b + 256], p, params.transform_2d, params.transform_1d)
+                for b in range(0, len(pos), 256)])
         for c in range(channels):
             view = sliding_window_view(noisy[..., c], (p, p))
             oracle = None
