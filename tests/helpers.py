@@ -1,5 +1,6 @@
 """Shared test helpers: test images, the tolerance check that reports where arrays
-differ, and the full check of a search result against the NumPy oracle."""
+differ, the full check of a search result against the NumPy oracle, and runtimes with a
+forced device profile."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
+import clpatch
 from tests.reference.search import as_video, brute_force_search
 
 DATA = Path(__file__).parent / "data"
@@ -24,6 +26,28 @@ def write_png(path: Path, image: np.ndarray) -> Path:
     Image.fromarray(image).save(path)
     assert np.array_equal(np.asarray(Image.open(path)), image)
     return path
+
+
+def smooth_noisy(shape, seed: int = 0, sigma: float = 20.0) -> np.ndarray:
+    """128 + 60 sin(y/5) cos(x/7) (phase-shifted per colour channel) plus N(0, sigma) noise,
+    float32: clear matches, so few patch distances sit near the matching thresholds and
+    float32 kernels take the decisions of the float64 oracles. shape (H, W) or (H, W, C)."""
+    y, x = np.mgrid[:shape[0], :shape[1]].astype(np.float64)
+    channels = shape[2] if len(shape) == 3 else 1
+    base = np.stack([128 + 60 * np.sin(y / 5 + c) * np.cos(x / 7 - c / 2)
+                     for c in range(channels)], -1).reshape(shape)
+    return (base + np.random.default_rng(seed).normal(0, sigma, shape)).astype(np.float32)
+
+
+_family_runtimes: dict = {}
+
+
+def family_runtime(runtime, family):
+    """A runtime on the test device with `family`'s profile (one per family and device)."""
+    key = (runtime.device.int_ptr, family)
+    if key not in _family_runtimes:
+        _family_runtimes[key] = clpatch.Runtime(runtime.device, profile=family)
+    return _family_runtimes[key]
 
 
 def load_image(name: str, dtype=np.float32) -> np.ndarray:

@@ -37,7 +37,7 @@ import numpy as np
 import pyopencl as cl
 
 import clpatch
-from tests.helpers import check_search, random_image
+from tests.helpers import check_search, random_image, smooth_noisy
 
 # Tiny on purpose: Oclgrind interprets every work-item. 17x19 with patch 8 and step 4 puts
 # the last grid row and column off the lattice, so the border (naive) kernel runs as well.
@@ -156,16 +156,6 @@ def keep_buffers_alive() -> None:
     (`planted uninit_global`).
     """
     cl.Buffer = _KeptBuffer
-
-
-def smooth_noisy(shape, seed: int) -> np.ndarray:
-    """A smooth image plus N(0, 20) noise: clear matches, few distances near the thresholds."""
-    y, x = np.mgrid[:shape[0], :shape[1]].astype(np.float64)
-    channels = shape[2] if len(shape) == 3 else 1
-    base = np.stack([128 + 60 * np.sin(y / 5 + c) * np.cos(x / 7 - c / 2)
-                     for c in range(channels)], -1)
-    base = base.reshape(shape)
-    return (base + np.random.default_rng(seed).normal(0, 20, shape)).astype(np.float32)
 
 
 def run_bm3d(aggregation: str, channels: int, stagger: bool = False, exact: bool = False) -> None:

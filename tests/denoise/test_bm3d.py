@@ -29,22 +29,12 @@ from clpatch.denoise.transforms import (
     transform_pair,
 )
 from clpatch.match.window_config import SearchConfig
-from tests.helpers import assert_close, load_image
+from tests.helpers import assert_close, load_image, smooth_noisy
 from tests.reference.bm3d import bm3d_reference
 
 SIGMA = 20.0
 # float32 kernels against the float64 oracle: the observed difference is ~1e-4 on 0-255 data.
 ATOL = 1e-3
-
-
-def smooth_noisy(shape, seed=0, sigma=SIGMA):
-    """128 + 60 sin(y/5) cos(x/7) (phase-shifted per colour channel) plus N(0, sigma) noise:
-    clear matches, so few patch distances sit near the matching thresholds."""
-    y, x = np.mgrid[:shape[0], :shape[1]].astype(np.float64)
-    channels = shape[2] if len(shape) == 3 else 1
-    base = np.stack([128 + 60 * np.sin(y / 5 + c) * np.cos(x / 7 - c / 2)
-                     for c in range(channels)], -1).reshape(shape)
-    return (base + np.random.default_rng(seed).normal(0, sigma, shape)).astype(np.float32)
 
 
 def check_reference(out, image, preset="fast", *, what, sigma=SIGMA, atol=ATOL, **overrides):

@@ -15,22 +15,12 @@ from clpatch.core.profiles import FAMILIES
 from clpatch.denoise import clgen as gen
 from clpatch.denoise.bm3d_params import EXACT_STAGE1_WEIGHT_MAX, PRESETS, stage_params
 from clpatch.denoise.transforms import transform_pair
-from tests.helpers import assert_close
+from tests.helpers import assert_close, family_runtime, smooth_noisy
 from tests.reference.bm3d import bm3d_reference
 from tests.reference.bm3d_stages import group_variance
 
 SIGMA = 20.0
 ATOL = 1e-3   # float32 kernels against the float64 oracle, on 0-255 data
-
-
-def noisy_crop(rows, cols, seed=0, channels=0):
-    """A smooth image (many overlapping patches in a group) plus noise: 128 + 60 sin(y/5)
-    cos(x/7), phase-shifted per channel; its distances rarely sit at a threshold, so the
-    float32 kernels and the float64 oracle take the same decisions."""
-    y, x = np.mgrid[:rows, :cols].astype(np.float64)
-    planes = [128 + 60 * np.sin(y / 5 + c) * np.cos(x / 7 - c / 2) for c in range(channels or 1)]
-    clean = np.stack(planes, -1) if channels else planes[0]
-    return (clean + np.random.default_rng(seed).normal(0, SIGMA, clean.shape)).astype(np.float32)
 
 
 # ---- the variances themselves (no device) ------------------------------------------------------
@@ -120,7 +110,7 @@ def test_reference_preset_takes_exact_variances():
 
 def test_exact_variance_matters(runtime):
     """The same preset with and without: both equal their oracle, and they differ."""
-    image = noisy_crop(40, 45)
+    image = smooth_noisy((40, 45))
     on = clpatch.bm3d(image, SIGMA, preset="reference", window=15, runtime=runtime)
     check(on, image, "exact variances", window=15)
     off = clpatch.bm3d(image, SIGMA, preset="reference", window=15, exact_variance=False,
@@ -134,30 +124,24 @@ def test_exact_variance_matters(runtime):
     dict(patch_size=12, step=4, window=17, n=(4, 16)),      # two pixels per work-item
 ], ids=["patch5", "patch12"])
 def test_generic_layouts(runtime, params):
-    image = noisy_crop(33, 38, seed=1)
+    image = smooth_noisy((33, 38), seed=1)
     out = clpatch.bm3d(image, SIGMA, preset="reference", runtime=runtime, **params)
     check(out, image, f"exact variances {params}", **params)
 
 
 def test_colour(runtime):
-    image = noisy_crop(30, 33, seed=2, channels=3)
+    image = smooth_noisy((30, 33, 3), seed=2)
     out = clpatch.bm3d(image, SIGMA, preset="reference", window=11, runtime=runtime)
     check(out, image, "CBM3D with exact variances", window=11)
-
-
-_runtimes: dict = {}
 
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_every_profile(runtime, family):
     """Algorithm 10's layout puts a coefficient on another work-item for each bank padding:
     the variances must follow it (stage 1: the layout is the same in stage 2)."""
-    key = (runtime.device.int_ptr, family)
-    if key not in _runtimes:
-        _runtimes[key] = clpatch.Runtime(runtime.device, profile=family)
-    image = noisy_crop(30, 34, seed=3)
+    image = smooth_noisy((30, 34), seed=3)
     out = clpatch.bm3d(image, SIGMA, preset="reference", window=11, stages=1,
-                       runtime=_runtimes[key])
+                       runtime=family_runtime(runtime, family))
     check(out, image, f"{family} profile, stage 1", window=11, stages=1)
 
 

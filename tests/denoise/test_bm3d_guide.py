@@ -14,8 +14,8 @@ import clpatch
 from clpatch.denoise.bm3d import BM3DPlan
 from clpatch.denoise.bm3d_params import stage_params
 from clpatch.denoise.strength import Strength
-from tests.denoise.test_bm3d import ATOL, SIGMA, fixed_available, psnr, smooth_noisy
-from tests.helpers import assert_close, load_image
+from tests.denoise.test_bm3d import ATOL, SIGMA, fixed_available, psnr
+from tests.helpers import assert_close, load_image, smooth_noisy
 from tests.reference.bm3d import bm3d_reference
 
 GRAY, COLOUR = (37, 45), (29, 33, 3)

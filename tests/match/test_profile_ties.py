@@ -19,7 +19,7 @@ import clpatch
 from clpatch.core.profiles import FAMILIES
 from clpatch.match.video import VIDEO_SEARCHES
 from clpatch.match.window_config import SEARCH_VARIANTS
-from tests.helpers import assert_close, load_image
+from tests.helpers import assert_close, family_runtime, load_image
 from tests.reference import vbm3d as vbm3d_ref
 from tests.reference.bm3d import bm3d_reference
 from tests.reference.nlmeans import nlmeans_reference
@@ -35,17 +35,6 @@ REQUESTS = {
     "column": (5, 3, 11, 8),
     "square": (8, 4, 15, 16),
 }
-
-_runtimes: dict = {}
-
-
-def family_runtime(runtime, family):
-    """A runtime on the test device with `family`'s profile (one per family and device)."""
-    key = (runtime.device.int_ptr, family)
-    if key not in _runtimes:
-        _runtimes[key] = clpatch.Runtime(runtime.device, profile=family)
-    return _runtimes[key]
-
 
 def photo_uint8(rows, cols, seed=0, frames=0):
     """A crop of camera.png plus N(0, 20) noise, rounded and clipped to uint8, with a
