@@ -130,10 +130,11 @@ def explain_bm3d(runtime: Any, *, patch_size: int | None = None, step: Any = Non
 
 def _filter_line(params: StageParams, runtime: Any) -> str:
     layout = filter_layout(params, runtime.profile)
-    v = "·v" if params.exact_variance else ""
-    shrink = (f"hard thresholding at {params.lambda_3d:g}σ{'·√v' if v else ''}"
-              if params.stage == 1 else f"Wiener shrinkage B²/(B² + {params.mu2:g}σ²{v})")
-    if v:
+    exact = params.exact_variance
+    shrink = (f"hard thresholding at {params.lambda_3d:g}σ{'·√v' if exact else ''}"
+              if params.stage == 1 else
+              f"Wiener shrinkage B²/(B² + {params.mu2:g}σ²{'·v' if exact else ''})")
+    if exact:
         shrink += (", v: each 3-D coefficient's exact noise variance (in σ²) for the "
                    "group's patch positions")
     return (f"stage {params.stage} filter: {layout}; {params.transform_2d} 2-D, "
