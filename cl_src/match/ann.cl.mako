@@ -7,12 +7,14 @@
 ## device and in NumPy, are written out in clpatch/match/ann_params.py; the NumPy oracle is
 ## tests/reference/ann.py.
 ##
-## Launches, one work-group per tile: ann_cluster, global (GROUP * ntx, tile rows of the
+## Launches: ann_cluster, one work-group per tile, global (GROUP * ntx, tile rows of the
 ## launch), local (GROUP, 1), clusters its tile (the slots of perm in cluster order, the
 ## first slot of each cluster marked; perm2[L] = first slot of cluster L, counts[tile] =
-## the number of clusters); then ann_query, global (QGROUP * ntx, same rows), local
-## (QGROUP, 1), answers the tile's references cluster by cluster. No tree is stored (Tsai
-## fuse the two steps; two kernels let each keep its own registers and work-group size).
+## the number of clusters); then ann_query, global (QGROUP * units, same rows), local
+## (QGROUP, 1), one work-group per unit (a tile and a run of its clusters: see run, parts
+## and parts_last), answers the unit's references cluster by cluster. No tree is stored
+## (Tsai fuse the two steps; two kernels let each keep its own registers and work-group
+## size).
 ##
 ## Arguments: img (planar float32 block: frame f, channel c, block row r, column x at
 ##   ((f * C + c) * rows + r) * cols + x; block row 0 is image row y_lo), rows, cols,
@@ -25,7 +27,11 @@
 ##   counts (one int per tile of the launch: (tile row - ty0) * ntx + tile column),
 ##   ref_frame, g0, g1 (grid rows answered: [g0, g1)), gx (grid columns), out_pos,
 ##   out_dist (Matches layout, lib/matches.mako: reference (row g, column j) of output
-##   frame out_f0 at ref = (out_f0 · out_rows + out_row0 + g − g0) · gx + j).
+##   frame out_f0 at ref = (out_f0 · out_rows + out_row0 + g − g0) · gx + j), run
+##   (clusters per unit), parts, parts_last (units per tile of the columns before the last
+##   and of the last column: bits 0–7 for the tile rows above the last, 8–15 for the last
+##   row; work-group column u of a row is unit u − (ntx − 1) · parts of the last column
+##   from u = (ntx − 1) · parts on; groups past the row's units return at once).
 ##
 ## Rendered with: patch (P), channels (C), k (K), group and qgroup (GROUP, QGROUP: the
 ## two kernels' work-items per tile, multiples of 32; the query answers one cluster per
@@ -186,9 +192,9 @@ inline int scan_flags(const int flag, __local int *l_scan, int *total)
 
 ## The tile of this work-group, its scratch and its pixels (copied to local memory when
 ## `block`); `group` work-items.
-<%def name="tile_prologue(group)">
+<%def name="tile_prologue(group, column='get_group_id(0)')">
 const int lid = get_local_id(0);
-    const int tx = get_group_id(0), ty = ty0 + get_group_id(1);
+    const int tx = ${column}, ty = ty0 + get_group_id(1);
     const int y0 = ty * tile, y1 = ty == nty - 1 ? py : y0 + tile;
     const int x0 = tx * tile, x1 = tx == ntx - 1 ? px : x0 + tile;
     const int th = y1 - y0, tw = x1 - x0, area = th * tw, M = nframes * area;
@@ -550,8 +556,15 @@ void ann_cluster(${args()})
                         l_sel[lid] |= (ulong)d << l_shift[0];
                     }
                     barrier(CLK_LOCAL_MEM_FENCE);
-                    if (lid == 0)
-                        l_shift[0] -= 4;
+                    // Done early once no node needs more of its chosen digit's codes
+                    // (need 0): the code of rank m / 2 is then that digit's smallest, and
+                    // comparing with the digits chosen so far (the rest 0) splits alike.
+                    if (lid == 0) {
+                        int open = 0;
+                        for (int b = 0; b < ${NB}; ++b)
+                            open |= l_split[b] && !l_halves[b] && l_need[b] > 0;
+                        l_shift[0] = open ? l_shift[0] - 4 : -1;
+                    }
                     barrier(CLK_LOCAL_MEM_FENCE);
                 }
                 for (int s = r0 + lid; s < r1; s += ${GROUP}) {
@@ -652,8 +665,24 @@ __kernel __attribute__((reqd_work_group_size(${QGROUP}, 1, 1)))
 void ann_query(${args()}, __global const int *ref_row, __global const int *ref_col,
                const int ref_frame, const int g0, const int g1, const int gx,
                __global int *out_pos, __global float *out_dist, const int out_rows,
-               const int out_row0, const int out_f0)
+               const int out_row0, const int out_f0, const int run, const int parts,
+               const int parts_last)
 {
+    // This work-group's unit of work: a tile column and a run of `run` of its clusters
+    // (the last run: to the tile's last cluster). A tile of many clusters is answered by
+    // several work-groups, so that it does not keep the launch waiting after the others
+    // are done: a tile of the columns before the last by `parts` of them (from the bytes
+    // of `parts` and `parts_last`: bits 0-7 the tile rows above the last, 8-15 the last
+    // tile row), one of the last column by `parts_last` (from the group's index alone,
+    // not from memory: the compiler then knows the tile is the work-group's).
+    const int shift = ty0 + (int)get_group_id(1) == nty - 1 ? 8 : 0;
+    const int pa = (parts >> shift) & 255, pb = (parts_last >> shift) & 255;
+    const int unit = get_group_id(0), before = (ntx - 1) * pa;
+    const int column = unit < before ? unit / pa : ntx - 1;
+    const int part = unit < before ? unit - column * pa : unit - before;
+    const int nparts = unit < before ? pa : pb;
+    if (part >= nparts)
+        return;                         // (the whole work-group: no barrier is skipped)
 % if block:
     __local float l_img[${block}];
     __local int l_code[${slots}], l_start[${slots}];
@@ -674,8 +703,9 @@ void ann_query(${args()}, __global const int *ref_row, __global const int *ref_c
     __local int l_info[${QWARPS}][4];
     __local int l_ref[${area}];
 
-    ${tile_prologue(QGROUP)}
+    ${tile_prologue(QGROUP, "column")}
     const int nl = counts[(size_t)get_group_id(1) * ntx + tx];
+    const int first = part * run, end = part == nparts - 1 ? nl : min(nl, first + run);
 % if block:
     for (int s = lid; s < M; s += ${QGROUP}) {
         l_code[s] = pm[s] & CODE_MASK;
@@ -709,10 +739,10 @@ void ann_query(${args()}, __global const int *ref_row, __global const int *ref_c
     // s, s + S, ... of member i.
     const int warp = lid >> 5, lane = lid & 31;
     __local float *table = l_table[warp];
-    for (int L0 = 0; L0 < nl; L0 += ${QWARPS}) {
+    for (int L0 = first; L0 < end; L0 += ${QWARPS}) {
         const int L = L0 + warp;
         int s0 = 0, nm = 0, c0 = 0, nc = 0;
-        if (L < nl) {
+        if (L < end) {
             // The candidates: the cluster, then its neighbours L+1, L-1, L+2, ... (those
             // inside the tile) while fewer than ${1 + NEIGH} clusters or ${K} patches are taken.
             int a = L, b = L, taken = 1, j = 1;

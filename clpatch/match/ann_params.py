@@ -66,6 +66,7 @@ every frame.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,7 +76,7 @@ from ..core.validate import check_int
 
 __all__ = ["LEAF", "MAX_K", "MAX_NEIGHBOUR_CLUSTERS", "MAX_PATCH", "MAX_TILE", "MAX_VALUES",
            "POWER_ITERATIONS", "SAMPLES", "AnnConfig", "AnnRequest", "candidate_bound",
-           "check_ann_request", "largest_k", "tile_edges", "tile_of"]
+           "check_ann_request", "cluster_count", "largest_k", "tile_edges", "tile_of"]
 
 LEAF = 32                    # patches per cluster at most (Tsai: twice the 16 candidates)
 SAMPLES = 16                 # sub-sample of a node (a power of two; Tsai: "e.g., 8")
@@ -87,6 +88,16 @@ MAX_VALUES = 1024            # C · p · p: a node's mean and direction live in 
 MAX_STEP = 64
 MAX_NEIGHBOUR_CLUSTERS = 2   # Tsai searched "two neighboring clusters" at most
 MAX_FRAMES = 4096            # a slot's frame is packed in 17 bits
+
+
+@functools.lru_cache(maxsize=256)
+def cluster_count(patches: int) -> int:
+    """The clusters of a tile of `patches` slots: the leaves of its tree (a node of more
+    than LEAF slots has children of m // 2 and m - m // 2), as the clustering counts them."""
+    if patches <= LEAF:
+        return 1
+    half = patches // 2
+    return cluster_count(half) + cluster_count(patches - half)
 
 
 def candidate_bound(k: int, neighbour_clusters: int) -> int:

@@ -28,6 +28,7 @@ from .ann_params import (
     AnnConfig,
     AnnRequest,
     candidate_bound,
+    cluster_count,
     tile_edges,
     tile_of,
 )
@@ -169,6 +170,7 @@ class AnnPlan:
         self.pool = BufferPool(ctx)
         self.uploader = Uploader(runtime, self.pool)
         self._cluster, self._query = self._build()
+        self.units = self._query_units()
         self.last_events: list[tuple[str, Any]] = []
         self.chunks = self._plan_chunks(tile_bytes)
 
@@ -216,6 +218,25 @@ class AnnPlan:
         program = rt.programs.build(source, template="match/ann.cl.mako", params=params)
         return kernel(program, "ann_cluster"), kernel(program, "ann_query")
 
+    def _query_units(self) -> tuple[int, int, int, int]:
+        """The query's units of work (see the kernel): (run, parts, parts_last, units per
+        row). A tile of the first row and column (all of one size) is one unit of `run`
+        clusters or fewer; a larger one (the last row's and column's absorb the remainder:
+        up to 4x the clusters) is cut into runs of as many, each a work-group, so that its
+        clusters do not keep the launch waiting (H100, 512x512, tile 15: the 25x25 corner's
+        32 clusters took its work-group 4 rounds of 8)."""
+        sizes_y, sizes_x = np.diff(self.edges_y), np.diff(self.edges_x)
+        warps = self.config.query_group // 32
+        run = -(-cluster_count(self.frames * int(sizes_y[0] * sizes_x[0])) // warps) * warps
+        parts = parts_last = units = 0
+        for shift, th in ((0, int(sizes_y[0])), (8, int(sizes_y[-1]))):
+            pa, pb = (-(-cluster_count(self.frames * th * int(tw)) // run)
+                      for tw in (sizes_x[0], sizes_x[-1]))
+            assert pa < 256 and pb < 256
+            parts, parts_last = parts | pa << shift, parts_last | pb << shift
+            units = max(units, (len(sizes_x) - 1) * pa + pb)
+        return run, parts, parts_last, units
+
     # ---- the matcher's face ----------------------------------------------------------------
 
     def _tile_rows(self, g0: int, g1: int) -> tuple[int, int]:
@@ -248,6 +269,7 @@ class AnnPlan:
         a, b = self._tile_rows(chunk.g0, chunk.g1)
         nty, ntx = len(self.edges_y) - 1, len(self.edges_x) - 1
         group, qgroup = self.config.group, self.config.query_group
+        run, parts, parts_last, units = self.units
         queue = self.runtime.queue
         events: list[Any] = []
         for t0 in range(a, b, TILE_ROWS_PER_LAUNCH):
@@ -264,10 +286,10 @@ class AnnPlan:
                                       wait_for=(events[-1:] or wait_for))
             gx = len(self.grid_x) if self.ref_x is None else self.ref_x.shape[1]
             events += [clustered, self._query(
-                queue, (qgroup * ntx, t1 - t0), (qgroup, 1), *common, self._ref_row,
+                queue, (qgroup * units, t1 - t0), (qgroup, 1), *common, self._ref_row,
                 self._ref_col, i32(self.reference), i32(chunk.g0), i32(chunk.g1), i32(gx),
-                out_pos, out_dist, i32(out_rows), i32(out_row0), i32(out_f0),
-                wait_for=[clustered])]
+                out_pos, out_dist, i32(out_rows), i32(out_row0), i32(out_f0), i32(run),
+                i32(parts), i32(parts_last), wait_for=[clustered])]
         return events
 
     def check_limit(self) -> float:

@@ -21,7 +21,14 @@ import pytest
 import clpatch
 from clpatch.io.noise import synthetic_burst
 from clpatch.match import ann_plan
-from clpatch.match.ann_params import LEAF, AnnConfig, candidate_bound, check_ann_request, tile_of
+from clpatch.match.ann_params import (
+    LEAF,
+    AnnConfig,
+    candidate_bound,
+    check_ann_request,
+    cluster_count,
+    tile_of,
+)
 from clpatch.match.ann_plan import (
     GROUP,
     MANY_TILES_GROUP,
@@ -111,6 +118,33 @@ def test_layouts_give_the_same_matches(runtime, group, query_group, local):
     found = plan.run(image)
     pos, dist = oracle.ann_image(image, patch_size=7, k=14, tile=13, step=2,
                                  neighbour_clusters=1)
+    assert np.array_equal(found.positions, pos) and np.array_equal(found.distances, dist)
+
+
+def test_cluster_count_is_the_oracles():
+    """The host's count of a tile's clusters (it sizes the query's units) is the number of
+    leaves the clustering makes."""
+    rng = np.random.default_rng(3)
+    for m in (1, 31, 32, 33, 64, 65, 100, 225, 345, 621, 841):
+        _, leaves = oracle.cluster(rng.integers(0, 256, (m, 4)).astype(np.float32))
+        assert cluster_count(m) == len(leaves), m
+
+
+@pytest.mark.parametrize("query_group", [32, 64])
+def test_large_tiles_answered_by_several_work_groups(runtime, query_group):
+    """The last row's and column's larger tiles (here up to 23 x 27 positions: 32 clusters
+    against an inner tile's 8) are answered in runs of clusters, one work-group each, whose
+    queries also take neighbour clusters from the other runs: the oracle's matches."""
+    image = noisy_photo("text", 60, 64, 4)
+    request = check_ann_request(patch_size=8, step=1, k=16, tile=15, neighbour_clusters=2,
+                                channels=1, rows=60, cols=64)
+    plan = AnnPlan(runtime, 1, 60, 64, 1, request,
+                   AnnConfig(64, False, 15, 2, query_group=query_group))
+    run, parts, parts_last, units = plan.units
+    assert run == 8 and (parts_last >> 8) == 4 and units == 2 * (parts >> 8) + 4
+    found = plan.run(image)
+    pos, dist = oracle.ann_image(image, patch_size=8, k=16, tile=15, step=1,
+                                 neighbour_clusters=2)
     assert np.array_equal(found.positions, pos) and np.array_equal(found.distances, dist)
 
 
