@@ -315,7 +315,7 @@ def run_ann_bad_values() -> None:
     print("ok: ann on NaN and infinite pixels raised, in bounds")
 
 
-def run_ann(pixels: str, burst: bool, dense: bool) -> None:
+def run_ann(pixels: str, burst: bool, dense: bool, units: bool = False) -> None:
     from clpatch.match.ann_params import AnnConfig, check_ann_request
     from clpatch.match.ann_plan import AnnPlan
     from tests.reference.ann import ann
@@ -327,28 +327,33 @@ def run_ann(pixels: str, burst: bool, dense: bool) -> None:
     # (126 in a burst of 2), so nodes split on two levels and the partition scans run
     # over several chunks of a 32-item group; one neighbour cluster. Dense: every position
     # a reference and no neighbour cluster (an image's symmetric distance tables, the
-    # vote of at most 32 candidates in registers).
+    # vote of at most 32 candidates in registers). Units: tiles of 5 and a query of one
+    # warp, so that a last-row tile (8 x 5 positions: 2 clusters against an inner tile's 1)
+    # is answered by two work-groups.
     image = rng.integers(0, 256, (frames, 15, 17, 1)).astype(np.float32)
     step, neighbours = (1, 0) if dense else (2, 1)
-    request = check_ann_request(patch_size=3, step=step, k=6, tile=6,
+    tile = 5 if units else 6
+    request = check_ann_request(patch_size=3, step=step, k=6, tile=tile,
                                 neighbour_clusters=neighbours, channels=1, rows=15, cols=17,
                                 frames=frames)
-    config = AnnConfig(32, False, 6, neighbours, local_pixels=pixels == "local",
-                       query_group=64)
+    config = AnnConfig(32, False, tile, neighbours, local_pixels=pixels == "local",
+                       query_group=32 if units else 64)
     plan = AnnPlan(runtime, frames, 15, 17, 1, request, config, video=burst,
                    reference=frames - 1)
     if bool(plan.block) != (pixels == "local"):
         sys.exit(f"the plan did not take its pixels from {pixels} memory")
+    if units and plan.units[1] >> 8 < 2:
+        sys.exit("no tile was answered by several work-groups")
     got = plan.run(image if burst else image[0])
-    positions, distances = ann(image, patch_size=3, k=6, tile=6, step=step,
+    positions, distances = ann(image, patch_size=3, k=6, tile=tile, step=step,
                                neighbour_clusters=neighbours, reference=frames - 1)
     if not burst:
         positions = positions[..., 1:]
     if not (np.array_equal(got.positions, positions)
             and np.array_equal(got.distances, distances)):
         sys.exit("ann differs from the oracle")
-    print(f"ok: ann ({pixels} pixels{', burst' if burst else ''}{', dense' if dense else ''}) "
-          "equals the oracle")
+    print(f"ok: ann ({pixels} pixels{', burst' if burst else ''}{', dense' if dense else ''}"
+          f"{', units' if units else ''}) equals the oracle")
 
 
 def run_noise_level(channels: int) -> None:
@@ -423,6 +428,8 @@ def main() -> None:
                          help="every node's median by the digit selection (RANK_SELECT 0)")
     ann_job.add_argument("--dense", action="store_true",
                          help="step 1 and no neighbour cluster")
+    ann_job.add_argument("--units", action="store_true",
+                         help="a larger tile answered by several query work-groups")
     noise_job = jobs.add_parser("noise_level")
     noise_job.add_argument("--channels", type=int, default=1)
     planted = jobs.add_parser("planted")
@@ -448,7 +455,7 @@ def main() -> None:
         if args.pixels == "bad-values":
             run_ann_bad_values()
         else:
-            run_ann(args.pixels, args.burst, args.dense)
+            run_ann(args.pixels, args.burst, args.dense, args.units)
     elif args.job == "noise_level":
         run_noise_level(args.channels)
     else:

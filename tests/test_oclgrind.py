@@ -172,17 +172,20 @@ def test_nnf_runs_clean_above_ten_dimensions():
 # the query (candidate runs, distance table, voting), with the tile's pixels in local or in
 # global memory, for an image and a burst; "select": every node's median split by the digit
 # selection that large nodes use (these tiny tiles would count ranks directly); "dense":
-# step 1 without neighbour clusters (symmetric tables, the vote in registers). (The
+# step 1 without neighbour clusters (symmetric tables, the vote in registers); "units": a
+# larger tile's clusters answered by two query work-groups. (The
 # warp-ballot scans and shuffles are inline PTX, which Oclgrind cannot run: they are
 # checked against the oracle on NVIDIA.)
-@pytest.mark.parametrize("pixels,burst,select,dense", [
-    ("local", False, False, False), ("global", False, False, False),
-    ("local", True, False, False), ("local", False, True, False),
-    ("global", True, True, False), ("local", False, False, True),
-    ("global", True, False, True)])
-def test_ann_runs_clean(pixels, burst, select, dense):
+@pytest.mark.parametrize("pixels,burst,select,dense,units", [
+    ("local", False, False, False, False), ("global", False, False, False, False),
+    ("local", True, False, False, False), ("local", False, True, False, False),
+    ("global", True, True, False, False), ("local", False, False, True, False),
+    ("global", True, False, True, False), ("local", False, False, False, True),
+    ("global", False, False, True, True)])
+def test_ann_runs_clean(pixels, burst, select, dense, units):
     assert_clean("ann", pixels, *(["--burst"] if burst else []),
-                 *(["--select"] if select else []), *(["--dense"] if dense else []))
+                 *(["--select"] if select else []), *(["--dense"] if dense else []),
+                 *(["--units"] if units else []))
 
 
 # ANN on NaN and infinite pixels: the run must fail its value check without touching memory

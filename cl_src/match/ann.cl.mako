@@ -7,14 +7,15 @@
 ## device and in NumPy, are written out in clpatch/match/ann_params.py; the NumPy oracle is
 ## tests/reference/ann.py.
 ##
-## Launches: ann_cluster, one work-group per tile, global (GROUP * ntx, tile rows of the
-## launch), local (GROUP, 1), clusters its tile (the slots of perm in cluster order, the
-## first slot of each cluster marked; perm2[L] = first slot of cluster L, counts[tile] =
-## the number of clusters); then ann_query, global (QGROUP * units, same rows), local
-## (QGROUP, 1), one work-group per unit (a tile and a run of its clusters: see run, parts
-## and parts_last), answers the unit's references cluster by cluster. No tree is stored
-## (Tsai fuse the two steps; two kernels let each keep its own registers and work-group
-## size).
+## Launches: ann_cluster, one work-group per tile (group (i, j) of a launch of R tile
+## rows: tile column ntx − 1 − i of tile row ty0 + R − 1 − j, the larger tiles first),
+## global (GROUP * ntx, R), local (GROUP, 1), clusters its tile (the slots of perm in
+## cluster order, the first slot of each cluster marked; perm2[L] = first slot of cluster
+## L, counts[tile] = the number of clusters); then ann_query, global (QGROUP * units,
+## same rows), local (QGROUP, 1), one work-group per unit (a tile and a run of its
+## clusters: see run, parts and parts_last), answers the unit's references cluster by
+## cluster. No tree is stored (Tsai fuse the two steps; two kernels let each keep its own
+## registers and work-group size).
 ##
 ## Arguments: img (planar float32 block: frame f, channel c, block row r, column x at
 ##   ((f * C + c) * rows + r) * cols + x; block row 0 is image row y_lo), rows, cols,
@@ -192,9 +193,9 @@ inline int scan_flags(const int flag, __local int *l_scan, int *total)
 
 ## The tile of this work-group, its scratch and its pixels (copied to local memory when
 ## `block`); `group` work-items.
-<%def name="tile_prologue(group, column='get_group_id(0)')">
+<%def name="tile_prologue(group, column, launch_row)">
 const int lid = get_local_id(0);
-    const int tx = ${column}, ty = ty0 + get_group_id(1);
+    const int tx = ${column}, ty = ty0 + ${launch_row};
     const int y0 = ty * tile, y1 = ty == nty - 1 ? py : y0 + tile;
     const int x0 = tx * tile, x1 = tx == ntx - 1 ? px : x0 + tile;
     const int th = y1 - y0, tw = x1 - x0, area = th * tw, M = nframes * area;
@@ -289,7 +290,11 @@ void ann_cluster(${args()})
 #define PM2 pm2
 % endif
 
-    ${tile_prologue(GROUP)}
+    // The tiles in reverse order: the last row's and column's (larger: they absorb the
+    // remainder) start first, so that the launch does not wait for them at its end
+    // (H100, 512x512, tile 15: 0.256 -> 0.212 ms).
+    const int launch_row = get_num_groups(1) - 1 - get_group_id(1);
+    ${tile_prologue(GROUP, "ntx - 1 - (int)get_group_id(0)", "launch_row")}
     for (int q = 0, f = 0, dy = 0; q < nframes * th; ++q) {
         for (int dx = lid; dx < tw; dx += ${GROUP})
             PM[q * tw + dx] = f << 14 | dy << 7 | dx;
@@ -644,7 +649,7 @@ void ann_cluster(${args()})
     }
 % endif
     if (lid == 0)
-        counts[(size_t)get_group_id(1) * ntx + tx] = nl;
+        counts[(size_t)launch_row * ntx + tx] = nl;
 #undef PM
 #undef PM2
 }
@@ -703,7 +708,7 @@ void ann_query(${args()}, __global const int *ref_row, __global const int *ref_c
     __local int l_info[${QWARPS}][4];
     __local int l_ref[${area}];
 
-    ${tile_prologue(QGROUP, "column")}
+    ${tile_prologue(QGROUP, "column", "get_group_id(1)")}
     const int nl = counts[(size_t)get_group_id(1) * ntx + tx];
     const int first = part * run, end = part == nparts - 1 ? nl : min(nl, first + run);
 % if block:
