@@ -191,8 +191,9 @@ inline int scan_flags(const int flag, __local int *l_scan, int *total)
                const int ntx, const int ty0, __global int *perm, __global int *perm2,
                __global int *counts, const int sy0</%def>
 
-## The tile of this work-group, its scratch and its pixels (copied to local memory when
-## `block`); `group` work-items.
+## The tile of this work-group (tile column `column`, tile row ty0 + `launch_row`: C
+## expressions), its scratch and its pixels (copied to local memory when `block`); `group`
+## work-items.
 <%def name="tile_prologue(group, column, launch_row)">
 const int lid = get_local_id(0);
     const int tx = ${column}, ty = ty0 + ${launch_row};
