@@ -66,7 +66,7 @@ class _Stage:
         self.staggered = bool(self.search.stagger)
         kernels = FilterKernels(rt, params, channels=plan.channels,
                                 aggregation=plan.aggregation, colour=plan.colour,
-                                stagger=self.staggered)
+                                stagger=self.staggered, exact_variance=params.exact_variance)
         self.filter, self.group = kernels.filter, kernels.group
         self.finalize, self.finalize_planar = kernels.finalize, kernels.finalize_planar
         self.clear, self.opponent = kernels.clear, kernels.opponent

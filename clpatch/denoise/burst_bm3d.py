@@ -117,7 +117,8 @@ class BurstBM3DPlan:
                                reference=reference)
         self.kernels = [FilterKernels(runtime, p, channels=channels,
                                       aggregation=self.aggregation, colour=self.colour,
-                                      video=True) for p in self.params]
+                                      video=True, exact_variance=p.exact_variance)
+                        for p in self.params]
         ctx = runtime.context
         self.ys = int_buffer(ctx, self.matcher.grid_y)
         self.xs = int_buffer(ctx, self.matcher.grid_x)

@@ -13,18 +13,19 @@ class FilterKernels:
 
     params: a stage's parameters (patch_size, n, stage, transform_2d, transform_1d, beta);
     video: positions are (t, y, x) and frames sit in rings of slots (VBM3D);
-    stagger: references of a staggered grid (per-reference columns, BM3D's reference preset).
-    A stage with `exact_variance` shrinks with the exact noise variances of its groups'
-    coefficients (BM3D's reference preset; a Haar transform along the group, images only).
+    stagger: references of a staggered grid (per-reference columns, BM3D's reference preset);
+    exact_variance: shrink with the exact noise variances of the groups' coefficients (BM3D's
+    reference preset; a Haar transform along the group, images only).
     `group` is the work-items per reference of the filter kernel (min(n, 8) · patch_size).
     """
 
     def __init__(self, runtime: Any, params: Any, *, channels: int, aggregation: str,
-                 colour: bool, video: bool = False, stagger: bool = False) -> None:
+                 colour: bool, video: bool = False, stagger: bool = False,
+                 exact_variance: bool = False) -> None:
         extra: dict[str, Any] = {"video": True} if video else {}
         if stagger:
             extra["stagger"] = True
-        if getattr(params, "exact_variance", False):
+        if exact_variance:
             if video:
                 raise ValueError("exact_variance is for images (BM3D), not videos")
             extra["exact_variance"] = True
