@@ -18,9 +18,10 @@ of the ANN's distances over the sum of the exact ones; for 0, 1 and 2 neighbour 
 Filters (Tsai's Table 6): PSNR (peak 255, outputs clipped to 0-255) of `clpatch.bm3d`
 (fast preset) and `clpatch.nlmeans` (defaults) with search="window" and search="ann" (whose
 matcher takes tiles of FILTER_TILE and searches FILTER_NEIGHBOUR_CLUSTERS sibling clusters
-besides a patch's own; see clpatch/match/ann.py). `--filters-only` skips the matches'
-measures (the exact in-tile brute force is slow on a CPU); `--matches-json FILE` takes them
-from an earlier run's JSON instead (they depend on neither the device nor the filters).
+besides a patch's own, in FILTER_TILINGS tilings; see clpatch/match/ann.py).
+`--filters-only` skips the matches' measures (the exact in-tile brute force is slow on a
+CPU); `--matches-json FILE` takes them from an earlier run's JSON instead (they depend on
+neither the device nor the filters).
 
 The ANN's matches are the same on every OpenCL device (its arithmetic is fixed: see
 clpatch/match/ann_params.py), so this runs anywhere (PoCL included).
@@ -39,7 +40,7 @@ import numpy as np
 from PIL import Image
 
 import clpatch
-from clpatch.match.ann import FILTER_NEIGHBOUR_CLUSTERS, FILTER_TILE
+from clpatch.match.ann import FILTER_NEIGHBOUR_CLUSTERS, FILTER_TILE, FILTER_TILINGS
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -110,7 +111,7 @@ def main() -> None:
     result = {"device": rt.device.name, "host": platform.node(), "sigma": args.sigma,
               "seed": args.seed, "filter_tile": FILTER_TILE,
               "filter_neighbour_clusters": FILTER_NEIGHBOUR_CLUSTERS,
-              "images": rows, "mean": mean}
+              "filter_tilings": FILTER_TILINGS, "images": rows, "mean": mean}
     print(json.dumps({"mean": mean}), flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
@@ -119,7 +120,8 @@ def main() -> None:
                  "Matches: every 8x8 patch, k 16, tile 15, against the exact in-tile kNN "
                  "(recall / D_ann/D_knn) with 0, 1, 2 neighbour clusters. Filters: PSNR (dB) "
                  "with the exact windowed search and with the ANN (the filters' ANN: tiles of "
-                 f"{FILTER_TILE}, {FILTER_NEIGHBOUR_CLUSTERS} neighbour clusters).", "",
+                 f"{FILTER_TILE}, {FILTER_NEIGHBOUR_CLUSTERS} neighbour clusters, "
+                 f"{FILTER_TILINGS} tilings).", "",
                  "| image | nc 0 | nc 1 | nc 2 | BM3D window | BM3D ann | Δ | NL-means window "
                  "| NL-means ann | Δ |", "|---|---|---|---|---|---|---|---|---|---|"]
         for r in [*rows, {"image": "mean", **mean}]:

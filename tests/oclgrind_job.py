@@ -7,6 +7,7 @@
     python tests/oclgrind_job.py knn METHOD METRIC [--channels C]
     python tests/oclgrind_job.py nnf [--channels C]
     python tests/oclgrind_job.py ann local|global|bad-values [--burst] [--select] [--dense]
+        [--units] [--pair]
     python tests/oclgrind_job.py planted race|uninit_local|uninit_private|uninit_global
 
 Runs on the device CLPATCH_DEVICE names (the tests set `oclgrind`) and refuses any other.
@@ -315,10 +316,12 @@ def run_ann_bad_values() -> None:
     print("ok: ann on NaN and infinite pixels raised, in bounds")
 
 
-def run_ann(pixels: str, burst: bool, dense: bool, units: bool = False) -> None:
+def run_ann(pixels: str, burst: bool, dense: bool, units: bool = False,
+            pair: bool = False) -> None:
+    from clpatch.match.ann_pair import AnnPair
     from clpatch.match.ann_params import AnnConfig, check_ann_request
     from clpatch.match.ann_plan import AnnPlan
-    from tests.reference.ann import ann
+    from tests.reference.ann import ann, ann_pair_image
 
     runtime = simulator_runtime()
     frames = 2 if burst else 1
@@ -329,31 +332,41 @@ def run_ann(pixels: str, burst: bool, dense: bool, units: bool = False) -> None:
     # a reference and no neighbour cluster (an image's symmetric distance tables, the
     # vote of at most 32 candidates in registers). Units: tiles of 5 and a query of one
     # warp, so that a last-row tile (8 x 5 positions: 2 clusters against an inner tile's 1)
-    # is answered by two work-groups.
+    # is answered by two work-groups. Pair: the filters' two tilings (tiles of 5; the second
+    # of origin 2 on both axes), each answering its share of the references.
     image = rng.integers(0, 256, (frames, 15, 17, 1)).astype(np.float32)
     step, neighbours = (1, 0) if dense else (2, 1)
-    tile = 5 if units else 6
+    tile = 5 if units or pair else 6
     request = check_ann_request(patch_size=3, step=step, k=6, tile=tile,
                                 neighbour_clusters=neighbours, channels=1, rows=15, cols=17,
                                 frames=frames)
     config = AnnConfig(32, False, tile, neighbours, local_pixels=pixels == "local",
                        query_group=32 if units else 64)
-    plan = AnnPlan(runtime, frames, 15, 17, 1, request, config, video=burst,
-                   reference=frames - 1)
+    if pair:
+        plan = AnnPair(runtime, 15, 17, 1, request, config)
+        if plan.second is None or plan.second.origin != (2, 2):
+            sys.exit("the pair did not plan a second tiling of origin (2, 2)")
+    else:
+        plan = AnnPlan(runtime, frames, 15, 17, 1, request, config, video=burst,
+                       reference=frames - 1)
     if bool(plan.block) != (pixels == "local"):
         sys.exit(f"the plan did not take its pixels from {pixels} memory")
     if units and plan.units[1] >> 8 < 2:
         sys.exit("no tile was answered by several work-groups")
     got = plan.run(image if burst else image[0])
-    positions, distances = ann(image, patch_size=3, k=6, tile=tile, step=step,
-                               neighbour_clusters=neighbours, reference=frames - 1)
-    if not burst:
+    if pair:
+        positions, distances = ann_pair_image(image[0], patch_size=3, k=6, tile=tile,
+                                              step=step, neighbour_clusters=neighbours)
+    else:
+        positions, distances = ann(image, patch_size=3, k=6, tile=tile, step=step,
+                                   neighbour_clusters=neighbours, reference=frames - 1)
+    if not (burst or pair):
         positions = positions[..., 1:]
     if not (np.array_equal(got.positions, positions)
             and np.array_equal(got.distances, distances)):
         sys.exit("ann differs from the oracle")
     print(f"ok: ann ({pixels} pixels{', burst' if burst else ''}{', dense' if dense else ''}"
-          f"{', units' if units else ''}) equals the oracle")
+          f"{', units' if units else ''}{', pair' if pair else ''}) equals the oracle")
 
 
 def run_noise_level(channels: int) -> None:
@@ -430,6 +443,8 @@ def main() -> None:
                          help="step 1 and no neighbour cluster")
     ann_job.add_argument("--units", action="store_true",
                          help="a larger tile answered by several query work-groups")
+    ann_job.add_argument("--pair", action="store_true",
+                         help="the filters' two tilings (an image only)")
     noise_job = jobs.add_parser("noise_level")
     noise_job.add_argument("--channels", type=int, default=1)
     planted = jobs.add_parser("planted")
@@ -455,7 +470,7 @@ def main() -> None:
         if args.pixels == "bad-values":
             run_ann_bad_values()
         else:
-            run_ann(args.pixels, args.burst, args.dense, args.units)
+            run_ann(args.pixels, args.burst, args.dense, args.units, args.pair)
     elif args.job == "noise_level":
         run_noise_level(args.channels)
     else:

@@ -173,19 +173,21 @@ def test_nnf_runs_clean_above_ten_dimensions():
 # global memory, for an image and a burst; "select": every node's median split by the digit
 # selection that large nodes use (these tiny tiles would count ranks directly); "dense":
 # step 1 without neighbour clusters (symmetric tables, the vote in registers); "units": a
-# larger tile's clusters answered by two query work-groups. (The
+# larger tile's clusters answered by two query work-groups; "pair": the filters' two
+# tilings, the second with an origin, each answering its share of the references. (The
 # warp-ballot scans and shuffles are inline PTX, which Oclgrind cannot run: they are
 # checked against the oracle on NVIDIA.)
-@pytest.mark.parametrize("pixels,burst,select,dense,units", [
-    ("local", False, False, False, False), ("global", False, False, False, False),
-    ("local", True, False, False, False), ("local", False, True, False, False),
-    ("global", True, True, False, False), ("local", False, False, True, False),
-    ("global", True, False, True, False), ("local", False, False, False, True),
-    ("global", False, False, True, True)])
-def test_ann_runs_clean(pixels, burst, select, dense, units):
+@pytest.mark.parametrize("pixels,burst,select,dense,units,pair", [
+    ("local", False, False, False, False, False), ("global", False, False, False, False, False),
+    ("local", True, False, False, False, False), ("local", False, True, False, False, False),
+    ("global", True, True, False, False, False), ("local", False, False, True, False, False),
+    ("global", True, False, True, False, False), ("local", False, False, False, True, False),
+    ("global", False, False, True, True, False), ("local", False, False, False, False, True),
+    ("global", False, False, True, False, True)])
+def test_ann_runs_clean(pixels, burst, select, dense, units, pair):
     assert_clean("ann", pixels, *(["--burst"] if burst else []),
                  *(["--select"] if select else []), *(["--dense"] if dense else []),
-                 *(["--units"] if units else []))
+                 *(["--units"] if units else []), *(["--pair"] if pair else []))
 
 
 # ANN on NaN and infinite pixels: the run must fail its value check without touching memory

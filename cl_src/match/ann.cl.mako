@@ -23,8 +23,11 @@
 ##   runs of the whole image), ty0 (tile row of work-group row 0), perm, perm2 (scratch,
 ##   2 × T · (position rows of the launch) · px ints; a tile's run starts at
 ##   T · ((y0 − sy0) · px + rows_of_tile · x0)), sy0 (first position row of the scratch),
-##   ref_row[py] (grid row of a position row, −1 when none), ref_col (grid column of a
+##   org_y, org_x (the tiling's origin on each axis: run i ≥ 1 starts at org + i · tile,
+##   run 0 at 0; clpatch/match/ann_params.py), ref_row[py] (grid row of a position row, −1 when none), ref_col (grid column of a
 ##   position column, −1 when none: [px], or [grid rows][px] for a staggered grid),
+##   centre_y[py], centre_x[px] (with choose: per position row / column, twice its distance
+##   from its tile's centre in this tiling in bits 0–15 and in the other tiling above),
 ##   counts (one int per tile of the launch: (tile row - ty0) * ntx + tile column),
 ##   ref_frame, g0, g1 (grid rows answered: [g0, g1)), gx (grid columns), out_pos,
 ##   out_dist (Matches layout, lib/matches.mako: reference (row g, column j) of output
@@ -53,8 +56,10 @@
 ## candidates are its own patches computes each distance of its table once), rank_select
 ## (nodes of more patches find their median by selecting it digit by digit: step 6), rvote
 ## (a query's vote in registers, its results kept in the members' table rows: for at most
-## 32 candidates).
-<%page args="patch, channels, k, group, qgroup, ballot, neighbours, stagger, dim, leaf, samples, power, candidates, block, brows, bpitch, slots, area, nodes, dense, rank_select, rvote"/>
+## 32 candidates), choose (0: every reference of the tile is answered; 1 or 2: the first or
+## second of two tilings, which answers the references that lie nearer their tile's centre
+## in it than in the other (max of the two axes' centre distances), the first where equal).
+<%page args="patch, channels, k, group, qgroup, ballot, neighbours, stagger, dim, leaf, samples, power, candidates, block, brows, bpitch, slots, area, nodes, dense, rank_select, rvote, choose"/>
 <%namespace name="mt" file="/lib/matches.mako"/>\
 <%
     P, C, K, GROUP, QGROUP = patch, channels, k, group, qgroup
@@ -189,7 +194,7 @@ inline int scan_flags(const int flag, __local int *l_scan, int *total)
 <%def name="args()">__global const float *img, const int rows, const int cols, const int y_lo,
                const int nframes, const int py, const int px, const int tile, const int nty,
                const int ntx, const int ty0, __global int *perm, __global int *perm2,
-               __global int *counts, const int sy0</%def>
+               __global int *counts, const int sy0, const int org_y, const int org_x</%def>
 
 ## The tile of this work-group (tile column `column`, tile row ty0 + `launch_row`: C
 ## expressions), its scratch and its pixels (copied to local memory when `block`); `group`
@@ -197,8 +202,10 @@ inline int scan_flags(const int flag, __local int *l_scan, int *total)
 <%def name="tile_prologue(group, column, launch_row)">
 const int lid = get_local_id(0);
     const int tx = ${column}, ty = ty0 + ${launch_row};
-    const int y0 = ty * tile, y1 = ty == nty - 1 ? py : y0 + tile;
-    const int x0 = tx * tile, x1 = tx == ntx - 1 ? px : x0 + tile;
+    const int y0 = ty == 0 ? 0 : org_y + ty * tile;
+    const int y1 = ty == nty - 1 ? py : org_y + (ty + 1) * tile;
+    const int x0 = tx == 0 ? 0 : org_x + tx * tile;
+    const int x1 = tx == ntx - 1 ? px : org_x + (tx + 1) * tile;
     const int th = y1 - y0, tw = x1 - x0, area = th * tw, M = nframes * area;
     const size_t base = (size_t)nframes * ((size_t)(y0 - sy0) * px + (size_t)th * x0);
     __global int *pm = perm + base;
@@ -669,7 +676,7 @@ void ann_cluster(${args()})
 
 __kernel __attribute__((reqd_work_group_size(${QGROUP}, 1, 1)))
 void ann_query(${args()}, __global const int *ref_row, __global const int *ref_col,
-               const int ref_frame, const int g0, const int g1, const int gx,
+               __global const int *centre_y, __global const int *centre_x, const int ref_frame, const int g0, const int g1, const int gx,
                __global int *out_pos, __global float *out_dist, const int out_rows,
                const int out_row0, const int out_f0, const int run, const int parts,
                const int parts_last)
@@ -733,7 +740,15 @@ void ann_query(${args()}, __global const int *ref_row, __global const int *ref_c
         int out = -1;
         if (g >= g0 && g < g1) {
             const int j = ref_col[(staggered ? (size_t)g * px : 0) + x];
+% if choose:
+            // One of two tilings (the ${"first" if choose == 1 else "second"}): the reference is this one's where it lies
+            // nearer its tile's centre than in the other${", or as near" if choose == 1 else ""}.
+            const int cy = centre_y[y], cx = centre_x[x];
+            const int mine = max(cy & 0xffff, cx & 0xffff), other = max(cy >> 16, cx >> 16);
+            if (j >= 0 && mine ${"<=" if choose == 1 else "<"} other)
+% else:
             if (j >= 0)
+% endif
                 out = ${mt.ref("out_row0 + g - g0", "j", "gx", "out_f0", "out_rows")};
         }
         l_ref[r] = out;

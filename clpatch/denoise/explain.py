@@ -14,7 +14,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.registry import Operation, register
-from ..match.ann import FILTER_NEIGHBOUR_CLUSTERS, FILTER_TILE, filter_request
+from ..match.ann import (
+    FILTER_NEIGHBOUR_CLUSTERS,
+    FILTER_TILE,
+    FILTER_TILINGS,
+    filter_request,
+)
 from ..match.ann_params import AnnConfig, AnnRequest
 from ..match.ann_plan import ann_config
 from ..match.explain import Explanation, explain_search_request
@@ -72,7 +77,9 @@ def _ann_notes(window: str, variant: Any) -> list[str]:
     return [f"search engine: ann — {DESCRIPTIONS['ann']}",
             f"not applied with the ANN: the window ({window}) and the search variant{ignored}"
             f"; candidates come from the patch's own cluster and its "
-            f"{FILTER_NEIGHBOUR_CLUSTERS} nearest sibling clusters in tiles of {FILTER_TILE}",
+            f"{FILTER_NEIGHBOUR_CLUSTERS} nearest sibling clusters in tiles of {FILTER_TILE}"
+            f" ({FILTER_TILINGS} tilings, the second offset by half a tile: each patch "
+            "answered by the one where it lies nearer its tile's centre)",
             "not tuned: clpatch autotune times the windowed searches only"]
 
 

@@ -11,13 +11,14 @@ from typing import Any
 
 from ..core.runtime import Runtime, resolve_runtime
 from ..core.volumes import as_volume
+from .ann_pair import AnnPair
 from .ann_params import AnnRequest, check_ann_request, largest_k
 from .ann_plan import AnnPlan
 from .matcher import register_engine
 from .matches import Matches
 
-__all__ = ["DEFAULT_TILE", "FILTER_NEIGHBOUR_CLUSTERS", "FILTER_TILE", "ann_matcher",
-           "ann_search", "filter_request"]
+__all__ = ["DEFAULT_TILE", "FILTER_NEIGHBOUR_CLUSTERS", "FILTER_TILE", "FILTER_TILINGS",
+           "ann_matcher", "ann_search", "filter_request"]
 
 #: Tsai's preferred tile (their Table 2: larger tiles gain little).
 DEFAULT_TILE = 15
@@ -39,6 +40,13 @@ DEFAULT_TILE = 15
 #: tile and no neighbour clusters (its clusters gather every frame's patches).
 FILTER_TILE = 21
 FILTER_NEIGHBOUR_CLUSTERS = 2
+#: The filters' ANN on an image runs FILTER_TILINGS tilings, the plain one and one offset
+#: by half a tile, each reference answered by the one where it lies nearer its tile's
+#: centre (`AnnPair`; 1: the plain tiling alone). With one tiling a reference at a tile's
+#: edge has candidates on one side only; BM3D (fast) on the ANN then lost 0.149 dB to the
+#: window search against 0.036 dB with two (NumPy oracles, 256² crops of six test
+#: photographs, σ = 20), for twice the clustering.
+FILTER_TILINGS = 2
 #: ANN plans kept per runtime.
 PLANS_KEPT = 8
 
@@ -94,14 +102,19 @@ def ann_matcher(runtime: Runtime, frames: int, rows: int, cols: int, channels: i
                 request: Any, config: Any = None, *, temporal_window: int = 0,
                 video: bool = False, stagger: tuple[int, ...] = (),
                 tile: int | None = None, neighbour_clusters: int | None = None,
-                reference: int | None = None) -> AnnPlan:
+                tilings: int | None = None, reference: int | None = None) -> AnnPlan:
     """The ANN as the filters' matcher (`search="ann"`): k = the filter's n, tiles of
-    `tile`, `neighbour_clusters` sibling clusters searched (None: FILTER_TILE and
-    FILTER_NEIGHBOUR_CLUSTERS for an image; DEFAULT_TILE and 0 for a burst, whose clusters
-    already gather a location's patches from every frame); the filter's window and search
-    configuration do not apply. With `reference` (a burst: video=True), the references are
-    that frame's and the candidates come from every frame."""
+    `tile`, `neighbour_clusters` sibling clusters searched, `tilings` tilings (None:
+    FILTER_TILE, FILTER_NEIGHBOUR_CLUSTERS and FILTER_TILINGS for an image; DEFAULT_TILE,
+    0 and 1 for a burst, whose clusters already gather a location's patches from every
+    frame); the filter's window and search configuration do not apply. With `reference`
+    (a burst: video=True), the references are that frame's and the candidates come from
+    every frame."""
     burst = reference is not None
+    if tilings is None:
+        tilings = 1 if burst else FILTER_TILINGS
+    if isinstance(tilings, bool) or tilings not in (1, 2) or (burst and tilings != 1):
+        raise ValueError(f"tilings must be 1 or 2 (1 for a burst), got {tilings!r}")
     if tile is None:
         tile = DEFAULT_TILE if burst else FILTER_TILE
     if neighbour_clusters is None:
@@ -111,6 +124,8 @@ def ann_matcher(runtime: Runtime, frames: int, rows: int, cols: int, channels: i
         rows=rows, cols=cols, metric=getattr(request, "metric", "l2"),
         several_frames=not burst and bool(video or temporal_window or frames != 1),
         frames=frames if burst else 1, tile=tile, neighbour_clusters=neighbour_clusters)
+    if tilings == 2:
+        return AnnPair(runtime, rows, cols, channels, checked, stagger=stagger)
     return AnnPlan(runtime, frames, rows, cols, channels, checked, video=burst,
                    reference=reference or 0, stagger=stagger)
 
@@ -125,4 +140,5 @@ def ann_capacity(rows: int, cols: int, frames: int, patch_size: int, window: int
 register_engine("ann", ann_matcher,
                 "the clustering ANN (Tsai et al.): candidates from the patch's own cluster "
                 f"and its {FILTER_NEIGHBOUR_CLUSTERS} nearest sibling clusters in tiles of "
-                f"{FILTER_TILE}", ann_capacity)
+                f"{FILTER_TILE}, of the two tilings (offset by half a tile) the one where "
+                "the patch lies nearer its tile's centre", ann_capacity)

@@ -11,6 +11,21 @@ rows × a run of columns; for a burst of T frames a tile holds the positions of 
 at that location. A tile's patches start in the order (frame, row, column): that order
 numbers its slots 0 … M − 1.
 
+A tiling may have an origin o along an axis (0 ≤ o < tile, leaving at least two runs:
+Py − o ≥ 2 · tile): its run boundaries are then o + i · tile, i ≥ 1, so there are
+(Py − o) // tile runs, the first one [0, o + tile) absorbing the o leading positions and
+the last one the remainder; every run still holds `tile` to 2 · tile − 1 positions
+(`tile_edges`; origin 0 is the plain tiling above). The filters' ANN (`search="ann"`,
+clpatch/match/ann.py) runs two tilings of one image: the plain one and the one of origin
+tile // 2 on each axis where that leaves two runs (`pair_origin`; else 0 on that axis). It
+answers each reference from the tiling in which it lies nearer its tile's centre: there
+its distance is max(|2y − (y0 + y1 − 1)|, |2x − (x0 + x1 − 1)|) for its tile
+[y0, y1) × [x0, x1) (`centre_distance` gives either axis's term), and the plain tiling
+answers where the two are equal. A reference then has candidates at least about a quarter
+of a tile away on every side, where one tiling leaves those at a tile's edge with
+candidates on one side only (BM3D on the ANN gained about 0.1 dB on the test photographs:
+benchmarks/results/quality_ann.md).
+
 Patch vectors have D = C · p · p values, ordered (channel, row, column). Every distance is
 the sum of squared differences over d = 0 … D − 1 in that order, in float32, each
 difference, product and sum rounded on its own (FP_CONTRACT off), so it is the same number
@@ -76,7 +91,8 @@ from ..core.validate import check_int
 
 __all__ = ["LEAF", "MAX_K", "MAX_NEIGHBOUR_CLUSTERS", "MAX_PATCH", "MAX_TILE", "MAX_VALUES",
            "POWER_ITERATIONS", "SAMPLES", "AnnConfig", "AnnRequest", "candidate_bound",
-           "check_ann_request", "cluster_count", "largest_k", "tile_edges", "tile_of"]
+           "centre_distance", "check_ann_request", "cluster_count", "largest_k", "pair_origin",
+           "tile_edges", "tile_of"]
 
 LEAF = 32                    # patches per cluster at most (Tsai: twice the 16 candidates)
 SAMPLES = 16                 # sub-sample of a node (a power of two; Tsai: "e.g., 8")
@@ -149,16 +165,38 @@ class AnnConfig:
                 "fits)")
 
 
-def tile_edges(positions: int, tile: int) -> np.ndarray:
-    """Start of every run of one axis, then its end: [0, tile, 2·tile, …, positions]."""
-    runs = max(1, positions // tile)
-    return np.append(np.arange(runs) * tile, positions).astype(np.int64)
+def tile_edges(positions: int, tile: int, origin: int = 0) -> np.ndarray:
+    """Start of every run of one axis, then its end: [0, origin + tile, origin + 2·tile, …,
+    positions] (origin 0: [0, tile, 2·tile, …, positions])."""
+    if origin and positions - origin < 2 * tile:
+        raise ValueError(f"origin {origin} leaves fewer than two runs of {tile} in "
+                         f"{positions} positions")
+    runs = max(1, (positions - origin) // tile)
+    starts = origin + np.arange(runs) * tile
+    starts[0] = 0
+    return np.append(starts, positions).astype(np.int64)
 
 
-def tile_of(coordinate: Any, positions: int, tile: int) -> Any:
+def tile_of(coordinate: Any, positions: int, tile: int, origin: int = 0) -> Any:
     """Index of the run holding `coordinate` (array or int) along an axis of `positions`."""
-    runs = max(1, positions // tile)
-    return np.minimum(np.asarray(coordinate) // tile, runs - 1)
+    runs = max(1, (positions - origin) // tile)
+    return np.clip((np.asarray(coordinate) - origin) // tile, 0, runs - 1)
+
+
+def pair_origin(positions: int, tile: int) -> int:
+    """The second tiling's origin along an axis of `positions` (see the module doc): tile // 2
+    where that leaves at least two runs, else 0 (the plain tiling's)."""
+    origin = tile // 2
+    return origin if positions - origin >= 2 * tile else 0
+
+
+def centre_distance(positions: int, tile: int, origin: int = 0) -> np.ndarray:
+    """|2c − (start + end − 1)| of every coordinate c of one axis, [start, end) its run of
+    the tiling at `origin`: twice its distance from its run's centre (int32)."""
+    edges = tile_edges(positions, tile, origin)
+    c = np.arange(positions)
+    run = tile_of(c, positions, tile, origin)
+    return np.abs(2 * c - (edges[run] + edges[run + 1] - 1)).astype(np.int32)
 
 
 def largest_k(rows: int, cols: int, patch_size: int, tile: int, frames: int = 1) -> int:

@@ -28,6 +28,7 @@ from .ann_params import (
     AnnConfig,
     AnnRequest,
     candidate_bound,
+    centre_distance,
     cluster_count,
     tile_edges,
     tile_of,
@@ -113,15 +114,20 @@ class AnnPlan:
     video: a burst of `frames` frames: every frame's patches at a tile location are
     clustered together and the references are those of frame `reference` (positions
     (t, y, x)). `stagger` gives BM3D's staggered grid (see `SearchPlan`). `tile_bytes`
-    bounds the memory of one band of tile rows (default: the device's). `last_events`
-    holds the (stage, event) pairs of the last `run`: upload, convert, ann (two launches
-    per band: clustering, query).
+    bounds the memory of one band of tile rows (default: the device's). `origin` is the
+    tiling's (y, x) origin; with `versus`, the other tiling's origin, this plan answers
+    only the references nearer their tile's centre here than there (ties: the tiling of
+    origin (0, 0); see `clpatch.match.ann_params` and `AnnPair`). `last_events` holds the
+    (stage, event) pairs of the last `run`: upload, convert, ann (two launches per band:
+    clustering, query).
     """
 
     def __init__(self, runtime: Runtime, frames: int, rows: int, cols: int, channels: int,
                  request: AnnRequest, config: AnnConfig | None = None, *, video: bool = False,
                  reference: int = 0, stagger: tuple[int, ...] = (),
-                 device_output: bool = False, tile_bytes: int | None = None) -> None:
+                 device_output: bool = False, tile_bytes: int | None = None,
+                 origin: tuple[int, int] = (0, 0),
+                 versus: tuple[int, int] | None = None) -> None:
         if not (video or frames == 1):
             raise ValueError(f"an image has one frame, got {frames} (pass video=True for a burst)")
         if not 0 <= reference < frames:
@@ -133,7 +139,9 @@ class AnnPlan:
         self.device_output = device_output
         p, s, t = request.patch_size, request.step, request.tile
         self.py, self.px = rows - p + 1, cols - p + 1
-        self.edges_y, self.edges_x = tile_edges(self.py, t), tile_edges(self.px, t)
+        self.origin = (int(origin[0]), int(origin[1]))
+        self.edges_y = tile_edges(self.py, t, self.origin[0])
+        self.edges_x = tile_edges(self.px, t, self.origin[1])
         tiles = (len(self.edges_y) - 1) * (len(self.edges_x) - 1)
         self.config = config or ann_config(request, runtime.profile,
                                            tiles=0 if video else tiles)
@@ -167,6 +175,15 @@ class AnnPlan:
             ref_col[self.grid_x] = np.arange(len(self.grid_x))
         ctx = runtime.context
         self._ref_row, self._ref_col = int_buffer(ctx, ref_row), int_buffer(ctx, ref_col)
+        self.choose = 0
+        centres = np.zeros((2, 1), np.int32)
+        if versus is not None:      # own distance in bits 0-15, the other tiling's above
+            if (0, 0) not in (self.origin, tuple(versus)):
+                raise ValueError("one of two tilings must have the origin (0, 0)")
+            self.choose = 1 if self.origin == (0, 0) else 2
+            centres = [centre_distance(n, t, o) | centre_distance(n, t, v) << 16
+                       for n, o, v in zip((self.py, self.px), self.origin, versus, strict=True)]
+        self._centres = [int_buffer(ctx, c) for c in centres]
         self.pool = BufferPool(ctx)
         self.uploader = Uploader(runtime, self.pool)
         self._cluster, self._query = self._build()
@@ -209,7 +226,8 @@ class AnnPlan:
                       power=POWER_ITERATIONS, candidates=candidates,
                       nodes=split_nodes(c.group, self.channels * r.patch_size ** 2),
                       dense=r.step == 1 and not self.video and not self.stagger,
-                      rank_select=RANK_SELECT, rvote=candidates <= REGISTER_VOTE)
+                      rank_select=RANK_SELECT, rvote=candidates <= REGISTER_VOTE,
+                      choose=self.choose)
         (params["block"], params["brows"], params["bpitch"], params["slots"],
          params["area"]) = self._local_sizes()
         self.block = params["block"]
@@ -220,18 +238,19 @@ class AnnPlan:
 
     def _query_units(self) -> tuple[int, int, int, int]:
         """The query's units of work (see the kernel): (run, parts, parts_last, units per
-        row). A tile of the first row and column (all of one size) is one unit of `run`
-        clusters or fewer; a larger one (the last row's and column's absorb the remainder:
-        up to 4x the clusters) is cut into runs of as many, each a work-group, so that its
-        clusters do not keep the launch waiting (H100, 512x512, tile 15: the 25x25 corner's
-        32 clusters took its work-group 4 rounds of 8)."""
+        row). The smallest tile is one unit of `run` clusters or fewer; a larger one (the
+        last row's and column's absorb the remainder, and with an origin the first's the
+        leading positions: up to 4x the clusters) is cut into runs of as many, each a
+        work-group, so that its clusters do not keep the launch waiting (H100, 512x512,
+        tile 15: the 25x25 corner's 32 clusters took its work-group 4 rounds of 8)."""
         sizes_y, sizes_x = np.diff(self.edges_y), np.diff(self.edges_x)
         warps = self.config.query_group // 32
-        run = -(-cluster_count(self.frames * int(sizes_y[0] * sizes_x[0])) // warps) * warps
+        run = -(-cluster_count(self.frames * int(sizes_y.min() * sizes_x.min())) // warps) * warps
         parts = parts_last = units = 0
-        for shift, th in ((0, int(sizes_y[0])), (8, int(sizes_y[-1]))):
+        # (the rows and columns before the last: the parts of their largest tile)
+        for shift, th in ((0, int(sizes_y[:-1].max(initial=0))), (8, int(sizes_y[-1]))):
             pa, pb = (-(-cluster_count(self.frames * th * int(tw)) // run)
-                      for tw in (sizes_x[0], sizes_x[-1]))
+                      for tw in (sizes_x[:-1].max(initial=0), sizes_x[-1]))
             assert pa < 256 and pb < 256
             parts, parts_last = parts | pa << shift, parts_last | pb << shift
             units = max(units, (len(sizes_x) - 1) * pa + pb)
@@ -241,9 +260,9 @@ class AnnPlan:
 
     def _tile_rows(self, g0: int, g1: int) -> tuple[int, int]:
         """Tile rows [a, b) holding grid rows [g0, g1)."""
-        t = self.request.tile
-        return (int(tile_of(self.grid_y[g0], self.py, t)),
-                int(tile_of(self.grid_y[g1 - 1], self.py, t)) + 1)
+        t, o = self.request.tile, self.origin[0]
+        return (int(tile_of(self.grid_y[g0], self.py, t, o)),
+                int(tile_of(self.grid_y[g1 - 1], self.py, t, o)) + 1)
 
     def chunk(self, r0: int, r1: int, g0: int, g1: int) -> Chunk:
         """Grid rows [g0, g1) of the reference frame: the whole tile rows holding them."""
@@ -281,13 +300,14 @@ class AnnPlan:
             counts = self.pool.get("counts", (t1 - t0) * ntx * 4)
             common = (planar, i32(chunk.y_hi - chunk.y_lo), i32(self.cols), i32(chunk.y_lo),
                       i32(self.frames), i32(self.py), i32(self.px), i32(self.request.tile),
-                      i32(nty), i32(ntx), i32(t0), perm, perm2, counts, i32(sy0))
+                      i32(nty), i32(ntx), i32(t0), perm, perm2, counts, i32(sy0),
+                      i32(self.origin[0]), i32(self.origin[1]))
             clustered = self._cluster(queue, (group * ntx, t1 - t0), (group, 1), *common,
                                       wait_for=(events[-1:] or wait_for))
             gx = len(self.grid_x) if self.ref_x is None else self.ref_x.shape[1]
             events += [clustered, self._query(
                 queue, (qgroup * units, t1 - t0), (qgroup, 1), *common, self._ref_row,
-                self._ref_col, i32(self.reference), i32(chunk.g0), i32(chunk.g1), i32(gx),
+                self._ref_col, *self._centres, i32(self.reference), i32(chunk.g0), i32(chunk.g1), i32(gx),
                 out_pos, out_dist, i32(out_rows), i32(out_row0), i32(out_f0), i32(run),
                 i32(parts), i32(parts_last), wait_for=[clustered])]
         return events
@@ -298,6 +318,9 @@ class AnnPlan:
 
     # ---- running ---------------------------------------------------------------------------
 
+    #: Sets of clustering scratch one band takes (AnnPair: one per tiling).
+    scratch_sets = 1
+
     def _plan_chunks(self, tile_bytes: int | None) -> list[Chunk]:
         """Bands of tile rows whose buffers fit the device's memory (or `tile_bytes`, the
         plans' common limit: tests force bands with it)."""
@@ -306,13 +329,17 @@ class AnnPlan:
         k, dim, ch, tf = self.request.k, self.dim, self.channels, self.frames
         t = self.request.tile
         nty = len(self.edges_y) - 1
-        tile_rows_of = tile_of(self.grid_y, self.py, t)
+        tile_rows_of = tile_of(self.grid_y, self.py, t, self.origin[0])
 
         def sizes(a: int, b: int) -> tuple[int, int]:
+            g = np.flatnonzero((tile_rows_of >= a) & (tile_rows_of < b))
             rows = int(self.edges_y[b] - self.edges_y[a]) + self.request.patch_size - 1
-            refs = int(np.count_nonzero((tile_rows_of >= a) & (tile_rows_of < b))) * gx
+            if len(g):      # (the image rows of the band's chunk: those of both tilings)
+                c = self.chunk(self.reference, self.reference + 1, int(g[0]), int(g[-1]) + 1)
+                rows = c.y_hi - c.y_lo
+            refs = len(g) * gx
             parts = [tf * ch * rows * self.cols * 4, tf * ch * rows * self.cols * 8,
-                     2 * tf * int(self.edges_y[b] - self.edges_y[a]) * self.px * 4,
+                     self.scratch_sets * 2 * tf * rows * self.px * 4,
                      refs * k * 4 * dim, refs * k * 4]
             return max(parts), sum(parts)
 

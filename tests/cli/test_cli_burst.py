@@ -241,7 +241,8 @@ def test_search_ann_reaches_the_filter(capsys, tmp_path, runtime, method):
     code, out, err = run(capsys, "denoise", src, dst, "-m", method, "--sigma", SIGMA,
                          "--search", "ann", "--device", spec_of(runtime))
     assert code == 0, err
-    assert "search ann (the clustering ANN, tiles of 21, 2 sibling clusters)" in out
+    assert ("search ann (the clustering ANN, tiles of 21, 2 sibling clusters, 2 tilings)"
+            in out)
     assert "window" not in out
     if method == "nlmeans":
         want = nlmeans(image.astype(np.float32), SIGMA, search="ann", runtime=runtime)

@@ -158,13 +158,14 @@ def test_burst_bm3d_device_arrays_stay_on_the_device(runtime):
 def test_one_frame_basic_estimate_is_bm3d_on_ann_matches(runtime, monkeypatch):
     """T = 1: stage 1 is exactly `clpatch.bm3d(search="ann", stages=1)` with the same patch,
     step and group size (same threshold, same fixed-point scales), once the filters' ANN is
-    set to the burst's (tiles of 15, the patch's own cluster; the filters' own default
-    searches wider)."""
+    set to the burst's (tiles of 15, the patch's own cluster, one tiling; the filters' own
+    default searches wider)."""
     noisy, _ = camera_burst(1, seed=3)
     out = clpatch.burst_denoise(noisy, SIGMA, method="bm3d", k=8, step=4, stages=1,
                                 runtime=runtime)
     monkeypatch.setattr(ann_module, "FILTER_TILE", ann_module.DEFAULT_TILE)
     monkeypatch.setattr(ann_module, "FILTER_NEIGHBOUR_CLUSTERS", 0)
+    monkeypatch.setattr(ann_module, "FILTER_TILINGS", 1)
     runtime.plan_cache().clear()        # no plan made with the filters' own ANN settings
     try:
         want = clpatch.bm3d(noisy[0], SIGMA, search="ann", stages=1, n=8, step=4,

@@ -86,8 +86,8 @@ def test_filters_matcher_equals_the_oracle(runtime, options):
     tile = options.get("tile", FILTER_TILE)
     assert plan.request.neighbour_clusters == nc and plan.request.tile == tile
     found = plan.run(image)
-    pos, dist = oracle.ann_image(image, patch_size=8, k=16, tile=tile, step=4,
-                                 neighbour_clusters=nc)
+    pos, dist = oracle.ann_pair_image(image, patch_size=8, k=16, tile=tile, step=4,
+                                      neighbour_clusters=nc)
     assert np.array_equal(found.positions, pos) and np.array_equal(found.distances, dist)
 
 

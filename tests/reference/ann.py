@@ -13,7 +13,9 @@ Specification
 - Frames: (T, H, W, C) float32; a single image is one frame (`as_frames`). Patches are
   p × p, their top-left positions form the plane Py × Px (Py = H − p + 1, Px = W − p + 1).
 - Tiles: each axis of the plane is cut into max(1, P // tile) runs; run i starts at
-  i · tile, the last ends at P (`tile_runs`). A tile is a run of rows × a run of columns
+  i · tile, the last ends at P (`tile_runs`). With an origin o > 0 on an axis (leaving at
+  least two runs: P − o ≥ 2 · tile), there are (P − o) // tile runs, run i ≥ 1 starting
+  at o + i · tile, run 0 at 0. A tile is a run of rows × a run of columns
   and holds the positions of every frame; its slots 0 … M − 1 number them in the order
   (frame, row, column).
 - Patch vector: D = C · p · p values ordered (channel, row, column). Every distance
@@ -85,12 +87,15 @@ def grid(size: int, patch_size: int, step: int) -> np.ndarray:
     return np.array(values, dtype=np.int32)
 
 
-def tile_runs(positions: int, tile: int) -> list[tuple[int, int]]:
+def tile_runs(positions: int, tile: int, origin: int = 0) -> list[tuple[int, int]]:
     """The (start, end) runs of one axis of `positions` top-left positions: max(1,
-    positions // tile) runs, run i starting at i · tile, the last one ending at positions."""
+    (positions − origin) // tile) runs, run i ≥ 1 starting at origin + i · tile, run 0 at
+    0, the last one ending at positions."""
     assert positions >= 1 and tile >= 1
-    runs = max(1, positions // tile)
-    return [(i * tile, (i + 1) * tile if i + 1 < runs else positions) for i in range(runs)]
+    assert origin == 0 or positions - origin >= 2 * tile, "the origin leaves one run"
+    runs = max(1, (positions - origin) // tile)
+    starts = [0] + [origin + i * tile for i in range(1, runs)]
+    return list(zip(starts, starts[1:] + [positions], strict=True))
 
 
 # ----------------------------------------------------------------------------- patches
@@ -272,7 +277,7 @@ def _rank(dist: np.ndarray, keys: np.ndarray, me: np.ndarray, k: int) -> np.ndar
 # ----------------------------------------------------------------------------- search
 
 
-def _setup(frames, patch_size, k, tile, step, reference):
+def _setup(frames, patch_size, k, tile, step, reference, origin=(0, 0)):
     data = _check_frames(frames)
     t, h, w, _ = data.shape
     p = patch_size
@@ -281,7 +286,7 @@ def _setup(frames, patch_size, k, tile, step, reference):
     assert k >= 1 and tile >= 1
     py, px = h - p + 1, w - p + 1
     gy, gx = grid(h, p, step), grid(w, p, step)
-    runs_y, runs_x = tile_runs(py, tile), tile_runs(px, tile)
+    runs_y, runs_x = tile_runs(py, tile, origin[0]), tile_runs(px, tile, origin[1])
     smallest = t * min(b - a for a, b in runs_y) * min(b - a for a, b in runs_x)
     assert k <= smallest, f"k={k} exceeds the smallest tile's {smallest} patches"
     return data, gy, gx, runs_y, runs_x
@@ -297,8 +302,9 @@ def _tiles(gy, gx, runs_y, runs_x):
                 yield (ya, yb), (xa, xb), iy, ix
 
 
-def _search(frames, *, patch_size, k, tile, step, reference, neighbour_clusters, exact):
-    data, gy, gx, runs_y, runs_x = _setup(frames, patch_size, k, tile, step, reference)
+def _search(frames, *, patch_size, k, tile, step, reference, neighbour_clusters, exact,
+            origin=(0, 0)):
+    data, gy, gx, runs_y, runs_x = _setup(frames, patch_size, k, tile, step, reference, origin)
     windows = patch_windows(data, patch_size)
     positions = np.empty((gy.size, gx.size, k, 3), dtype=np.int32)
     dists = np.empty((gy.size, gx.size, k), dtype=np.float32)
@@ -346,21 +352,60 @@ def _search(frames, *, patch_size, k, tile, step, reference, neighbour_clusters,
 
 
 def ann(frames, *, patch_size: int = 8, k: int = 16, tile: int = 15, step: int = 1,
-        neighbour_clusters: int = 0, reference: int = 0):
+        neighbour_clusters: int = 0, reference: int = 0, origin=(0, 0)):
     """(positions int32 (gy, gx, k, 3) as (t, y, x), distances float32 (gy, gx, k)): the
-    clustering ANN of the grid patches of frame `reference` of (T, H, W, C) frames."""
+    clustering ANN of the grid patches of frame `reference` of (T, H, W, C) frames, in the
+    tiling of `origin` (y, x)."""
     assert neighbour_clusters >= 0
     return _search(frames, patch_size=patch_size, k=k, tile=tile, step=step,
-                   reference=reference, neighbour_clusters=neighbour_clusters, exact=False)
+                   reference=reference, neighbour_clusters=neighbour_clusters, exact=False,
+                   origin=origin)
 
 
 def ann_image(image, *, patch_size: int = 8, k: int = 16, tile: int = 15, step: int = 1,
-              neighbour_clusters: int = 0):
+              neighbour_clusters: int = 0, origin=(0, 0)):
     """(positions int32 (gy, gx, k, 2) as (y, x), distances float32 (gy, gx, k)): `ann` of a
     single (H, W) or (H, W, C) image."""
     pos, dist = ann(as_frames(image), patch_size=patch_size, k=k, tile=tile, step=step,
-                    neighbour_clusters=neighbour_clusters)
+                    neighbour_clusters=neighbour_clusters, origin=origin)
     return np.ascontiguousarray(pos[..., 1:]), dist
+
+
+def _centre_distance(coords: np.ndarray, positions: int, tile: int, origin: int) -> np.ndarray:
+    """|2c − (start + end − 1)| of each coordinate's run [start, end) in the tiling."""
+    out = np.empty(len(coords), dtype=np.int64)
+    for a, b in tile_runs(positions, tile, origin):
+        sel = (coords >= a) & (coords < b)
+        out[sel] = np.abs(2 * coords[sel] - (a + b - 1))
+    return out
+
+
+def ann_pair_image(image, *, patch_size: int = 8, k: int = 16, tile: int = 15,
+                   step: int = 1, neighbour_clusters: int = 0):
+    """`ann_image` on two tilings of one image (the filters' search): the plain one and the
+    one whose origin on each axis is tile // 2 where that leaves two runs (else 0); each
+    reference takes its result from the tiling where max(|2y − (y0 + y1 − 1)|,
+    |2x − (x0 + x1 − 1)|) of its tile [y0, y1) × [x0, x1) is smaller, the plain one where
+    equal."""
+    frames = as_frames(image)
+    _, h, w, _ = frames.shape
+    p, half = patch_size, tile // 2
+    py, px = h - p + 1, w - p + 1
+    origin = tuple(half if n - half >= 2 * tile else 0 for n in (py, px))
+    options = dict(patch_size=p, k=k, tile=tile, step=step,
+                   neighbour_clusters=neighbour_clusters)
+    pos, dist = ann_image(image, **options)
+    if origin == (0, 0):
+        return pos, dist
+    pos2, dist2 = ann_image(image, origin=origin, **options)
+    gy, gx = grid(h, p, step), grid(w, p, step)
+    plain = np.maximum(_centre_distance(gy, py, tile, 0)[:, None],
+                       _centre_distance(gx, px, tile, 0)[None, :])
+    shifted = np.maximum(_centre_distance(gy, py, tile, origin[0])[:, None],
+                         _centre_distance(gx, px, tile, origin[1])[None, :])
+    second = shifted < plain
+    return (np.where(second[..., None, None], pos2, pos),
+            np.where(second[..., None], dist2, dist))
 
 
 def exact_in_tile(frames, *, patch_size: int, k: int, tile: int, step: int = 1,
