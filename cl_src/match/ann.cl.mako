@@ -713,7 +713,10 @@ void ann_query(${args()}, __global const int *ref_row, __global const int *ref_c
 #define RES_C(w, m, r) l_res_c[w][(m) * ${K} + (r)]
 % endif
     __local int l_mref[${QWARPS}][${LEAF}];
-    __local int l_info[${QWARPS}][4];
+    __local int l_info[${QWARPS}][5];
+% if not dense:
+    __local int l_rm[${QWARPS}][${LEAF}];     // the members that are references, packed
+% endif
     __local int l_ref[${area}];
 
     ${tile_prologue(QGROUP, "column", "get_group_id(1)")}
@@ -755,9 +758,9 @@ void ann_query(${args()}, __global const int *ref_row, __global const int *ref_c
     }
     barrier(CLK_LOCAL_MEM_FENCE);
 
-    // ---- queries: each warp answers one cluster per round. A cluster of nm members gets
-    // S = 32 / nm work-items per member: item (i, s) computes and ranks the candidates
-    // s, s + S, ... of member i.
+    // ---- queries: each warp answers one cluster per round. ${"A cluster of nm members gets" if dense else "The nr members of a cluster"}
+    // ${"S = 32 / nm work-items per member" if dense else "that are references get S = 32 / nr work-items each"}: item (i, s) computes and ranks the candidates
+    // s, s + S, ... of member i.${"" if dense else " (On a grid of step > 1 few members are references.)"}
     const int warp = lid >> 5, lane = lid & 31;
     __local float *table = l_table[warp];
     for (int L0 = first; L0 < end; L0 += ${QWARPS}) {
@@ -794,6 +797,7 @@ void ann_query(${args()}, __global const int *ref_row, __global const int *ref_c
             l_info[warp][2] = c0;
             l_info[warp][3] = nc;
         }
+% if dense:
         const int S = SPLIT[nm], i = (lane * INVERSE[S]) >> 16, sub = lane - i * S;
         int ref = -1, mcode = 0;
         if (i < nm) {
@@ -801,9 +805,41 @@ void ann_query(${args()}, __global const int *ref_row, __global const int *ref_c
             const int dy = (mcode >> 7) & 127, dx = mcode & 127;
             ref = (mcode >> 14) == ref_frame ? l_ref[dy * tw + dx] : -1;
         }
-        __local float *row = table + i * ${PITCH};
         if (i < nm && sub == 0)
             l_mref[warp][i] = ref;
+% else:
+        // Member `lane`'s output index, then the references packed in member order.
+        if (lane < nm) {
+            const int code = CODE(s0 + lane);
+            l_mref[warp][lane] = (code >> 14) == ref_frame
+                ? l_ref[((code >> 7) & 127) * tw + (code & 127)] : -1;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        nm = l_info[warp][1];
+        if (lane < nm && l_mref[warp][lane] >= 0) {
+            int at = 0;
+            for (int m = 0; m < lane; ++m)
+                at += l_mref[warp][m] >= 0;
+            l_rm[warp][at] = lane;
+        }
+        if (lane == 0) {
+            int count = 0;
+            for (int m = 0; m < nm; ++m)
+                count += l_mref[warp][m] >= 0;
+            l_info[warp][4] = count;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        s0 = l_info[warp][0];
+        nm = l_info[warp][1];
+        c0 = l_info[warp][2];
+        nc = l_info[warp][3];
+        const int nr = l_info[warp][4];
+        const int S = SPLIT[nr], r = (lane * INVERSE[S]) >> 16, sub = lane - r * S;
+        const int i = r < nr ? l_rm[warp][r] : 0;
+        const int ref = r < nr ? l_mref[warp][i] : -1;
+        const int mcode = r < nr ? CODE(s0 + i) : 0;
+% endif
+        __local float *row = table + i * ${PITCH};
         // The table of a cluster searched alone, one work-item per member, is symmetric
         // (the same products, summed in the same order): member i computes the distances
         // to members i + t (mod nm), t = 0 ... nm / 2 (t = nm / 2 for i < nm / 2 only when
@@ -902,8 +938,15 @@ ${load_own("me")}#define OWN(d, o) own[d]
         const int warp = get_local_id(0) >> 5, lane = get_local_id(0) & 31;
         const int s0 = l_info[warp][0], nm = l_info[warp][1];
         const int c0 = l_info[warp][2], nc = l_info[warp][3];
+% if dense:
         const int S = SPLIT[nm], i = (lane * INVERSE[S]) >> 16, sub = lane - i * S;
         const int ref = i < nm ? l_mref[warp][i] : -1;
+% else:
+        const int nr = l_info[warp][4];
+        const int S = SPLIT[nr], r = (lane * INVERSE[S]) >> 16, sub = lane - r * S;
+        const int i = r < nr ? l_rm[warp][r] : 0;
+        const int ref = r < nr ? l_mref[warp][i] : -1;
+% endif
         __local float *row = l_table[warp] + i * ${PITCH};
         // Voting: candidate c's rank is the number of candidates before it (the patch itself
         // first, then by (distance, slot)). A NaN distance (a NaN or infinite pixel: the
@@ -976,11 +1019,17 @@ ${load_own("me")}#define OWN(d, o) own[d]
         barrier(CLK_LOCAL_MEM_FENCE);
         {
         const int warp = get_local_id(0) >> 5, lane = get_local_id(0) & 31;
-        const int nm = l_info[warp][1];
         // Each reference's ${K} results leave together (whole memory segments per store
         // instruction, not one segment per result).
+% if dense:
+        const int nm = l_info[warp][1];
         for (int e = lane; e < nm * ${K}; e += 32) {
             const int m = e / ${K}, r = e - m * ${K};
+% else:
+        const int nr = l_info[warp][4];
+        for (int e = lane; e < nr * ${K}; e += 32) {
+            const int q = e / ${K}, r = e - q * ${K}, m = l_rm[warp][q];
+% endif
             const int out = l_mref[warp][m];
             if (out >= 0) {
                 const int code = ${"as_int(RES_C(warp, m, r))" if RVOTE else "RES_C(warp, m, r)"};

@@ -75,11 +75,12 @@ def split_nodes(group: int, values: int) -> int:
 def query_bytes(request: AnnRequest, query_group: int, area: int) -> int:
     """Bytes of local memory the query kernel declares besides a tile's pixels and slots:
     per warp a distance table of LEAF rows (and its results, when a query may have more
-    than REGISTER_VOTE candidates: fewer keep them in the table's rows), and the output
-    index of each of the tile's `area` positions."""
+    than REGISTER_VOTE candidates: fewer keep them in the table's rows) and two rows of LEAF
+    ints (the members' output indices, the references among them), and the output index of
+    each of the tile's `area` positions."""
     candidates = candidate_bound(request.k, request.neighbour_clusters)
     results = 0 if candidates <= REGISTER_VOTE else 2 * request.k
-    return 4 * (query_group // 32 * LEAF * ((candidates | 1) + 1 + results) + area + 64)
+    return 4 * (query_group // 32 * LEAF * ((candidates | 1) + 2 + results) + area + 64)
 
 
 def ann_config(request: AnnRequest, profile: Any, group: int | None = None,

@@ -272,7 +272,7 @@ def test_query_work_group_fits_the_local_memory():
     distance tables must fit it."""
     request = check_ann_request(patch_size=8, step=1, k=16, tile=15, neighbour_clusters=0,
                                 channels=1, rows=512, cols=512)
-    for local, expected in ((49152, 256), (32768, 128), (13000, 64), (8000, 32)):
+    for local, expected in ((49152, 256), (32768, 128), (13000, 64), (8200, 32)):
         device = SimpleNamespace(compute_units=4, subgroup_ops="none", max_work_group_size=1024,
                                  local_mem_size=local)
         config = ann_config(request, device)
