@@ -20,8 +20,8 @@ from ..match.ann import (
     FILTER_TILINGS,
     filter_request,
 )
+from ..match.ann_layout import ann_config
 from ..match.ann_params import AnnConfig, AnnRequest
-from ..match.ann_plan import ann_config
 from ..match.explain import Explanation, explain_search_request
 from ..match.matcher import DESCRIPTIONS, check_search
 from ..match.window_config import SEARCH_VARIANTS, SearchConfig, SearchRequest

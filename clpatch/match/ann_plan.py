@@ -21,6 +21,7 @@ from ..core.runtime import Runtime
 from ..core.staging import download
 from ..core.upload import Uploader, check_peak
 from ..core.volumes import Volume, as_volume, check_planned, magnitude_limit
+from .ann_layout import REGISTER_VOTE, ann_config, query_bytes, split_nodes
 from .ann_params import (
     LEAF,
     POWER_ITERATIONS,
@@ -36,77 +37,14 @@ from .ann_params import (
 from .matches import Matches, grid_positions
 from .window_layout import Chunk, upload_chunk
 
-__all__ = ["AnnPlan", "ann_config", "query_bytes"]
+__all__ = ["AnnPlan"]
 
-#: Work-items per tile of the clustering and of the query kernel, multiples of 32 (any
-#: such sizes give the same matches).
-GROUP = 128
-#: (H100, query kernel: 512x512 0.159 ms with 256, 0.240 with 128; 4608x3456 6.25 and
-#: 7.34 ms: eight warps answer a 225-patch tile's eight clusters at once.)
-QUERY_GROUP = 256
-#: From this many tiles per compute unit on, an image's clustering takes MANY_TILES_GROUP
-#: work-items per tile: more tiles resident at once pay more than fewer work-items per
-#: tile cost (H100, clustering kernel: 4608x3456, 459 tiles per unit, 7.08 ms with 64 and
-#: 7.84 ms with 128; 512x512, 8 tiles per unit, 0.299 and 0.275 ms). Not for bursts,
-#: whose tiles hold every frame's patches (16 frames of 1.4 MP: 43.1 ms with 64, 41.7 ms
-#: with 128).
-MANY_TILES_PER_UNIT = 16
-MANY_TILES_GROUP = 64
 #: Tile rows per launch at most (a launch's work-groups stay well below driver limits).
 TILE_ROWS_PER_LAUNCH = 256
-#: Queries of at most this many candidates vote in registers and keep their results in the
-#: rows of their distance table (no separate result arrays in local memory).
-REGISTER_VOTE = 32
-#: Floats of local memory for the means and directions of the nodes split at once, at most.
-CENTRE_FLOATS = 2048
 #: A node of more patches than this finds its median split by selecting the code of rank
 #: m / 2 digit by digit; a smaller one counts each patch's rank against every other (O(m^2),
 #: fewer barriers). Both give the same split (cl_src/match/ann.cl.mako, step 6).
 RANK_SELECT = 256
-
-
-def split_nodes(group: int, values: int) -> int:
-    """Nodes of one depth that the clustering kernel splits at once: one per 16 work-items
-    (each node's power iteration keeps SAMPLES = 16 busy), their samples' mean and direction
-    of `values` floats each within CENTRE_FLOATS."""
-    return max(1, min(group // 16, CENTRE_FLOATS // (2 * values)))
-
-
-def query_bytes(request: AnnRequest, query_group: int, area: int) -> int:
-    """Bytes of local memory the query kernel declares besides a tile's pixels and slots:
-    per warp a distance table of LEAF rows (and its results, when a query may have more
-    than REGISTER_VOTE candidates: fewer keep them in the table's rows) and two rows of LEAF
-    ints (the members' output indices, the references among them), and the output index of
-    each of the tile's `area` positions."""
-    candidates = candidate_bound(request.k, request.neighbour_clusters)
-    results = 0 if candidates <= REGISTER_VOTE else 2 * request.k
-    return 4 * (query_group // 32 * LEAF * ((candidates | 1) + 2 + results) + area + 64)
-
-
-def ann_config(request: AnnRequest, profile: Any, group: int | None = None,
-               tiles: int = 0) -> AnnConfig:
-    """The configuration for `profile` on an image of `tiles` tiles (0: unknown, or a
-    burst): warp ballots where the profile has inline PTX; MANY_TILES_GROUP clustering
-    work-items per tile on images of many tiles per compute unit; QUERY_GROUP query
-    work-items, fewer where the device's local memory cannot hold their tables."""
-    many = tiles >= MANY_TILES_PER_UNIT * max(1, int(profile.compute_units))
-    if group is None:
-        group = MANY_TILES_GROUP if many else GROUP
-    ballot = profile.subgroup_ops == "ptx" and group % 32 == 0
-    reason = ("NVIDIA: inline-PTX warp ballots and shuffles for the partition scans, "
-              "power iterations and distance tables" if ballot else
-              "portable local-memory scans (no warp ballots on this profile)")
-    reason += (f"; clustering work-groups of {MANY_TILES_GROUP} work-items on images of "
-               f"{MANY_TILES_PER_UNIT} tiles per compute unit or more, else {GROUP}")
-    # (sizes within the device's work-group limit, in whole warps of 32, and the query's
-    # tables within its local memory for the largest tile: 2 * tile - 1 positions a side)
-    largest = max(32, int(profile.max_work_group_size) // 32 * 32)
-    query_group = min(QUERY_GROUP, largest)
-    while (query_group > 32 and query_bytes(request, query_group, (2 * request.tile - 1) ** 2)
-           > int(profile.local_mem_size)):
-        query_group //= 2
-    return AnnConfig(min(group, largest), ballot, request.tile, request.neighbour_clusters,
-                     reason, query_group=query_group)
 
 
 class AnnPlan:
@@ -210,10 +148,14 @@ class AnnPlan:
         # Gram, vectors, flags, and the median's selection (16-bin histogram, rank, code)
         per_node = SAMPLES * (SAMPLES + 1) + 3 * SAMPLES + 5 + 19
         cluster = 4 * (2 * d * nodes + c.group + per_node * nodes + 1) + 8 * d  # + offsets
-        query = query_bytes(self.request, c.query_group, area)
+        query = query_bytes(self.request, c.query_group, area, packed=not self._dense())
         fits = 4 * (block + 2 * slots) + max(cluster, query) <= self.runtime.profile.local_mem_size
         local = fits and c.local_pixels
         return ((block, th + p - 1, tw + p - 1) if local else (0, 0, 0)) + (slots, area)
+
+    def _dense(self) -> bool:
+        """Whether every position of the image is a reference (the query's dense path)."""
+        return self.request.step == 1 and not self.video and not self.stagger
 
     def _build(self) -> Any:
         r, c = self.request, self.config
@@ -226,7 +168,7 @@ class AnnPlan:
                       stagger=bool(self.stagger), dim=self.dim, leaf=LEAF, samples=SAMPLES,
                       power=POWER_ITERATIONS, candidates=candidates,
                       nodes=split_nodes(c.group, self.channels * r.patch_size ** 2),
-                      dense=r.step == 1 and not self.video and not self.stagger,
+                      dense=self._dense(),
                       rank_select=RANK_SELECT, rvote=candidates <= REGISTER_VOTE,
                       choose=self.choose)
         (params["block"], params["brows"], params["bpitch"], params["slots"],

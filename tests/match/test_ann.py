@@ -20,7 +20,14 @@ import pytest
 
 import clpatch
 from clpatch.io.noise import synthetic_burst
-from clpatch.match import ann_plan
+from clpatch.match import ann_layout, ann_plan
+from clpatch.match.ann_layout import (
+    GROUP,
+    MANY_TILES_GROUP,
+    MANY_TILES_PER_UNIT,
+    ann_config,
+    query_bytes,
+)
 from clpatch.match.ann_params import (
     LEAF,
     AnnConfig,
@@ -29,14 +36,7 @@ from clpatch.match.ann_params import (
     cluster_count,
     tile_of,
 )
-from clpatch.match.ann_plan import (
-    GROUP,
-    MANY_TILES_GROUP,
-    MANY_TILES_PER_UNIT,
-    AnnPlan,
-    ann_config,
-    query_bytes,
-)
+from clpatch.match.ann_plan import AnnPlan
 from tests.helpers import load_image
 from tests.reference import ann as oracle
 
@@ -260,10 +260,10 @@ def test_inputs_of_many_tiles_take_the_smaller_clustering_group(runtime, monkeyp
     assert ann_config(request, runtime.profile, tiles=many - 1).group == GROUP
     assert ann_config(request, runtime.profile).group == GROUP
     # 53 x 63 positions: 3 x 4 tiles, "many" from 12 tiles per unit on; bursts keep GROUP
-    monkeypatch.setattr(ann_plan, "MANY_TILES_PER_UNIT", 12 / runtime.profile.compute_units)
+    monkeypatch.setattr(ann_layout, "MANY_TILES_PER_UNIT", 12 / runtime.profile.compute_units)
     assert AnnPlan(runtime, 1, 60, 70, 1, request).config.group == MANY_TILES_GROUP
     assert AnnPlan(runtime, 2, 60, 70, 1, request, video=True).config.group == GROUP
-    monkeypatch.setattr(ann_plan, "MANY_TILES_PER_UNIT", 13 / runtime.profile.compute_units)
+    monkeypatch.setattr(ann_layout, "MANY_TILES_PER_UNIT", 13 / runtime.profile.compute_units)
     assert AnnPlan(runtime, 1, 60, 70, 1, request).config.group == GROUP
 
 
