@@ -76,7 +76,8 @@ def test_a_tiling_with_an_origin_equals_the_oracle(runtime, shape, origin, kw):
 
 @pytest.mark.parametrize("shape,kw", [
     ((71, 71), dict(patch_size=8, k=16, tile=21, step=4, neighbour_clusters=2)),
-    ((66, 57), dict(patch_size=5, k=9, tile=9, step=3, neighbour_clusters=1)),
+    pytest.param((66, 57), dict(patch_size=5, k=9, tile=9, step=3, neighbour_clusters=1),
+                 marks=pytest.mark.slow),                       # (both axes, as above)
     ((80, 30), dict(patch_size=6, k=8, tile=10, step=2)),           # an origin on y only
     ((25, 27), dict(patch_size=5, k=8, tile=8, step=2)),            # no room: one tiling
 ])
@@ -121,7 +122,8 @@ def test_two_tilings_on_a_photograph_are_valid_and_nearer_the_centre(runtime):
     assert (chosen < plain).mean() > 0.3 and chosen.mean() < 0.8 * plain.mean()
 
 
-@pytest.mark.parametrize("stagger", [(), (0, 1, 2)])
+# (CI runs the staggered grid, which takes the same bands; the plain one is a slow sweep.)
+@pytest.mark.parametrize("stagger", [pytest.param((), marks=pytest.mark.slow), (0, 1, 2)])
 def test_two_tilings_in_bands_give_the_same_matches(runtime, stagger):
     image = noisy_photo("camera", 120, 50, seed=6)
     request = request_for(image, patch_size=6, k=8, tile=10, step=3)
