@@ -24,8 +24,9 @@
 ##   2 × T · (position rows of the launch) · px ints; a tile's run starts at
 ##   T · ((y0 − sy0) · px + rows_of_tile · x0)), sy0 (first position row of the scratch),
 ##   org_y, org_x (the tiling's origin on each axis: run i ≥ 1 starts at org + i · tile,
-##   run 0 at 0; clpatch/match/ann_params.py), ref_row[py] (grid row of a position row, −1 when none), ref_col (grid column of a
-##   position column, −1 when none: [px], or [grid rows][px] for a staggered grid),
+##   run 0 at 0; clpatch/match/ann_params.py), ref_row[py] (grid row of a position row, −1
+##   when none), ref_col (grid column of a position column, −1 when none: [px], or
+##   [grid rows][px] for a staggered grid),
 ##   centre_y[py], centre_x[px] (with choose: per position row / column, twice its distance
 ##   from its tile's centre in this tiling in bits 0–15 and in the other tiling above),
 ##   counts (one int per tile of the launch: (tile row - ty0) * ntx + tile column),
@@ -676,7 +677,8 @@ void ann_cluster(${args()})
 
 __kernel __attribute__((reqd_work_group_size(${QGROUP}, 1, 1)))
 void ann_query(${args()}, __global const int *ref_row, __global const int *ref_col,
-               __global const int *centre_y, __global const int *centre_x, const int ref_frame, const int g0, const int g1, const int gx,
+               __global const int *centre_y, __global const int *centre_x,
+               const int ref_frame, const int g0, const int g1, const int gx,
                __global int *out_pos, __global float *out_dist, const int out_rows,
                const int out_row0, const int out_f0, const int run, const int parts,
                const int parts_last)
@@ -744,8 +746,8 @@ void ann_query(${args()}, __global const int *ref_row, __global const int *ref_c
         if (g >= g0 && g < g1) {
             const int j = ref_col[(staggered ? (size_t)g * px : 0) + x];
 % if choose:
-            // One of two tilings (the ${"first" if choose == 1 else "second"}): the reference is this one's where it lies
-            // nearer its tile's centre than in the other${", or as near" if choose == 1 else ""}.
+            // One of two tilings (here the ${"first" if choose == 1 else "second"}): the reference is this
+            // one's where it lies nearer its tile's centre than in the other${", or as near" if choose == 1 else ""}.
             const int cy = centre_y[y], cx = centre_x[x];
             const int mine = max(cy & 0xffff, cx & 0xffff), other = max(cy >> 16, cx >> 16);
             if (j >= 0 && mine ${"<=" if choose == 1 else "<"} other)
@@ -758,9 +760,10 @@ void ann_query(${args()}, __global const int *ref_row, __global const int *ref_c
     }
     barrier(CLK_LOCAL_MEM_FENCE);
 
-    // ---- queries: each warp answers one cluster per round. ${"A cluster of nm members gets" if dense else "The nr members of a cluster"}
-    // ${"S = 32 / nm work-items per member" if dense else "that are references get S = 32 / nr work-items each"}: item (i, s) computes and ranks the candidates
-    // s, s + S, ... of member i.${"" if dense else " (On a grid of step > 1 few members are references.)"}
+    // ---- queries: each warp answers one cluster per round. Dense: each of the nm members
+    // gets S = 32 / nm work-items; else the nr members that are references (few, on a grid
+    // of step > 1) are packed and get S = 32 / nr each. Item (i, s) computes and ranks the
+    // candidates s, s + S, ... of member i.
     const int warp = lid >> 5, lane = lid & 31;
     __local float *table = l_table[warp];
     for (int L0 = first; L0 < end; L0 += ${QWARPS}) {
