@@ -29,9 +29,6 @@ class AnnPair(AnnPlan):
     has room for a second tiling (fewer than two tiles of the origin's), the plain tiling
     alone (`second` is None)."""
 
-    #: Each tiling's clustering takes its own scratch.
-    scratch_sets = 2
-
     def __init__(self, runtime: Runtime, rows: int, cols: int, channels: int,
                  request: AnnRequest, config: AnnConfig | None = None, *,
                  stagger: tuple[int, ...] = (),
@@ -44,13 +41,16 @@ class AnnPair(AnnPlan):
                                   stagger=stagger,
                                   device_output=device_output, tile_bytes=tile_bytes,
                                   origin=origin, versus=(0, 0))
-        else:
-            self.scratch_sets = 1
         super().__init__(runtime, 1, rows, cols, channels, request, config, stagger=stagger,
                          device_output=device_output, tile_bytes=tile_bytes,
                          versus=None if self.second is None else origin)
         if self.second is not None:
             self.reach = max(self.reach, self.second.reach)
+
+    @property
+    def scratch_sets(self) -> int:
+        """Sets of clustering scratch a band takes: one per tiling."""
+        return 1 if self.second is None else 2
 
     def chunk(self, r0: int, r1: int, g0: int, g1: int) -> Chunk:
         """Grid rows [g0, g1): the image rows of the tiles that hold them in either tiling."""
