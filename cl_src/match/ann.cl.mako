@@ -336,13 +336,25 @@ void ann_cluster(${args()})
         }
         for (int i0 = 0; i0 < count; i0 += ${NB}) {
             if (lid < ${NB}) {
-                int lo = M, hi = M, split = 0;
+                int lo = M, hi = M, split = 0${', rbase = 0' if ballot else ''};
                 if (i0 + lid < count) {
                     const int valid = tree_node(i0 + lid, level, M, &lo, &hi);
                     split = valid && hi - lo > ${LEAF};
                     if (valid && !split)
                         PM[lo] |= LEAF_BIT;
                 }
+% if ballot:
+                // The right children's slots of the batch's split nodes before this one
+                // (here, so that the power iterations need no step of their own before
+                // them; the portable path sums them from local memory after the barrier,
+                // as PoCL miscompiles this loop).
+                for (int o = 0; o < lid && i0 + o < count; ++o) {
+                    int a, b;
+                    if (tree_node(i0 + o, level, M, &a, &b) && b - a > ${LEAF})
+                        rbase += (b - a) - ((b - a) >> 1);
+                }
+                l_rbase[lid] = rbase;
+% endif
                 l_lo[lid] = lo;
                 l_hi[lid] = hi;
                 l_split[lid] = split;
@@ -416,6 +428,7 @@ void ann_cluster(${args()})
                 }
             }
             barrier(CLK_LOCAL_MEM_FENCE);
+% if not ballot:
             // Halves when the trace is 0 (the samples are all equal); the power iteration
             // starts from the diagonal; the right children's slots before each node.
             if (lid < ${NB}) {
@@ -434,6 +447,7 @@ void ann_cluster(${args()})
                 }
             }
             barrier(CLK_LOCAL_MEM_FENCE);
+% endif
             // 4: power iterations w = G v, v = w scaled by a power of two (exact) so that
             // max |v| lies in [0.5, 1).
 % if ballot:
@@ -441,14 +455,23 @@ void ann_cluster(${args()})
             // warp; work-item i keeps v_i and row i of G in registers and gets v_j from lane
             // j, the maximum by a butterfly: no barrier between iterations (the same sums in
             // the same order; a maximum is exact in any order). Every lane of these warps
-            // takes part; only split nodes' vectors are written.
+            // takes part; only split nodes' vectors are written. The node halves when the
+            // trace is 0 (the samples are all equal), that is when no diagonal entry is
+            // other than 0 (they are sums of squares: the same test in any order); the
+            // iteration starts from the diagonal.
             if (lid < ${-(-(NB * SAMPLES) // 32) * 32}) {
                 const int b = min(lid >> ${LOG_S}, ${NB - 1}), i = lid & ${SAMPLES - 1};
                 const int first = (lid & 31) & ~${SAMPLES - 1};
                 float g[${SAMPLES}];
                 for (int j = 0; j < ${SAMPLES}; ++j)
                     g[j] = l_g[b][i][j];
-                float v = l_v[b][i];
+                float v = l_g[b][i][i];
+                float other = v != 0.0f ? 1.0f : 0.0f;        // (NaN: other than 0)
+% for m in (1, 2, 4, 8, 16)[:LOG_S]:
+                other = fmax(other, shuffle_xor(other, ${m}));
+% endfor
+                if (lid < ${NB * SAMPLES} && i == 0 && l_split[b])
+                    l_halves[b] = other == 0.0f;
                 for (int it = 0; it < ${POWER}; ++it) {
                     float w = 0.0f;
                     for (int j = 0; j < ${SAMPLES}; ++j)
@@ -460,7 +483,7 @@ void ann_cluster(${args()})
                     if (top > 0.0f && top < INFINITY)
                         v = ldexp(w, -(ilogb(top) + 1));
                 }
-                if (lid < ${NB * SAMPLES} && l_split[b] && !l_halves[b])
+                if (lid < ${NB * SAMPLES} && l_split[b] && other != 0.0f)
                     l_v[b][i] = v;
             }
             barrier(CLK_LOCAL_MEM_FENCE);

@@ -10,8 +10,9 @@ from typing import Any
 
 from .ann_params import LEAF, SAMPLES, AnnConfig, AnnRequest, candidate_bound
 
-__all__ = ["CENTRE_FLOATS", "GROUP", "MANY_TILES_GROUP", "MANY_TILES_PER_UNIT", "QUERY_GROUP",
-           "REGISTER_VOTE", "ann_config", "query_bytes", "split_nodes"]
+__all__ = ["BANKS", "CENTRE_FLOATS", "GROUP", "MANY_TILES_GROUP", "MANY_TILES_PER_UNIT",
+           "QUERY_GROUP", "REGISTER_VOTE", "ann_config", "pitch_order", "query_bytes",
+           "split_nodes"]
 
 #: Work-items per tile of the clustering and of the query kernel, multiples of 32 (any
 #: such sizes give the same matches).
@@ -32,6 +33,37 @@ MANY_TILES_GROUP = 64
 REGISTER_VOTE = 32
 #: Floats of local memory for the means and directions of the nodes split at once, at most.
 CENTRE_FLOATS = 2048
+
+
+#: Banks of 4 bytes that local memory is spread over (NVIDIA, AMD): a warp's read takes as
+#: many passes as the most distinct addresses it asks of one bank.
+BANKS = 32
+
+
+def _passes(offsets: list[int]) -> int:
+    """Passes of a warp's read of these float offsets of local memory."""
+    per_bank: dict[int, set[int]] = {}
+    for o in offsets:
+        per_bank.setdefault(o % BANKS, set()).add(o)
+    return max(len(v) for v in per_bank.values())
+
+
+def pitch_order(width: int, rows: int, patch: int, channels: int) -> list[int]:
+    """Row pitches (floats) for a tile's pixels in local memory, `rows` rows of `width`
+    values per channel, best first: width ... width + BANKS - 1 by the passes of the
+    kernels' two kinds of read, then the smaller. The reads: a warp's 32 consecutive values
+    of one patch (a sample's mean, direction), and one value of each of the patches at a
+    4 x 8 block of positions (keys, distances: a cluster's patches are often neighbours).
+    (H100, 512x512: a pitch of 32, the corner tile's 25 + 7 columns, put each column of a
+    patch in one bank.)"""
+    def cost(pitch: int) -> tuple[int, int]:
+        values = [c * rows * pitch + dy * pitch + dx for c in range(channels)
+                  for dy in range(patch) for dx in range(patch)]
+        one = max(_passes(values[i:i + BANKS]) for i in range(0, len(values), BANKS))
+        block = _passes([y * pitch + x for y in range(4) for x in range(8)])
+        return one + block, pitch
+
+    return sorted(range(width, width + BANKS), key=cost)
 
 
 def split_nodes(group: int, values: int) -> int:

@@ -21,7 +21,7 @@ from ..core.runtime import Runtime
 from ..core.staging import download
 from ..core.upload import Uploader, check_peak
 from ..core.volumes import Volume, as_volume, check_planned, magnitude_limit
-from .ann_layout import REGISTER_VOTE, ann_config, query_bytes, split_nodes
+from .ann_layout import REGISTER_VOTE, ann_config, pitch_order, query_bytes, split_nodes
 from .ann_params import (
     LEAF,
     POWER_ITERATIONS,
@@ -136,22 +136,27 @@ class AnnPlan:
         """(block, brows, bpitch, slots, area): floats of local memory for a tile's pixels
         (the largest tile, every frame and channel; 0 when they and the tile's slots do not
         fit beside the kernels' other local arrays: the patches are then read from global
-        memory), the block's rows and row pitch per frame and channel, the most slots of a
-        tile and its most positions in one frame."""
+        memory), the block's rows and row pitch per frame and channel (the pitch of fewest
+        bank conflicts that fits: `pitch_order`), the most slots of a tile and its most
+        positions in one frame."""
         p, d = self.request.patch_size, self.channels * self.request.patch_size ** 2
         th, tw = int(np.diff(self.edges_y).max()), int(np.diff(self.edges_x).max())
         area = th * tw
         slots = self.frames * area
-        block = self.frames * self.channels * (th + p - 1) * (tw + p - 1)
         c = self.config
         nodes = split_nodes(c.group, d)
         # Gram, vectors, flags, and the median's selection (16-bin histogram, rank, code)
         per_node = SAMPLES * (SAMPLES + 1) + 3 * SAMPLES + 5 + 19
         cluster = 4 * (2 * d * nodes + c.group + per_node * nodes + 1) + 8 * d  # + offsets
         query = query_bytes(self.request, c.query_group, area, packed=not self._dense())
-        fits = 4 * (block + 2 * slots) + max(cluster, query) <= self.runtime.profile.local_mem_size
-        local = fits and c.local_pixels
-        return ((block, th + p - 1, tw + p - 1) if local else (0, 0, 0)) + (slots, area)
+        rows = th + p - 1
+        if c.local_pixels:
+            for pitch in pitch_order(tw + p - 1, rows, p, self.channels):
+                block = self.frames * self.channels * rows * pitch
+                if (4 * (block + 2 * slots) + max(cluster, query)
+                        <= self.runtime.profile.local_mem_size):
+                    return block, rows, pitch, slots, area
+        return 0, 0, 0, slots, area
 
     def _dense(self) -> bool:
         """Whether every position of the image is a reference (the query's dense path)."""
