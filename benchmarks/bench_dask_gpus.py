@@ -1,7 +1,7 @@
 """clpatch.dask on every GPU of one host against one GPU: wall time, scaling, bit-identity.
 
     python benchmarks/bench_dask_gpus.py [--size 16384] [--chunks 2048]
-        [--video 64 2160 3840] [--video-chunks 16 1080 1920] [--workers N]
+        [--video 64 2160 3840] [--video-chunks 64 540 960] [--workers N]
         [--repeats 1] [--methods bm3d nlmeans vbm3d] [--json FILE] [--markdown FILE]
 
 Inputs: a size x size grayscale mosaic of the test photographs (tests/data) and a
@@ -14,12 +14,18 @@ the result does not depend on the number of workers, not the scaling). Each work
 its own runtime (`clpatch.dask.worker`: LocalCluster numbers its workers and worker i
 takes GPU i mod the number of GPUs) and reports its device and PCI bus id.
 
+The video's default chunks keep its 64 frames in one chunk and cut its frames into 4 x 4:
+VBM3D reads 16 frames and 60 pixels beyond a chunk, so 16-frame chunks of 1080 x 1920 made
+pieces of 3.0 times the clip's voxels, these 1.4 times.
+
 Times are wall clock from the lazy result to its chunks persisted on the workers (the
 input is persisted there first), median of the repeats after a warm-up run that builds
-the programs and plans on every worker. The tasks' own time comes from Dask's task stream
-(compute durations of the clpatch tasks, summed over the workers); wall x workers minus
-it is the time the workers spent outside the tasks (scheduling, gathering sub-windows and
-halos from other workers, idling at the end). Results are gathered after the timing and
+the programs and plans on every worker; the time to build the lazy result (for BM3D of a
+float image, its peak decides the halo and is reduced then) is reported apart. The tasks'
+own time comes from Dask's task stream (compute durations of the clpatch piece tasks,
+summed over the workers; the peak's and the halo cuts' tasks are reported apart); wall x
+workers minus it is the time the workers spent outside the piece tasks (the build, the
+peak, scheduling, halos from other workers, idling at the end). Results are gathered after the timing and
 compared bit for bit: N workers against one.
 """
 
@@ -83,10 +89,50 @@ def devices(client: distributed.Client) -> dict[str, Any]:
     return {w: f.result() for w, f in futures.items()}
 
 
+def kind(key: Any) -> str:
+    """The clpatch task kind of a task-stream key (`clpatch.dask.graph`'s names): the
+    peak's, the halos' cuts, the pieces (the method on a sub-window), or Dask's own."""
+    name = str(key[0] if isinstance(key, tuple) else key)
+    if name.startswith("clpatch-peak"):
+        return "peak"
+    if name.startswith("clpatch-"):
+        return "cut" if "-cut" in name else "piece"
+    return "dask"
+
+
+def stream_stats(records: list[dict[str, Any]], start: float) -> dict[str, Any]:
+    """Compute seconds and counts per task kind, transfer seconds and bytes, each worker's
+    first start and last stop, and every compute and transfer interval (start, stop, kind,
+    action, worker), times in seconds after `start` (the wall clock's origin)."""
+    compute: dict[str, float] = {}
+    count: dict[str, int] = {}
+    transfer_s, transfer_bytes, workers = 0.0, 0, {}
+    for task in records:
+        k = kind(task["key"])
+        for s in task["startstops"]:
+            if s["action"] == "compute":
+                compute[k] = compute.get(k, 0.0) + s["stop"] - s["start"]
+                count[k] = count.get(k, 0) + 1
+                w = workers.setdefault(task["worker"], [s["start"], s["stop"], 0.0])
+                w[0], w[1] = min(w[0], s["start"]), max(w[1], s["stop"])
+                w[2] += s["stop"] - s["start"]
+            elif s["action"] == "transfer":
+                transfer_s += s["stop"] - s["start"]
+                transfer_bytes += int(task.get("nbytes", 0) or 0)
+    timeline = sorted((round(s["start"] - start, 4), round(s["stop"] - start, 4), kind(task["key"]),
+                       s["action"], task["worker"]) for task in records for s in task["startstops"])
+    return dict(compute={k: round(v, 4) for k, v in compute.items()}, count=count,
+                timeline=timeline,
+                transfer_s=round(transfer_s, 4), transfer_mb=round(transfer_bytes / 1e6, 1),
+                workers={w: dict(first=round(v[0] - start, 4), last=round(v[1] - start, 4),
+                                 busy=round(v[2], 4)) for w, v in sorted(workers.items())})
+
+
 def run(client: distributed.Client, x: da.Array, chunked: Any,
-        repeats: int) -> tuple[float, float, np.ndarray]:
-    """(median seconds to persisted, median summed task seconds, the result)."""
-    times, busy, out = [], [], None
+        repeats: int) -> tuple[float, float, np.ndarray, dict[str, Any]]:
+    """(median seconds to persisted, median summed piece-task seconds, the result, the
+    median run's phases: the client's graph build, the task stream's statistics)."""
+    times, busy, phases, out = [], [], [], None
     resident = len(client.who_has())         # the persisted inputs
     for k in range(repeats + 1):
         if out is not None:
@@ -95,16 +141,19 @@ def run(client: distributed.Client, x: da.Array, chunked: Any,
             while len(client.who_has()) > resident:
                 time.sleep(0.01)
         with distributed.get_task_stream(client) as stream:
-            start = time.perf_counter()
-            out = client.persist(chunked(x))
+            start, wall = time.perf_counter(), time.time()
+            lazy = chunked(x)                # (BM3D may reduce the peak here: it sets the halo)
+            built = time.perf_counter()
+            out = client.persist(lazy)
             distributed.wait(out)
             seconds = time.perf_counter() - start
         if k:
+            stats = stream_stats(stream.data, wall)
             times.append(seconds)
-            busy.append(sum(s["stop"] - s["start"] for task in stream.data
-                            if "run_piece" in str(task["key"])     # (fused with the join)
-                            for s in task["startstops"] if s["action"] == "compute"))
-    return statistics.median(times), statistics.median(busy), np.asarray(out.compute())
+            busy.append(stats["compute"].get("piece", 0.0))
+            phases.append(dict(seconds=round(seconds, 4), build_s=round(built - start, 4), **stats))
+    middle = sorted(phases, key=lambda p: p["seconds"])[len(phases) // 2]
+    return statistics.median(times), statistics.median(busy), np.asarray(out.compute()), middle
 
 
 def main() -> None:
@@ -112,7 +161,7 @@ def main() -> None:
     ap.add_argument("--size", type=int, default=16384)
     ap.add_argument("--chunks", type=int, default=2048)
     ap.add_argument("--video", type=int, nargs=3, default=[64, 2160, 3840])
-    ap.add_argument("--video-chunks", type=int, nargs=3, default=[16, 1080, 1920])
+    ap.add_argument("--video-chunks", type=int, nargs=3, default=[64, 540, 960])
     ap.add_argument("--workers", type=int, default=None)
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--methods", nargs="*", default=["bm3d", "nlmeans", "vbm3d"])
@@ -145,11 +194,11 @@ def main() -> None:
                     inputs[id(data)] = client.persist(da.from_array(data, chunks=chunks))
                     distributed.wait(inputs[id(data)])
                 x = inputs[id(data)]
-                seconds, busy, out = run(client, x, chunked, args.repeats)
+                seconds, busy, out, phases = run(client, x, chunked, args.repeats)
                 megapixels = data.size / 1e6
                 row = dict(method=name, workers=workers, seconds=seconds,
                            mp_per_s=megapixels / seconds, task_seconds=busy,
-                           outside_seconds=max(0.0, seconds * workers - busy),
+                           outside_seconds=max(0.0, seconds * workers - busy), phases=phases,
                            devices=sorted({d["device"] + (f" ({d['pci']})" if "pci" in d else "")
                                            for d in where.values()}))
                 if name in seen:
@@ -181,6 +230,19 @@ def main() -> None:
                      f"{r.get('scaling', 1.0):.2f} | {r['task_seconds']:.3f} | "
                      f"{r['outside_seconds']:.3f} | "
                      f"{'–' if 'identical_to_1' not in r else ('yes' if r['identical_to_1'] else 'NO')} |")
+    lines += ["", "Where the time goes (the run of median wall time): the client's graph build "
+              "(BM3D: with the peak's reduction), compute seconds of the peak's tasks, the halo "
+              "cuts and the pieces summed over the workers, Dask's transfers between workers, "
+              "and each worker's first task start and last task stop after the run's start.", "",
+              "| method | workers | s | build s | peak s | cut s | piece s | transfers s (MB) | "
+              "workers' first start / last stop s |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        ph = r["phases"]
+        c = ph["compute"]
+        spans = "; ".join(f"{w['first']:.3f} / {w['last']:.3f}" for w in ph["workers"].values())
+        lines.append(f"| {r['method']} | {r['workers']} | {ph['seconds']:.3f} | {ph['build_s']:.3f} | "
+                     f"{c.get('peak', 0.0):.3f} | {c.get('cut', 0.0):.3f} | {c.get('piece', 0.0):.3f} | "
+                     f"{ph['transfer_s']:.3f} ({ph['transfer_mb']:.0f}) | {spans} |")
     lines += ["", "Each worker's runtime (opened by a task on that worker):", ""]
     for c in clusters:
         for i, (address, d) in enumerate(sorted(c["devices"].items())):

@@ -148,7 +148,9 @@ def bm3d(image: Any, sigma: float, *, preset: str = "fast", patch_size: int | No
     Each chunk reads a halo of patch_size + 2 · (window // 2) pixels per stage (stage 2 reads
     the basic estimate, which stage 1 must get right over stage 2's halo): 70 pixels for the
     fast preset, 92 for the reference one. peak: as in `clpatch.dask.nlmeans` (it also
-    decides the default data_range, as in one call on the whole image). A guide (a Dask or
+    decides the default data_range, as in one call on the whole image; when not given, it
+    is reduced before the graph is built only where the data range changes the pieces'
+    halo, else by the graph's own tasks). A guide (a Dask or
     NumPy array of the image's shape, any chunks) is cut into the same pieces. Other
     arguments as in `clpatch.bm3d`.
     """
@@ -161,26 +163,21 @@ def bm3d(image: Any, sigma: float, *, preset: str = "fast", patch_size: int | No
     params = dict(patch_size=patch_size, step=step, window=window, n=n, transform_2d=transform_2d,
                   transform_1d=transform_1d, stages=stages, lambda_3d=lambda_3d, mu2=mu2,
                   tau_match=tau_match, stagger=stagger, exact_variance=exact_variance)
-    # The preset's settings follow the whole image's noise level in 0-255 units (its data
-    # range may need the whole image's peak: computed now, and given to every piece).
-    noise = switch_noise(sigma, data_range, x.dtype, peak, preset)
-    if noise is None:       # computed once here, and given to every piece
-        peak = float(global_peak(x, None).compute())
-        noise = switch_noise(sigma, data_range, x.dtype, peak, preset)
-    p1, p2, count = stage_params(preset, noise, **params)
-    check_bm3d_role(guide_role, g is not None, count)
+    # The preset's settings follow the whole image's noise level in 0-255 units, which may
+    # need the whole image's peak (a float image's range: 1 or 255). Every piece gets that
+    # peak; it is reduced now only where the two readings would cut other pieces (another
+    # halo, or n).
     rows, cols = x.shape[:2]
-    for sp in (p1, p2)[:count]:
-        if sp.patch_size > rows or sp.patch_size > cols:
-            raise ValueError(f"patch_size {sp.patch_size} is larger than the image ({rows}x{cols})")
-    used = (p1, p2)[:count]
-    halo = bm3d_halo([(sp.patch_size, sp.step, sp.window,
-                       len(stagger_shifts(sp.step)) if sp.stagger else 1) for sp in used])
-    # n as one call on the whole image would cap it (only tiny images lower it).
-    capped = tuple(usable_n(sp.n, available_candidates("window", rows, cols, 1, sp.patch_size,
-                                                       sp.window, 0), power_of_two=True)
-                   for sp in (p1, p2))
-    if capped != (p1.n, p2.n):
+    noise = switch_noise(sigma, data_range, x.dtype, peak, preset)
+    readings = [noise] if noise is not None else [sigma, sigma * 255.0]
+    layouts = {_bm3d_layout(preset, r, params, rows, cols) for r in readings}
+    if len(layouts) > 1:
+        peak = float(global_peak(x, None).compute())
+        layouts = {_bm3d_layout(preset, switch_noise(sigma, data_range, x.dtype, peak, preset),
+                                params, rows, cols)}
+    ((count, halo, capped),) = layouts
+    check_bm3d_role(guide_role, g is not None, count)
+    if capped is not None:
         params["n"] = capped
     kwargs = dict(preset=preset, aggregation=aggregation, data_range=data_range, **params)
     if g is not None:
@@ -188,6 +185,24 @@ def bm3d(image: Any, sigma: float, *, preset: str = "fast", patch_size: int | No
     out = map_pieces(x, halo, bm3d_image, (sigma,), kwargs, video=False,
                      peak=global_peak(x, peak), name="clpatch-bm3d", guide=g)
     return restore(out)
+
+
+def _bm3d_layout(preset: str, noise: float, params: dict[str, Any], rows: int,
+                 cols: int) -> tuple[int, Halo, tuple[int, int] | None]:
+    """What cutting an image into BM3D's pieces takes from the settings at `noise` (σ in
+    0-255 units): the number of stages, the halo, and n as one call on the whole image
+    would cap it (None where it does not: only tiny images lower it)."""
+    p1, p2, count = stage_params(preset, noise, **params)
+    used = (p1, p2)[:count]
+    for sp in used:
+        if sp.patch_size > rows or sp.patch_size > cols:
+            raise ValueError(f"patch_size {sp.patch_size} is larger than the image ({rows}x{cols})")
+    halo = bm3d_halo([(sp.patch_size, sp.step, sp.window,
+                       len(stagger_shifts(sp.step)) if sp.stagger else 1) for sp in used])
+    capped = tuple(usable_n(sp.n, available_candidates("window", rows, cols, 1, sp.patch_size,
+                                                       sp.window, 0), power_of_two=True)
+                   for sp in (p1, p2))
+    return count, halo, (capped if capped != (p1.n, p2.n) else None)
 
 
 def vbm3d(frames: Any, sigma: float, *, patch_size: int | None = None,

@@ -10,17 +10,21 @@ candidates as in one call, and positions are in the whole image's coordinates.
 
 from __future__ import annotations
 
+import functools
+import operator
 from typing import Any
 
 import dask
 import dask.array as da
 import numpy as np
+from dask.highlevelgraph import HighLevelGraph
+from dask.task_spec import Task, TaskRef
 
 from ..core.runtime import Runtime
 from ..match.matches import Matches, grid_positions
 from ..match.search import search_patches as search_image
 from ..match.window_params import check_fits, check_search_request
-from .graph import check_dask_array, chunk_blocks, join_window, window_parts
+from .graph import check_dask_array, chunk_blocks, join_window, refs, window_parts
 from .pieces import search_halo, sub_window
 from .worker import run_on_device
 
@@ -34,12 +38,12 @@ def _spans(chunks: tuple[int, ...], grid: np.ndarray) -> list[tuple[int, int]]:
     return [(int(g0), int(g1)) for g0, g1 in zip(cuts[:-1], cuts[1:], strict=True) if g1 > g0]
 
 
-def _run_search(parts: Any, ya: int, xa: int, ys: np.ndarray, xs: np.ndarray,
-                kwargs: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
-    """One task: search the sub-window joined from the input chunks' `parts` (top-left at
-    (ya, xa) in the image) and keep the references at rows `ys` and columns `xs` (image
-    coordinates)."""
-    block = join_window(parts)
+def _run_search(sources: list[Any], *, layout: list[Any], ya: int, xa: int, ys: np.ndarray,
+                xs: np.ndarray, kwargs: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+    """One task: search the sub-window joined from the input chunks' `sources` and `layout`
+    (`window_parts`; top-left at (ya, xa) in the image) and keep the references at rows `ys`
+    and columns `xs` (image coordinates)."""
+    block = join_window(sources, layout)
 
     def call(runtime: Runtime) -> Matches:
         return search_image(block, runtime=runtime, **kwargs)
@@ -85,21 +89,26 @@ def search_patches(image: Any, patch_size: int = 8, step: int = 4, window: int =
     # Sub-windows by the pieces' rule, over the pixel extent of each block's references.
     tall, wide = extent(grid_y, row_spans), extent(grid_x, col_spans)
     blocks = chunk_blocks(x, 2)
-    pos_rows, dist_rows = [], []
-    for g0, g1 in row_spans:
-        ys = grid_y[g0:g1]
-        ya, yb = sub_window(int(ys[0]), int(ys[-1]) + 1, rows, tall, halo)
-        pos_row, dist_row = [], []
-        for h0, h1 in col_spans:
-            xs = grid_x[h0:h1]
-            xa, xb = sub_window(int(xs[0]), int(xs[-1]) + 1, cols, wide, halo)
-            task = dask.delayed(_run_search, pure=True, nout=2,
-                                name=f"clpatch-search-{token}-{g0}-{h0}")(
-                window_parts(blocks, ((ya, yb), (xa, xb))), ya, xa, ys, xs, kwargs)
-            shape = (g1 - g0, h1 - h0, request.n)
-            pos_row.append(da.from_delayed(task[0], (*shape, 2), dtype=np.int32))
-            dist_row.append(da.from_delayed(task[1], shape, dtype=np.float32))
-        pos_rows.append(da.concatenate(pos_row, axis=1))
-        dist_rows.append(da.concatenate(dist_row, axis=1))
-    return Matches(da.concatenate(pos_rows, axis=0), da.concatenate(dist_rows, axis=0),
+    spans = [((gi, g0, g1), (hi, h0, h1)) for gi, (g0, g1) in enumerate(row_spans)
+             for hi, (h0, h1) in enumerate(col_spans)]
+    windows = [(sub_window(int(grid_y[g0]), int(grid_y[g1 - 1]) + 1, rows, tall, halo),
+                sub_window(int(grid_x[h0]), int(grid_x[h1 - 1]) + 1, cols, wide, halo))
+               for (_, g0, g1), (_, h0, h1) in spans]
+    name = f"clpatch-search-{token}"
+    layer, parts = window_parts(blocks, windows, f"{name}-cut")
+    # One task per block, and one per output array picking its half of the block's result.
+    for ((gi, g0, g1), (hi, h0, h1)), ((ya, _), (xa, _)), (sources, layout) in zip(
+            spans, windows, parts, strict=True):
+        run = functools.partial(_run_search, layout=layout, ya=ya, xa=xa, ys=grid_y[g0:g1],
+                                xs=grid_x[h0:h1], kwargs=kwargs)
+        layer[name, gi, hi] = Task((name, gi, hi), run, refs(sources))
+        for half, tail in ((0, (0, 0)), (1, (0,))):
+            key = (f"{name}-{half}", gi, hi, *tail)
+            layer[key] = Task(key, operator.getitem, TaskRef((name, gi, hi)), half)
+    # (One graph for both arrays, each a layer of its own name in Dask's eyes: a plain dict.)
+    graph = dict(HighLevelGraph.from_collections(name, layer, dependencies=[blocks.array]))
+    grid_chunks = (tuple(g1 - g0 for g0, g1 in row_spans), tuple(h1 - h0 for h0, h1 in col_spans))
+    positions = da.Array(graph, f"{name}-0", (*grid_chunks, (request.n,), (2,)), dtype=np.int32)
+    distances = da.Array(graph, f"{name}-1", (*grid_chunks, (request.n,)), dtype=np.float32)
+    return Matches(positions, distances,
                    grid_y, grid_x, p, s, request.window, request.n, request.metric, 0, None)

@@ -93,9 +93,9 @@ def test_bm3d_bit_identical(on_device, shape, preset, chunks):
 
 @pytest.mark.parametrize("scale", [1.0, 1.0 / 255.0])
 def test_bm3d_high_noise_settings_follow_the_whole_image(on_device, scale):
-    """Above sigma 40 (0-255 units) the preset switches settings (11x11 stage-2 patches on
-    step 6): the halo and every piece follow the whole image's noise level, also for a float
-    image in [0, 1] whose data range comes from its peak."""
+    """Above sigma 40 (0-255 units) the preset switches settings (its thresholds): every
+    piece follows the whole image's noise level, also for a float image in [0, 1] whose
+    data range comes from its peak."""
     image = noisy((70, 64), seed=18) * scale
     if scale != 1.0:
         image = np.clip(image, 0.0, 1.0)
@@ -104,6 +104,33 @@ def test_bm3d_high_noise_settings_follow_the_whole_image(on_device, scale):
     expected = clpatch.bm3d(image, sigma, runtime=on_device, **kw)
     got = cdask.bm3d(chunked(image, (24, 20)), sigma, **kw).compute()
     np.testing.assert_array_equal(got, expected)
+
+
+def test_bm3d_reduces_the_peak_first_only_where_it_moves_the_halo(on_device, monkeypatch):
+    """A float image's data range (1 or 255: its peak decides) sets the fast preset's
+    thresholds, not its halo: the peak is then reduced by the graph's own tasks. Where the
+    two readings would cut other pieces, it is reduced before the graph is built, and the
+    pieces follow the whole image's reading."""
+    image = np.clip(noisy((70, 64), seed=19) / 255.0, 0.0, 1.0)
+    kw = dict(window=(9, 9))
+    lazy = cdask.bm3d(chunked(image, (24, 20)), 0.2, **kw)
+    assert any(str(k[0] if isinstance(k, tuple) else k).startswith("clpatch-peak")
+               for k in dict(lazy.__dask_graph__()))
+    layout = dask_filters._bm3d_layout
+    seen = []
+
+    def moved(preset, noise, params, rows, cols):
+        seen.append(noise)
+        count, halo, capped = layout(preset, noise, params, rows, cols)
+        return count, dask_pieces.Halo(halo.pixels + (noise > 1.0), halo.align), capped
+    monkeypatch.setattr(dask_filters, "_bm3d_layout", moved)
+    eager = cdask.bm3d(chunked(image, (24, 20)), 0.2, **kw)
+    assert not any(str(k[0] if isinstance(k, tuple) else k).startswith("clpatch-peak")
+                   for k in dict(eager.__dask_graph__()))
+    assert seen[-1] == pytest.approx(0.2 * 255.0)
+    expected = clpatch.bm3d(image, 0.2, runtime=on_device, **kw)
+    np.testing.assert_array_equal(eager.compute(), expected)
+    np.testing.assert_array_equal(lazy.compute(), expected)
 
 
 def test_nlmeans_video_in_time_and_space(on_device):
@@ -192,14 +219,37 @@ def test_search_matches_the_whole_image(on_device):
 
 def test_graph_has_one_task_per_piece_over_the_input_chunks():
     """Each piece is one task reading the input's chunks directly (no sliced copy of the
-    input per piece, no reduction per piece): 16 pieces of a 4 x 4-chunk image make about
-    16 + 16 + the peak's reduction tasks, where slicing the Dask array per piece made ten
-    times more."""
+    input per piece, no reduction per piece): 16 pieces of a 4 x 4-chunk image make 16
+    input chunks + at most 16 halo cuts + 16 pieces + 17 of the peak, where slicing the Dask
+    array per piece made ten times more."""
     x = da.zeros((64, 64), chunks=16, dtype=np.float32)
     out = cdask.nlmeans(x, SIGMA, **NLM)
     tasks = len(dict(out.__dask_graph__()))
     assert out.chunks == x.chunks
-    assert tasks <= 8 * 16, tasks
+    assert tasks <= 4 * 16 + 1, tasks
+
+
+def test_pieces_read_their_neighbours_halos_not_their_chunks():
+    """A piece depends on its own chunk whole and on its neighbours only through the cut
+    tasks (one per chunk), which hand it copies of the halo: on several workers only those
+    travel. Chunks smaller than the halo are read whole."""
+    x = da.zeros((96, 96), chunks=32, dtype=np.float32)
+    out = cdask.nlmeans(x, SIGMA, peak=1.0, **NLM)
+    graph = dict(out.__dask_graph__())
+    inputs = {k for k in graph if k[0] == x.name}
+    cuts = {k for k in graph if "cut" in k[0]}
+    assert len(cuts) == 9
+    for key in out.__dask_keys__()[1]:
+        needs = graph[key].dependencies
+        assert needs & inputs == {(x.name, 1, key[2])} and needs - inputs <= cuts
+        assert len(needs) >= 4
+    # the cuts of the centre chunk: its 8 neighbours' halos (an edge piece's sub-window
+    # reaches further inwards), each less than the chunk
+    centre = graph[next(k for k in cuts if k[2:] == (1, 1))]
+    parts = centre({k: np.zeros((32, 32), np.float32) for k in centre.dependencies})
+    assert len(parts) == 8 and all(min(p.shape) < 32 for p in parts)
+    tiny = cdask.nlmeans(da.zeros((96, 96), chunks=4, dtype=np.float32), SIGMA, peak=1.0, **NLM)
+    assert tiny.chunks == ((4,) * 24,) * 2
 
 
 def test_the_halo_is_needed(on_device, monkeypatch):
