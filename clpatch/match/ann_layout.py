@@ -10,7 +10,8 @@ from typing import Any
 
 from .ann_params import LEAF, SAMPLES, AnnConfig, AnnRequest, candidate_bound
 
-__all__ = ["BANKS", "CENTRE_FLOATS", "GROUP", "MANY_TILES_GROUP", "MANY_TILES_PER_UNIT",
+__all__ = ["BANKS", "CENTRE_FLOATS", "DEEP_TILE_GROUP", "DEEP_TILE_PER_UNIT", "DEEP_TILE_RATIO",
+           "GROUP", "MANY_TILES_GROUP", "MANY_TILES_PER_UNIT",
            "QUERY_GROUP", "REGISTER_VOTE", "ann_config", "pitch_order", "query_bytes",
            "split_nodes"]
 
@@ -28,6 +29,17 @@ QUERY_GROUP = 256
 #: with 128).
 MANY_TILES_PER_UNIT = 16
 MANY_TILES_GROUP = 64
+#: On images of at most DEEP_TILE_PER_UNIT tiles per compute unit whose largest tile (the
+#: corner one, which absorbs both axes' remainders) holds at least DEEP_TILE_RATIO times an
+#: inner tile's patches, the clustering takes DEEP_TILE_GROUP work-items per tile: the
+#: launch then waits for that one tile, and more work-items shorten it. (H200,
+#: benchmarks/results/ann_groups_h200.md, clustering + query kernels, 128 -> 192 work-items:
+#: 512x512, 8.2 tiles per unit and a 625-patch corner tile, 0.311 -> 0.294 ms; 502x502, all
+#: tiles of 225 patches, 0.250 -> 0.267; 600x600, 11.5 tiles per unit and a 529-patch
+#: corner, 0.351 -> 0.375.)
+DEEP_TILE_PER_UNIT = 10
+DEEP_TILE_RATIO = 2.5
+DEEP_TILE_GROUP = 192
 #: Queries of at most this many candidates vote in registers and keep their results in the
 #: rows of their distance table (no separate result arrays in local memory).
 REGISTER_VOTE = 32
@@ -88,20 +100,27 @@ def query_bytes(request: AnnRequest, query_group: int, area: int, packed: bool =
 
 
 def ann_config(request: AnnRequest, profile: Any, group: int | None = None,
-               tiles: int = 0) -> AnnConfig:
+               tiles: int = 0, largest_tile: int = 0) -> AnnConfig:
     """The configuration for `profile` on an image of `tiles` tiles (0: unknown, or a
-    burst): warp ballots where the profile has inline PTX; MANY_TILES_GROUP clustering
-    work-items per tile on images of many tiles per compute unit; QUERY_GROUP query
-    work-items, fewer where the device's local memory cannot hold their tables."""
-    many = tiles >= MANY_TILES_PER_UNIT * max(1, int(profile.compute_units))
+    burst) whose largest holds `largest_tile` patches: warp ballots where the profile has inline
+    PTX; MANY_TILES_GROUP clustering work-items per tile on images of many tiles per compute
+    unit, DEEP_TILE_GROUP on images of few tiles and a deep corner tile, else GROUP;
+    QUERY_GROUP query work-items, fewer where the device's local memory cannot hold their
+    tables."""
+    units = max(1, int(profile.compute_units))
+    many = tiles >= MANY_TILES_PER_UNIT * units
+    deep = (0 < tiles <= DEEP_TILE_PER_UNIT * units
+            and largest_tile >= DEEP_TILE_RATIO * request.tile ** 2)
     if group is None:
-        group = MANY_TILES_GROUP if many else GROUP
+        group = MANY_TILES_GROUP if many else DEEP_TILE_GROUP if deep else GROUP
     ballot = profile.subgroup_ops == "ptx" and group % 32 == 0
     reason = ("NVIDIA: inline-PTX warp ballots and shuffles for the partition scans, "
               "power iterations and distance tables" if ballot else
               "portable local-memory scans (no warp ballots on this profile)")
     reason += (f"; clustering work-groups of {MANY_TILES_GROUP} work-items on images of "
-               f"{MANY_TILES_PER_UNIT} tiles per compute unit or more, else {GROUP}")
+               f"{MANY_TILES_PER_UNIT} tiles per compute unit or more, {DEEP_TILE_GROUP} on "
+               f"images of at most {DEEP_TILE_PER_UNIT} whose corner tile holds "
+               f"{DEEP_TILE_RATIO:g} times an inner tile's patches or more, else {GROUP}")
     # (sizes within the device's work-group limit, in whole warps of 32, and the query's
     # tables within its local memory for the largest tile: 2 * tile - 1 positions a side)
     largest = max(32, int(profile.max_work_group_size) // 32 * 32)

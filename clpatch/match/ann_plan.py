@@ -82,8 +82,9 @@ class AnnPlan:
         self.edges_y = tile_edges(self.py, t, self.origin[0])
         self.edges_x = tile_edges(self.px, t, self.origin[1])
         tiles = (len(self.edges_y) - 1) * (len(self.edges_x) - 1)
+        largest = int(np.diff(self.edges_y).max() * np.diff(self.edges_x).max())
         self.config = config or ann_config(request, runtime.profile,
-                                           tiles=0 if video else tiles)
+                                           tiles=0 if video else tiles, largest_tile=largest)
         self.grid_y = grid_positions(rows, p, s)
         self.grid_x = grid_positions(cols, p, s)
         self.video = video

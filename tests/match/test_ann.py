@@ -22,6 +22,9 @@ import clpatch
 from clpatch.io.noise import synthetic_burst
 from clpatch.match import ann_layout, ann_plan
 from clpatch.match.ann_layout import (
+    DEEP_TILE_GROUP,
+    DEEP_TILE_PER_UNIT,
+    DEEP_TILE_RATIO,
     GROUP,
     MANY_TILES_GROUP,
     MANY_TILES_PER_UNIT,
@@ -265,6 +268,36 @@ def test_inputs_of_many_tiles_take_the_smaller_clustering_group(runtime, monkeyp
     assert AnnPlan(runtime, 2, 60, 70, 1, request, video=True).config.group == GROUP
     monkeypatch.setattr(ann_layout, "MANY_TILES_PER_UNIT", 13 / runtime.profile.compute_units)
     assert AnnPlan(runtime, 1, 60, 70, 1, request).config.group == GROUP
+
+
+def test_few_tiles_with_a_deep_corner_take_the_larger_clustering_group(runtime):
+    """Images of few tiles per compute unit whose corner tile holds DEEP_TILE_RATIO times an
+    inner tile's patches cluster with DEEP_TILE_GROUP work-items; the matches are the
+    oracle's (with warp ballots where the profile has them)."""
+    request = check_ann_request(patch_size=8, step=1, k=16, tile=15, neighbour_clusters=0,
+                                channels=1, rows=512, cols=512)
+    units = runtime.profile.compute_units
+    deep = int(np.ceil(DEEP_TILE_RATIO * 15 ** 2))
+    few = DEEP_TILE_PER_UNIT * units
+
+    def group(**kw):
+        return ann_config(request, runtime.profile, **kw).group
+    assert group(tiles=few, largest_tile=deep) == DEEP_TILE_GROUP
+    assert group(tiles=few + 1, largest_tile=deep) == GROUP
+    assert group(tiles=few, largest_tile=deep - 1) == GROUP
+    assert group(largest_tile=deep) == GROUP                 # unknown size, or a burst
+    # 47 x 47: 40 positions a side, tiles of 15 and 25 (a 625-patch corner); 45 x 45: 15, 23
+    image = noisy_photo("coins", 47, 47, 3)
+    plan = AnnPlan(runtime, 1, 47, 47, 1, check_ann_request(
+        patch_size=8, step=1, k=16, tile=15, neighbour_clusters=1, channels=1, rows=47, cols=47))
+    assert plan.config.group == min(DEEP_TILE_GROUP, runtime.profile.max_work_group_size // 32 * 32)
+    assert plan.config.ballot == (runtime.profile.subgroup_ops == "ptx")
+    found = plan.run(image)
+    pos, dist = oracle.ann_image(image, patch_size=8, k=16, tile=15, step=1, neighbour_clusters=1)
+    assert np.array_equal(found.positions, pos) and np.array_equal(found.distances, dist)
+    assert AnnPlan(runtime, 1, 45, 45, 1, check_ann_request(
+        patch_size=8, step=1, k=16, tile=15, neighbour_clusters=0, channels=1, rows=45,
+        cols=45)).config.group == GROUP
 
 
 def test_query_work_group_fits_the_local_memory():
