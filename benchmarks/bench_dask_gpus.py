@@ -39,6 +39,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import dask
 import dask.array as da
 import distributed
 import numpy as np
@@ -165,6 +166,8 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=None)
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--methods", nargs="*", default=["bm3d", "nlmeans", "vbm3d"])
+    ap.add_argument("--no-stealing", action="store_true",
+                    help="turn Dask's work stealing off (distributed.scheduler.work-stealing)")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--markdown", type=Path)
     args = ap.parse_args()
@@ -181,7 +184,8 @@ def main() -> None:
     clusters: list[dict[str, Any]] = []
     seen: dict[str, Any] = {}
     for workers in (1, many):
-        with distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+        with dask.config.set({"distributed.scheduler.work-stealing": not args.no_stealing}), \
+                distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
                                       dashboard_address=None, silence_logs=50) as cluster, \
                 distributed.Client(cluster) as client:
             where = devices(client)
@@ -211,6 +215,7 @@ def main() -> None:
                 print(json.dumps(row), flush=True)
                 del out
     info = dict(host=platform.node(), gpus=gpus, size=args.size, chunks=args.chunks,
+                work_stealing=not args.no_stealing,
                 video=args.video, video_chunks=args.video_chunks, repeats=args.repeats,
                 clusters=clusters, rows=rows)
     if args.json:
@@ -218,7 +223,8 @@ def main() -> None:
     lines = [f"# clpatch.dask on {gpus} GPU(s) of one host",
              "", f"Image {args.size}x{args.size} in {args.chunks}² chunks; video "
              f"{'x'.join(map(str, args.video))} (frames x rows x cols) in "
-             f"{'x'.join(map(str, args.video_chunks))} chunks. Wall clock from the lazy result "
+             f"{'x'.join(map(str, args.video_chunks))} chunks; Dask's work stealing "
+             f"{'off' if args.no_stealing else 'on (its default)'}. Wall clock from the lazy result "
              f"to its chunks persisted on the workers, median of {args.repeats} after a "
              "warm-up; task time: the clpatch tasks' compute time summed over the workers; "
              "outside: wall x workers - task time.", "",
