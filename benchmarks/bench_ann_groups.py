@@ -18,12 +18,13 @@ import json
 import statistics
 from pathlib import Path
 
+import numpy as np
 import pyopencl.array as cla
 from bench_ann import phases
 
 import clpatch
 from clpatch.match.ann_layout import QUERY_GROUP
-from clpatch.match.ann_params import AnnConfig, check_ann_request
+from clpatch.match.ann_params import AnnConfig, check_ann_request, tile_edges
 from clpatch.match.ann_plan import AnnPlan
 from clpatch.tune.timing import photo_mosaic
 
@@ -45,11 +46,9 @@ def main() -> None:
         d = cla.to_device(prof.queue, img)
         req = check_ann_request(patch_size=8, step=1, k=16, tile=15, neighbour_clusters=0,
                                 channels=1, rows=size, cols=size)
-        positions = size - 7
-        runs = max(1, positions // 15)
-        last = positions - 15 * (runs - 1)
-        row = {"size": size, "tiles": runs * runs, "largest_patches": last * last,
-               "inner_patches": 225 if runs > 1 else last * last, "ms": {}}
+        sides = np.diff(tile_edges(size - 7, 15))       # the same runs on both axes
+        row = {"size": size, "tiles": len(sides) ** 2, "largest_patches": int(sides.max()) ** 2,
+               "inner_patches": int(sides[0]) ** 2, "ms": {}}
         for group in args.groups:
             config = AnnConfig(group, ballot and group % 32 == 0, 15, 0, query_group=QUERY_GROUP)
             plan = AnnPlan(prof, 1, size, size, 1, req, config, device_output=True)

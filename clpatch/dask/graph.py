@@ -149,7 +149,7 @@ def window_parts(blocks: Blocks, windows: list[tuple[tuple[int, int], ...]],
     neighbours' chunks of every piece at a boundary between them, several times the halos'
     bytes) - and one task per chunk, not per part, as Dask's cost per task is about a
     millisecond of the scheduler's time."""
-    placed = []                          # per window: its parts (place, chunk, slices, whole)
+    placed = []             # per window: its parts (place, chunk, slices, their key, whole)
     cuts: dict[tuple[int, ...], dict[tuple[tuple[int, int], ...], int]] = {}
     for window in windows:
         axes = [_chunk_parts(c, lo, hi) for c, (lo, hi) in zip(blocks.chunks, window, strict=True)]
@@ -159,10 +159,10 @@ def window_parts(blocks: Blocks, windows: list[tuple[tuple[int, int], ...]],
             index = tuple(i for i, _ in combo)
             slices = tuple(sl for _, sl in combo)
             whole = all(sl == slice(0, c[i]) for (i, sl), c in zip(combo, blocks.chunks, strict=True))
+            key = tuple((sl.start, sl.stop) for sl in slices)
             if not whole:
-                key = tuple((sl.start, sl.stop) for sl in slices)
                 cuts.setdefault(index, {}).setdefault(key, len(cuts[index]))
-            parts.append((place, index, slices, whole))
+            parts.append((place, index, slices, key, whole))
         placed.append(parts)
     token = dask.base.tokenize(blocks.keys.ravel().tolist(), windows)
     layer = {(name, token, *index): Task(
@@ -172,13 +172,13 @@ def window_parts(blocks: Blocks, windows: list[tuple[tuple[int, int], ...]],
     out = []
     for parts in placed:
         sources, layout = [], []
-        for place, index, slices, whole in parts:
+        for place, index, slices, key, whole in parts:
             if whole:
                 sources.append(blocks.keys[index])
                 layout.append((place, slices))
             else:
                 sources.append((name, token, *index))
-                layout.append((place, cuts[index][tuple((sl.start, sl.stop) for sl in slices)]))
+                layout.append((place, cuts[index][key]))
         out.append((sources, layout))
     return layer, out
 

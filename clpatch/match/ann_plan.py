@@ -82,15 +82,17 @@ class AnnPlan:
         self.edges_y = tile_edges(self.py, t, self.origin[0])
         self.edges_x = tile_edges(self.px, t, self.origin[1])
         tiles = (len(self.edges_y) - 1) * (len(self.edges_x) - 1)
-        largest = int(np.diff(self.edges_y).max() * np.diff(self.edges_x).max())
-        self.config = config or ann_config(request, runtime.profile,
-                                           tiles=0 if video else tiles, largest_tile=largest)
+        # The largest tile's rows and columns of positions (the last run of each axis).
+        self.tile_rows = int(np.diff(self.edges_y).max())
+        self.tile_cols = int(np.diff(self.edges_x).max())
+        self.config = config or ann_config(request, runtime.profile, tiles=0 if video else tiles,
+                                           largest_tile=self.tile_rows * self.tile_cols)
         self.grid_y = grid_positions(rows, p, s)
         self.grid_x = grid_positions(cols, p, s)
         self.video = video
         self.dim = 3 if video else 2
         # How far a candidate can lie from its reference along an axis: the largest tile side - 1.
-        self.reach = int(max(np.diff(self.edges_y).max(), np.diff(self.edges_x).max())) - 1
+        self.reach = max(self.tile_rows, self.tile_cols) - 1
         self.stagger = tuple(int(v) for v in stagger) if any(stagger) else ()
         self.ref_x = None
         ref_row = np.full(self.py, -1, np.int32)
@@ -141,7 +143,7 @@ class AnnPlan:
         bank conflicts that fits: `pitch_order`), the most slots of a tile and its most
         positions in one frame."""
         p, d = self.request.patch_size, self.channels * self.request.patch_size ** 2
-        th, tw = int(np.diff(self.edges_y).max()), int(np.diff(self.edges_x).max())
+        th, tw = self.tile_rows, self.tile_cols
         area = th * tw
         slots = self.frames * area
         c = self.config
