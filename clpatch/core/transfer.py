@@ -6,49 +6,27 @@ download queue tile i − 1's result while tile i's kernels run (events order th
 between pinned memory and the device are asynchronous DMA; a pageable NumPy array would
 make every copy synchronous for the host. Each slot is a `CL_MEM_ALLOC_HOST_PTR` buffer
 mapped once (how NVIDIA, AMD and Intel drivers hand out pinned memory through OpenCL).
-The host copies between the caller's array and the slot in several threads (NumPy releases
-the GIL), piece by piece, piece k's DMA running while piece k + 1 is copied. The waits go
-piece by piece (`clpatch.core.inflight.wait_event`), so Ctrl-C and `Runtime.cancel()`
-interrupt them between pieces; an
-interrupted wait keeps the copies it did not see finish pending on their slot, so the slot's
-next use waits for them.
+The host copies between the caller's array and the slot in several threads
+(`clpatch.core.hostwork`), piece by piece, piece k's DMA running while piece k + 1 is
+copied. The waits go piece by piece (`clpatch.core.inflight.wait_event`), so Ctrl-C and
+`Runtime.cancel()` interrupt them between pieces; an interrupted wait keeps the copies it
+did not see finish pending on their slot, so the slot's next use waits for them.
 """
 
 from __future__ import annotations
 
-import os
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 import pyopencl as cl
 
+from . import hostwork
 from .inflight import flight_of, wait_event
 
 #: Bytes per piece of a copy (one DMA each). On the H100 a pinned DMA moves 53 GB/s, so
 #: overlapping it with the host copy gains little; pieces of a few MB cost more in dispatch
 #: than they save (64 MB up: 3.8 ms in 16 MB pieces, 9.2 ms in 4 MB pieces).
 PIECE_BYTES = 32 << 20
-#: Host threads copying between NumPy arrays and the pinned slots: the copy into a new
-#: array is bound by page faults, which threads take in parallel (64 MB: 17.1 ms with one
-#: thread, 3.2 ms with 8 on the H100's host).
-COPY_THREADS = max(1, min(8, os.cpu_count() or 1))
-
-_copier: ThreadPoolExecutor | None = None
-
-
-def _host_copy(destination: np.ndarray, source: np.ndarray) -> None:
-    """destination[...] = source for 1-D uint8 arrays, in COPY_THREADS parts when large."""
-    global _copier
-    n = destination.size
-    if n < (1 << 20) or COPY_THREADS == 1:
-        np.copyto(destination, source)
-        return
-    if _copier is None:
-        _copier = ThreadPoolExecutor(COPY_THREADS, thread_name_prefix="clpatch-copy")
-    step = -(-n // COPY_THREADS)
-    list(_copier.map(lambda a: np.copyto(destination[a:a + step], source[a:a + step]),
-                     range(0, n, step)))
 
 
 def _bytes_of(array: np.ndarray) -> np.ndarray:
@@ -99,7 +77,7 @@ class Transfers:
         pieces = []
         for start in range(0, data.nbytes, PIECE_BYTES):
             end = min(data.nbytes, start + PIECE_BYTES)
-            _host_copy(view[start:end], data[start:end])
+            hostwork.copy(view[start:end], data[start:end])
             pieces.append((start, end, cl.enqueue_copy(
                 self.queue, destination, view[start:end], dst_offset=start, is_blocking=False,
                 wait_for=wait_for if start == 0 else None)))
@@ -137,5 +115,5 @@ class Transfers:
             wait_event(event, flight)
             pending.pop(0)
             if a < target.size:
-                _host_copy(target[a:min(b, target.size)], view[a:min(b, target.size)])
+                hostwork.copy(target[a:min(b, target.size)], view[a:min(b, target.size)])
         self._pending.pop(slot, None)
