@@ -7,7 +7,9 @@ are fine), the whole image's peak |value| (one task per chunk and one for their 
 shared by all), and the same of the guide when there is one; the task joins the parts into
 the sub-window, runs the method on it with this process's runtime and returns the core:
 that task is the result's chunk (the result is a Dask array over the pieces' keys, with the
-input's chunks in time and space and the channels in one chunk; no task joins them).
+input's chunks in time and space and the channels in one chunk; no task joins them). On a
+distributed cluster holding the input, each piece is annotated to run where its own chunk
+lies (`clpatch.dask.placement`).
 
 The graph is written directly in Dask's task specification (`dask.task_spec`: tasks whose
 arguments refer to the input's chunk keys), one token per call: building it through
@@ -36,6 +38,7 @@ from dask.task_spec import List, Task, TaskRef
 from ..core import hostwork
 from ..core.runtime import Runtime
 from .pieces import Halo, Piece, pieces
+from .placement import chunk_holders, pin_pieces
 from .worker import run_on_device
 
 __all__ = ["Blocks", "check_dask_array", "chunk_blocks", "global_peak", "join_window",
@@ -270,12 +273,15 @@ def map_pieces(x: da.Array, halo: Halo, method: Callable[..., Any], args: tuple,
     chunks = (*((frame_chunks,) if video else ()), row_chunks, col_chunks, *((c,) for c in tail))
     firsts = [dict(zip(np.cumsum((0, *c[:-1])).tolist(), range(len(c)), strict=True))
               for c in (frame_chunks, row_chunks, col_chunks)]
+    own = {}                # piece key -> its own chunk's key (where it should run)
     for piece, (sources, layout), (g_sources, g_layout) in zip(cut, x_parts, g_parts, strict=True):
         index = (firsts[0][piece.t0],) * video + (firsts[1][piece.a], firsts[2][piece.c])
         key = (out, *index, *(0,) * len(tail))
+        own[key] = x_blocks.keys[index]
         run = functools.partial(_run_piece, layout=layout, guide_layout=g_layout, piece=piece,
                                 video=video, method=method, args=args, kwargs=kwargs)
         layer[key] = Task(key, run, refs(sources), peak,
                           None if g_sources is None else refs(g_sources))
-    graph = HighLevelGraph.from_collections(out, layer, dependencies=depends)
+    placed = pin_pieces(layer, own, chunk_holders(x_blocks.array))
+    graph = HighLevelGraph.from_collections(out, placed, dependencies=depends)
     return da.Array(graph, out, chunks, dtype=np.float32)

@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 import clpatch
-from clpatch.core.devices import list_devices
 
 da = pytest.importorskip("dask.array")
 distributed = pytest.importorskip("distributed")
@@ -26,21 +25,6 @@ def noisy(shape, seed):
     ramp = np.linspace(0, 160, shape[1])[None, :, None][..., :1 if len(shape) == 2 else None]
     clean = rng.random(shape) * 60 + ramp.reshape((1, shape[1]) + (1,) * (len(shape) - 2))
     return (clean + rng.normal(0, SIGMA, shape)).astype(np.float32)
-
-
-def spec_of(runtime) -> str:
-    for entry in list_devices():
-        if entry.device == runtime.device:
-            return entry.index
-    raise AssertionError("the test runtime's device is not listed")
-
-
-@pytest.fixture
-def on_device(runtime, monkeypatch):
-    """Pieces run on the test's device: CLPATCH_DEVICE, and a fresh per-process runtime."""
-    monkeypatch.setenv("CLPATCH_DEVICE", spec_of(runtime))
-    monkeypatch.setattr(dask_worker, "_RUNTIME", [])
-    return runtime
 
 
 def chunked(image, chunks):
