@@ -2,7 +2,8 @@
 
     python benchmarks/bench_dask_gpus.py [--size 16384] [--chunks 2048]
         [--video 64 2160 3840] [--video-chunks 64 540 960] [--workers N]
-        [--repeats 1] [--methods bm3d nlmeans vbm3d] [--json FILE] [--markdown FILE]
+        [--repeats 1] [--methods bm3d nlmeans vbm3d] [--no-stealing] [--no-fuse]
+        [--json FILE] [--markdown FILE]
 
 Inputs: a size x size grayscale mosaic of the test photographs (tests/data) and a
 T-frame H x W pan over such a mosaic (frame t shifted by (2t, 3t) pixels), both with
@@ -47,6 +48,7 @@ from bench_dask import SIGMA, mosaic
 
 import clpatch.dask as cdask
 from clpatch.core.devices import is_simulator, list_devices
+from clpatch.dask.placement import chunk_holders
 
 
 def gpu_count() -> int:
@@ -101,15 +103,20 @@ def kind(key: Any) -> str:
     return "dask"
 
 
-def stream_stats(records: list[dict[str, Any]], start: float) -> dict[str, Any]:
+def stream_stats(records: list[dict[str, Any]], start: float,
+                 holders: dict[Any, list[str]], input_name: str) -> dict[str, Any]:
     """Compute seconds and counts per task kind, transfer seconds and bytes, each worker's
-    first start and last stop, and every compute and transfer interval (start, stop, kind,
-    action, worker), times in seconds after `start` (the wall clock's origin)."""
+    first start and last stop, every compute and transfer interval (start, stop, kind,
+    action, worker), times in seconds after `start` (the wall clock's origin), and how many
+    pieces ran on a worker holding their own chunk (`holders`: the input's chunk key ->
+    workers; a piece's own chunk is the input's chunk of its index)."""
     compute: dict[str, float] = {}
     count: dict[str, int] = {}
-    transfer_s, transfer_bytes, workers = 0.0, 0, {}
+    transfer_s, workers, local = 0.0, {}, 0
     for task in records:
         k = kind(task["key"])
+        if k == "piece" and any(s["action"] == "compute" for s in task["startstops"]):
+            local += task["worker"] in holders.get((input_name, *task["key"][1:]), ())
         for s in task["startstops"]:
             if s["action"] == "compute":
                 compute[k] = compute.get(k, 0.0) + s["stop"] - s["start"]
@@ -119,14 +126,33 @@ def stream_stats(records: list[dict[str, Any]], start: float) -> dict[str, Any]:
                 w[2] += s["stop"] - s["start"]
             elif s["action"] == "transfer":
                 transfer_s += s["stop"] - s["start"]
-                transfer_bytes += int(task.get("nbytes", 0) or 0)
     timeline = sorted((round(s["start"] - start, 4), round(s["stop"] - start, 4), kind(task["key"]),
                        s["action"], task["worker"]) for task in records for s in task["startstops"])
     return dict(compute={k: round(v, 4) for k, v in compute.items()}, count=count,
-                timeline=timeline,
-                transfer_s=round(transfer_s, 4), transfer_mb=round(transfer_bytes / 1e6, 1),
+                timeline=timeline, local_pieces=local,
+                transfer_s=round(transfer_s, 4),
                 workers={w: dict(first=round(v[0] - start, 4), last=round(v[1] - start, 4),
                                  busy=round(v[2], 4)) for w, v in sorted(workers.items())})
+
+
+def incoming(client: distributed.Client) -> list[tuple[float, dict[Any, int]]]:
+    """Every worker's log of data fetched from other workers: (start, {key: bytes})."""
+    logs = client.run(lambda dask_worker: [(e["start"], dict(e["keys"]))
+                                           for e in dask_worker.transfer_incoming_log])
+    return [entry for entries in logs.values() for entry in entries]
+
+
+def moved_mb(entries: list[tuple[float, dict[Any, int]]], since: float) -> dict[str, float]:
+    """MB moved between workers since `since` (time.time()), by kind of the data: the
+    input's chunks ("input"), the halo cuts, the peak, the pieces."""
+    out: dict[str, float] = {}
+    for start, keys in entries:
+        if start >= since:
+            for key, nbytes in keys.items():
+                k = kind(key)
+                k = "input" if k == "dask" else k
+                out[k] = round(out.get(k, 0.0) + nbytes / 1e6, 1)
+    return out
 
 
 def run(client: distributed.Client, x: da.Array, chunked: Any,
@@ -135,6 +161,7 @@ def run(client: distributed.Client, x: da.Array, chunked: Any,
     median run's phases: the client's graph build, the task stream's statistics)."""
     times, busy, phases, out = [], [], [], None
     resident = len(client.who_has())         # the persisted inputs
+    holders = chunk_holders(x)
     for k in range(repeats + 1):
         if out is not None:
             client.cancel(out)
@@ -149,7 +176,8 @@ def run(client: distributed.Client, x: da.Array, chunked: Any,
             distributed.wait(out)
             seconds = time.perf_counter() - start
         if k:
-            stats = stream_stats(stream.data, wall)
+            stats = stream_stats(stream.data, wall, holders, x.name)
+            stats["moved_mb"] = moved_mb(incoming(client), wall)
             times.append(seconds)
             busy.append(stats["compute"].get("piece", 0.0))
             phases.append(dict(seconds=round(seconds, 4), build_s=round(built - start, 4), **stats))
@@ -163,11 +191,16 @@ def main() -> None:
     ap.add_argument("--chunks", type=int, default=2048)
     ap.add_argument("--video", type=int, nargs=3, default=[64, 2160, 3840])
     ap.add_argument("--video-chunks", type=int, nargs=3, default=[64, 540, 960])
-    ap.add_argument("--workers", type=int, default=None)
+    ap.add_argument("--workers", type=int, default=None,
+                    help="workers of the second cluster (default: one per GPU, at least 2; "
+                         "1: only the one-worker cluster)")
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--methods", nargs="*", default=["bm3d", "nlmeans", "vbm3d"])
     ap.add_argument("--no-stealing", action="store_true",
                     help="turn Dask's work stealing off (distributed.scheduler.work-stealing)")
+    ap.add_argument("--no-fuse", action="store_true",
+                    help="turn Dask's low-level fusion off (optimization.fuse.active), which "
+                         "keeps clpatch.dask's annotations: pieces run where their chunk is")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--markdown", type=Path)
     args = ap.parse_args()
@@ -183,8 +216,9 @@ def main() -> None:
     rows: list[dict[str, Any]] = []
     clusters: list[dict[str, Any]] = []
     seen: dict[str, Any] = {}
-    for workers in (1, many):
-        with dask.config.set({"distributed.scheduler.work-stealing": not args.no_stealing}), \
+    for workers in sorted({1, many}):
+        with dask.config.set({"distributed.scheduler.work-stealing": not args.no_stealing,
+                              "optimization.fuse.active": False if args.no_fuse else None}), \
                 distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
                                       dashboard_address=None, silence_logs=50) as cluster, \
                 distributed.Client(cluster) as client:
@@ -215,16 +249,19 @@ def main() -> None:
                 print(json.dumps(row), flush=True)
                 del out
     info = dict(host=platform.node(), gpus=gpus, size=args.size, chunks=args.chunks,
-                work_stealing=not args.no_stealing,
+                work_stealing=not args.no_stealing, pinned=args.no_fuse,
                 video=args.video, video_chunks=args.video_chunks, repeats=args.repeats,
                 clusters=clusters, rows=rows)
     if args.json:
         args.json.write_text(json.dumps(info, indent=1))
+    placed = ("pinned to their own chunk (fusion off keeps the annotations)" if args.no_fuse
+              else "placed by Dask (fusion on drops the annotations)")
     lines = [f"# clpatch.dask on {gpus} GPU(s) of one host",
              "", f"Image {args.size}x{args.size} in {args.chunks}² chunks; video "
              f"{'x'.join(map(str, args.video))} (frames x rows x cols) in "
              f"{'x'.join(map(str, args.video_chunks))} chunks; Dask's work stealing "
-             f"{'off' if args.no_stealing else 'on (its default)'}. Wall clock from the lazy result "
+             f"{'off' if args.no_stealing else 'on (its default)'}; pieces "
+             f"{placed}. Wall clock from the lazy result "
              f"to its chunks persisted on the workers, median of {args.repeats} after a "
              "warm-up; task time: the clpatch tasks' compute time summed over the workers; "
              "outside: wall x workers - task time.", "",
@@ -238,17 +275,23 @@ def main() -> None:
                      f"{'–' if 'identical_to_1' not in r else ('yes' if r['identical_to_1'] else 'NO')} |")
     lines += ["", "Where the time goes (the run of median wall time): the client's graph build "
               "(BM3D: with the peak's reduction), compute seconds of the peak's tasks, the halo "
-              "cuts and the pieces summed over the workers, Dask's transfers between workers, "
-              "and each worker's first task start and last task stop after the run's start.", "",
+              "cuts and the pieces summed over the workers, Dask's transfers between workers "
+              "(their seconds in the task stream; the MB the workers' logs show fetched, by "
+              "kind: the input's chunks, the halo cuts, the peak), the pieces that ran on a "
+              "worker holding their own chunk, and each worker's first task start and last "
+              "task stop after the run's start.", "",
               "| method | workers | s | build s | peak s | cut s | piece s | transfers s (MB) | "
-              "workers' first start / last stop s |", "|---|---|---|---|---|---|---|---|---|"]
+              "pieces on their chunk's worker | workers' first start / last stop s |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         ph = r["phases"]
         c = ph["compute"]
         spans = "; ".join(f"{w['first']:.3f} / {w['last']:.3f}" for w in ph["workers"].values())
+        moved = ", ".join(f"{k} {mb:.0f}" for k, mb in sorted(ph["moved_mb"].items())) or "none"
         lines.append(f"| {r['method']} | {r['workers']} | {ph['seconds']:.3f} | {ph['build_s']:.3f} | "
                      f"{c.get('peak', 0.0):.3f} | {c.get('cut', 0.0):.3f} | {c.get('piece', 0.0):.3f} | "
-                     f"{ph['transfer_s']:.3f} ({ph['transfer_mb']:.0f}) | {spans} |")
+                     f"{ph['transfer_s']:.3f} ({moved}) | "
+                     f"{ph['local_pieces']} / {ph['count'].get('piece', 0)} | {spans} |")
     lines += ["", "Each worker's runtime (opened by a task on that worker):", ""]
     for c in clusters:
         for i, (address, d) in enumerate(sorted(c["devices"].items())):

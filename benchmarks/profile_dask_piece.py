@@ -103,6 +103,34 @@ def host_variants(window: np.ndarray, block: np.ndarray, copies: int = 48) -> di
             f"join, {hostwork.THREADS} threads": median_s(threaded_join, 21) * 1e3}
 
 
+def in_cluster(x: da.Array, lazy) -> dict[str, list[float]]:
+    """Seconds of the piece tasks, their joins and device calls, on one worker of an
+    in-process LocalCluster holding the input (persisted: contiguous chunks, as a worker
+    process gets them); the second of two runs."""
+    import distributed
+    seconds: dict[str, list[float]] = {}
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                                  dashboard_address=None, silence_logs=50) as cluster, \
+            distributed.Client(cluster) as client:
+        held = client.persist(x)
+        distributed.wait(held)
+        distributed.wait(client.persist(lazy(held)))
+        originals = timed_calls(dask_graph, ["join_window", "run_on_device"], seconds)
+        try:
+            with distributed.get_task_stream(client) as stream:
+                distributed.wait(client.persist(lazy(held)))
+        finally:
+            for n, fn in originals.items():
+                setattr(dask_graph, n, fn)
+    for task in stream.data:
+        name = re.sub(r"-[0-9a-f]{32}$", "", str(task["key"][0] if isinstance(task["key"], tuple)
+                                                 else task["key"]))
+        for s in task["startstops"]:
+            if s["action"] == "compute":
+                seconds.setdefault(name, []).append(s["stop"] - s["start"])
+    return seconds
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--size", type=int, default=6144)
@@ -165,6 +193,9 @@ def main() -> None:
         for n, v in {**tasks.seconds, **parts}.items():
             print(f"  {n}: {len(v)} calls, median {statistics.median(v) * 1e3:.2f} ms, "
                   f"total {sum(v) * 1e3:.1f} ms")
+        for n, v in in_cluster(x, lazy).items():
+            print(f"  in a LocalCluster worker (threads, input persisted), {n}: {len(v)} calls, "
+                  f"median {statistics.median(v) * 1e3:.2f} ms, total {sum(v) * 1e3:.1f} ms")
         for n, ms in host_variants(window, image[:args.chunks, :args.chunks].copy()).items():
             print(f"  {n}: {ms:.2f} ms")
         text = io.StringIO()
