@@ -16,8 +16,10 @@ def spec_of(runtime) -> str:
 
 @pytest.fixture
 def on_device(runtime, monkeypatch):
-    """Pieces run on the test's device: CLPATCH_DEVICE, and a fresh per-process runtime."""
+    """Pieces run on the test's device: CLPATCH_DEVICE, and fresh per-process lanes (forgotten
+    again after the test)."""
     from clpatch.dask import worker as dask_worker
     monkeypatch.setenv("CLPATCH_DEVICE", spec_of(runtime))
-    monkeypatch.setattr(dask_worker, "_RUNTIME", [])
-    return runtime
+    dask_worker.use_runtime(None)
+    yield runtime
+    dask_worker.use_runtime(None)
