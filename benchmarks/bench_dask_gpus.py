@@ -2,8 +2,8 @@
 
     python benchmarks/bench_dask_gpus.py [--size 16384] [--chunks 2048]
         [--video 64 2160 3840] [--video-chunks 64 540 960] [--workers N]
-        [--repeats 1] [--methods bm3d nlmeans vbm3d] [--no-stealing] [--no-fuse]
-        [--json FILE] [--markdown FILE]
+        [--threads 1] [--clusters WxT ...] [--repeats 1] [--methods bm3d nlmeans vbm3d]
+        [--no-stealing] [--no-fuse] [--json FILE] [--markdown FILE]
 
 Inputs: a size x size grayscale mosaic of the test photographs (tests/data) and a
 T-frame H x W pan over such a mosaic (frame t shifted by (2t, 3t) pixels), both with
@@ -11,9 +11,11 @@ sigma 20 Gaussian noise (float32, not clipped). BM3D (fast preset) and NL-means
 ("fixed" aggregation) run on the image, VBM3D on the video, through `clpatch.dask`, on a
 `distributed.LocalCluster` of one worker process and of N (default: one per GPU of the
 host; on a one-GPU host 2, sharing it, which checks each worker's device choice and that
-the result does not depend on the number of workers, not the scaling). Each worker opens
-its own runtime (`clpatch.dask.worker`: LocalCluster numbers its workers and worker i
-takes GPU i mod the number of GPUs) and reports its device and PCI bus id.
+the result does not depend on the number of workers, not the scaling), each worker with
+--threads threads, or on the clusters --clusters lists (workers x threads). Each worker
+opens its own runtime (`clpatch.dask.worker`: LocalCluster numbers its workers and worker i
+takes GPU i mod the number of GPUs; a worker of T threads runs up to T calls at once on
+it, on lanes of one context) and reports its device and PCI bus id.
 
 The video's default chunks keep its 64 frames in one chunk and cut its frames into 4 x 4:
 VBM3D reads 16 frames and 60 pixels beyond a chunk, so 16-frame chunks of 1080 x 1920 made
@@ -25,9 +27,9 @@ the programs and plans on every worker; the time to build the lazy result (for B
 float image, its peak decides the halo and is reduced then) is reported apart. The tasks'
 own time comes from Dask's task stream (compute durations of the clpatch piece tasks,
 summed over the workers; the peak's and the halo cuts' tasks are reported apart); wall x
-workers minus it is the time the workers spent outside the piece tasks (the build, the
-peak, scheduling, halos from other workers, idling at the end). Results are gathered after the timing and
-compared bit for bit: N workers against one.
+workers x threads minus it is the time the workers' threads spent outside the piece tasks
+(the build, the peak, scheduling, halos from other workers, idling at the end). Results
+are gathered after the timing and compared bit for bit with the first cluster's.
 """
 
 from __future__ import annotations
@@ -194,6 +196,12 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=None,
                     help="workers of the second cluster (default: one per GPU, at least 2; "
                          "1: only the one-worker cluster)")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="threads per worker: calls each worker runs on its GPU at once "
+                         "(clpatch.dask.worker's lanes)")
+    ap.add_argument("--clusters", nargs="*", default=None, metavar="WxT",
+                    help="the clusters to run, workers x threads each, the first the baseline "
+                         "(default: 1xT and NxT, T = --threads, N = --workers)")
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--methods", nargs="*", default=["bm3d", "nlmeans", "vbm3d"])
     ap.add_argument("--no-stealing", action="store_true",
@@ -216,15 +224,19 @@ def main() -> None:
     rows: list[dict[str, Any]] = []
     clusters: list[dict[str, Any]] = []
     seen: dict[str, Any] = {}
-    for workers in sorted({1, many}):
+    shapes = [tuple(int(v) for v in c.lower().split("x")) for c in args.clusters] \
+        if args.clusters else list(dict.fromkeys([(1, args.threads), (many, args.threads)]))
+    for workers, threads in shapes:
         with dask.config.set({"distributed.scheduler.work-stealing": not args.no_stealing,
                               "optimization.fuse.active": False if args.no_fuse else None}), \
-                distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                                      dashboard_address=None, silence_logs=50) as cluster, \
+                distributed.LocalCluster(n_workers=workers, threads_per_worker=threads,
+                                         processes=True, dashboard_address=None,
+                                         silence_logs=50) as cluster, \
                 distributed.Client(cluster) as client:
             where = devices(client)
-            clusters.append({"workers": workers, "devices": where})
-            print(json.dumps({"workers": workers, "devices": where}), flush=True)
+            clusters.append({"workers": workers, "threads": threads, "devices": where})
+            print(json.dumps({"workers": workers, "threads": threads, "devices": where}),
+                  flush=True)
             inputs: dict[int, da.Array] = {}      # each input persisted once per cluster
             for name in args.methods:
                 data, chunks, chunked = cases[name]
@@ -234,14 +246,15 @@ def main() -> None:
                 x = inputs[id(data)]
                 seconds, busy, out, phases = run(client, x, chunked, args.repeats)
                 megapixels = data.size / 1e6
-                row = dict(method=name, workers=workers, seconds=seconds,
+                row = dict(method=name, workers=workers, threads=threads, seconds=seconds,
                            mp_per_s=megapixels / seconds, task_seconds=busy,
-                           outside_seconds=max(0.0, seconds * workers - busy), phases=phases,
+                           outside_seconds=max(0.0, seconds * workers * threads - busy),
+                           phases=phases,
                            devices=sorted({d["device"] + (f" ({d['pci']})" if "pci" in d else "")
                                            for d in where.values()}))
                 if name in seen:
                     row["identical_to_1"] = bool(np.array_equal(out, seen[name]))
-                    first = next(r for r in rows if r["method"] == name and r["workers"] == 1)
+                    first = next(r for r in rows if r["method"] == name)
                     row["scaling"] = first["seconds"] / seconds
                 else:
                     seen[name] = out
@@ -259,16 +272,18 @@ def main() -> None:
     lines = [f"# clpatch.dask on {gpus} GPU(s) of one host",
              "", f"Image {args.size}x{args.size} in {args.chunks}² chunks; video "
              f"{'x'.join(map(str, args.video))} (frames x rows x cols) in "
-             f"{'x'.join(map(str, args.video_chunks))} chunks; Dask's work stealing "
+             f"{'x'.join(map(str, args.video_chunks))} chunks; each worker runs as many calls "
+             f"at once on its GPU as it has threads; Dask's work stealing "
              f"{'off' if args.no_stealing else 'on (its default)'}; pieces "
              f"{placed}. Wall clock from the lazy result "
              f"to its chunks persisted on the workers, median of {args.repeats} after a "
-             "warm-up; task time: the clpatch tasks' compute time summed over the workers; "
-             "outside: wall x workers - task time.", "",
-             "| method | workers | devices | s | MP/s | scaling | task s | outside s | "
-             "bit-identical to 1 worker |", "|---|---|---|---|---|---|---|---|---|"]
+             "warm-up; scaling and bit-identity against the first cluster; task time: the "
+             "clpatch tasks' compute time summed over the workers; outside: wall x workers x "
+             "threads - task time.", "",
+             "| method | workers x threads | devices | s | MP/s | scaling | task s | outside s | "
+             "bit-identical to the first |", "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        lines.append(f"| {r['method']} | {r['workers']} | {'; '.join(r['devices'])} | "
+        lines.append(f"| {r['method']} | {r['workers']}x{r['threads']} | {'; '.join(r['devices'])} | "
                      f"{r['seconds']:.3f} | {r['mp_per_s']:.1f} | "
                      f"{r.get('scaling', 1.0):.2f} | {r['task_seconds']:.3f} | "
                      f"{r['outside_seconds']:.3f} | "
@@ -280,7 +295,7 @@ def main() -> None:
               "kind: the input's chunks, the halo cuts, the peak), the pieces that ran on a "
               "worker holding their own chunk, and each worker's first task start and last "
               "task stop after the run's start.", "",
-              "| method | workers | s | build s | peak s | cut s | piece s | transfers s (MB) | "
+              "| method | workers x threads | s | build s | peak s | cut s | piece s | transfers s (MB) | "
               "pieces on their chunk's worker | workers' first start / last stop s |",
               "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
@@ -288,14 +303,15 @@ def main() -> None:
         c = ph["compute"]
         spans = "; ".join(f"{w['first']:.3f} / {w['last']:.3f}" for w in ph["workers"].values())
         moved = ", ".join(f"{k} {mb:.0f}" for k, mb in sorted(ph["moved_mb"].items())) or "none"
-        lines.append(f"| {r['method']} | {r['workers']} | {ph['seconds']:.3f} | {ph['build_s']:.3f} | "
+        lines.append(f"| {r['method']} | {r['workers']}x{r['threads']} | {ph['seconds']:.3f} | "
+                     f"{ph['build_s']:.3f} | "
                      f"{c.get('peak', 0.0):.3f} | {c.get('cut', 0.0):.3f} | {c.get('piece', 0.0):.3f} | "
                      f"{ph['transfer_s']:.3f} ({moved}) | "
                      f"{ph['local_pieces']} / {ph['count'].get('piece', 0)} | {spans} |")
     lines += ["", "Each worker's runtime (opened by a task on that worker):", ""]
     for c in clusters:
         for i, (address, d) in enumerate(sorted(c["devices"].items())):
-            lines.append(f"- {c['workers']} worker(s), worker {i} ({address}): {d['device']}"
+            lines.append(f"- {c['workers']}x{c['threads']}, worker {i} ({address}): {d['device']}"
                          + (f", PCI {d['pci']}" if "pci" in d else "")
                          + (f", device spec {d['spec']}" if d.get("spec") else ""))
     text = "\n".join(lines) + "\n"
