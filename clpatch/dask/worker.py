@@ -20,10 +20,10 @@ runtime with its own in-order queue, plans and buffers, all lanes sharing the fi
 context. A call takes a free lane, opening one while fewer than `lanes()` are open, else it
 waits for one. `lanes()` is `CLPATCH_DASK_LANES` when set, else on a Dask worker its thread
 count (at most `MAX_LANES`), else 1: give each worker as many threads as calls it should
-overlap. On an H200, a 16384² image in 2048² chunks with BM3D (fast) took 1.7-2.0 s on one
-worker of one thread and 1.0 s on three or four worker processes sharing the GPU (NL-means
-1.3-1.6 s and 0.54-0.59 s): one call at a time leaves most of a GPU unused. A runtime given
-by `use_runtime` is the process's only lane.
+overlap. On an H200, a 16384² image in 2048² chunks with BM3D (fast) took 2.08 s on one
+worker of one thread and 1.16-1.18 s with three or four (NL-means "fixed" 0.97 s and
+0.62 s with three): one call at a time leaves much of a GPU unused. A runtime given by
+`use_runtime` is the process's only lane.
 
 Each lane may take what one runtime takes of the device's memory (a buffer up to the
 allocation limit, half the memory in all); where `lanes()` such halves would not leave every

@@ -125,10 +125,12 @@ class NLMeansPlan:
         self._ys: dict[tuple[int, int], Any] = {}
         # Pipelined: a NumPy image large enough, gray, and not "fixed" (whose scale needs all
         # of a tiled image's values converted before the first tile is averaged).
-        self.pipelined = (not device_output and not video and not self.colour
-                          and self.aggregation != "fixed"
-                          and rows * cols * channels * 4 >= PIPELINE_BYTES)
-        self.transfers = Transfers(runtime) if self.pipelined else None
+        large = not device_output and rows * cols * channels * 4 >= PIPELINE_BYTES
+        self.pipelined = large and not video and not self.colour and self.aggregation != "fixed"
+        # Large NumPy images move through pinned memory on transfer queues, pipelined or not
+        # (a pageable copy is synchronous for the host, and copies of several runtimes in one
+        # process, clpatch.dask's lanes, waited for each other).
+        self.transfers = Transfers(runtime) if large else None
         self._downloads: dict[int, Any] = {}
         #: (buffer, elements) that the last finalize left zeroed ("acc", see `_run_tile`).
         self._zeroed: tuple[Any, int] = (None, 0)
@@ -244,7 +246,7 @@ class NLMeansPlan:
         if self.aggregation == "fixed":
             if given is None and word is None:
                 if len(tiles) == 1:
-                    first = self.search.upload(volume, tiles[0].chunk)
+                    first = self.search.upload(volume, tiles[0].chunk, transfers=self.transfers)
                 else:
                     for tile in tiles:
                         self.search.upload(volume, tile.chunk, "peak")
@@ -311,7 +313,7 @@ class NLMeansPlan:
             planar, uploads = search.upload(volume, chunk, staging=f"staging{slot}",
                                             transfers=self.transfers)
         else:
-            planar, uploads = search.upload(volume, chunk)
+            planar, uploads = search.upload(volume, chunk, transfers=self.transfers)
         events.extend(uploads)
         # The averaged block, then the searched one when it is another (the guide's).
         blocks = [planar] if guide is None else [planar, guided]
@@ -401,7 +403,8 @@ class NLMeansPlan:
         view = output if self.video and self.reference is None else output[None]
         destination = view[tile.r0 - first_frame:tile.r1 - first_frame, tile.a:tile.b]
         if not self.pipelined:
-            download(queue, destination, out, shape=(nr, rows, w, ch))
+            download(queue, destination, out, shape=(nr, rows, w, ch), wait_for=[finalized],
+                     transfers=self.transfers)
             return None
         self._downloads[slot] = self.transfers.start_download(
             out, nr * rows * w * ch * 4, f"out{slot}", wait_for=[finalized])

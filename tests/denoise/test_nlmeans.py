@@ -185,6 +185,34 @@ def test_pipelined_bands_give_identical_results(runtime, monkeypatch, channels):
     assert any(name == "upload" for name, _ in banded.last_events)
 
 
+@pytest.mark.parametrize("shape", [(73, 47), (41, 37, 3), (6, 30, 28)])
+@pytest.mark.parametrize("peak", [None, 400.0])
+def test_large_fixed_images_move_through_pinned_slots(runtime, monkeypatch, shape, peak):
+    """"fixed" is not pipelined, but a NumPy image above PIPELINE_BYTES still moves through
+    the transfer queues' pinned slots (upload and download): the same bits as pageable
+    copies, run after run."""
+    if not runtime.profile.int64_atomics:
+        pytest.skip("no 64-bit atomics")
+    from clpatch.denoise import nlmeans_plan
+    from clpatch.denoise.strength import Strength
+
+    video = len(shape) == 3 and shape[-1] != 3
+    frames, rows, cols = shape if video else (1, *shape[:2])
+    channels = 3 if len(shape) == 3 and not video else 1
+    kw = dict(patch_size=5, step=2, window=9, n=8, aggregation="fixed", video=video,
+              temporal_window=1 if video else 0)
+    image = noisy(shape, seed=23)
+    plain = NLMeansPlan(runtime, frames, rows, cols, channels, **kw)
+    monkeypatch.setattr(nlmeans_plan, "PIPELINE_BYTES", 0)
+    pinned = NLMeansPlan(runtime, frames, rows, cols, channels, **kw)
+    assert plain.transfers is None and pinned.transfers is not None and not pinned.pipelined
+    strength = Strength.check(SIGMA, peak=peak)
+    expected = plain.apply(image, strength)
+    for _ in range(2):                      # the second run reuses the slots
+        np.testing.assert_array_equal(pinned.apply(image, strength), expected)
+    assert any(name == "upload" for name, _ in pinned.last_events)
+
+
 def test_video_is_streamed_in_bounded_tiles(runtime):
     frames = noisy((20, 18, 18), seed=8)
     plan = NLMeansPlan(runtime, 20, 18, 18, 1, patch_size=6, step=3, window=7, n=4,
