@@ -107,7 +107,7 @@ def kind(key: Any) -> str:
 
 def stream_stats(records: list[dict[str, Any]], start: float,
                  holders: dict[Any, list[str]], input_name: str) -> dict[str, Any]:
-    """Compute seconds and counts per task kind, transfer seconds and bytes, each worker's
+    """Compute seconds and counts per task kind, transfer seconds, each worker's
     first start and last stop, every compute and transfer interval (start, stop, kind,
     action, worker), times in seconds after `start` (the wall clock's origin), and how many
     pieces ran on a worker holding their own chunk (`holders`: the input's chunk key ->

@@ -21,7 +21,7 @@ import numpy as np
 
 __all__ = ["SPLIT_BYTES", "THREADS", "copy", "extrema", "slabs"]
 
-#: Threads of the shared pool (at most 8: more gained nothing on the H100's host).
+#: Threads of the shared pool (at most 8, as many as the pinned copies had on their own).
 THREADS = max(1, min(8, os.cpu_count() or 1))
 #: Arrays smaller than this are copied or reduced by the calling thread alone.
 SPLIT_BYTES = 1 << 20

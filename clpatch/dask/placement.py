@@ -6,8 +6,8 @@ start first: the work queued there plus the bytes that worker lacks, over the ba
 has measured between workers. All of a chunked BM3D's pieces become ready together (after
 the whole image's peak), and a 16 MB chunk over localhost's ~1 GB/s weighs less than one
 piece's ~20 ms: as soon as the holder of a piece's own chunk has one piece more queued than
-another worker, the piece goes there with its chunk. On two H200s that moved 0.4-0.8 GB
-between the workers for 0.2 GB of halos.
+another worker, the piece goes there with its chunk. With two workers on one H200, 6-22 of
+BM3D's and NL-means' 64 pieces of a 16384² image ran away from their chunk.
 
 `pin_pieces` annotates each piece with the workers that hold its own chunk (the input's
 chunks persisted by a `distributed.Client`, asked of the scheduler once per graph), with
