@@ -23,7 +23,16 @@ class ThreadsWorker:
         self.state = type("State", (), {"nthreads": nthreads})()
 
 
-def test_lanes_from_env_and_worker_threads(monkeypatch):
+@pytest.fixture
+def fresh_lanes():
+    """No lanes and no runtime given by `use_runtime` (an earlier test's, e.g. the command
+    line's --device, would make this process's only lane), before and after."""
+    dask_worker.use_runtime(None)
+    yield
+    dask_worker.use_runtime(None)
+
+
+def test_lanes_from_env_and_worker_threads(fresh_lanes, monkeypatch):
     monkeypatch.delenv(dask_worker.LANES_ENV, raising=False)
     assert dask_worker.lanes() == 1                            # not a worker
     assert dask_worker.lanes(ThreadsWorker(2)) == 2
@@ -55,12 +64,13 @@ def test_calls_overlap_on_lanes_of_one_context(on_device, monkeypatch):
     assert seen[0].context == seen[1].context and seen[0].queue != seen[1].queue
     assert dask_worker.worker_runtime() in seen
 
-    # A third call waits for a free lane (2 are open) and gets one of them.
-    started = threading.Event()
+    # A third call waits while both lanes are held, then gets one of them.
+    held = threading.Barrier(3, timeout=20)       # both holders hold a lane, and this thread
+    go = threading.Event()
 
     def hold(runtime):
-        started.set()
-        both.wait()
+        held.wait()
+        go.wait(20)
         order.append("held")
 
     def third(runtime):
@@ -70,14 +80,17 @@ def test_calls_overlap_on_lanes_of_one_context(on_device, monkeypatch):
     holders = [threading.Thread(target=dask_worker.run_on_device, args=(hold,)) for _ in range(2)]
     for t in holders:
         t.start()
-    started.wait(10)
-    waiter = threading.Thread(target=lambda: order.append(dask_worker.run_on_device(third)))
+    held.wait()
+    got = []
+    waiter = threading.Thread(target=lambda: got.append(dask_worker.run_on_device(third)))
     waiter.start()
-    for t in holders:
+    waiter.join(0.3)
+    assert waiter.is_alive() and order == []        # no free lane, none opened beyond 2
+    go.set()
+    for t in (*holders, waiter):
         t.join(30)
-    waiter.join(30)
-    assert order[:2] == ["held", "held"] and order[2] == "third"
-    assert order[3] in seen
+    assert order.count("held") == 2 and order.index("third") > order.index("held")
+    assert got[0] in seen and dask_worker.open_lanes() == 2
 
 
 def test_use_runtime_is_the_only_lane(on_device, monkeypatch):
