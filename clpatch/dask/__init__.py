@@ -13,7 +13,8 @@ Every output chunk is computed from the input around it (its halo, see
 each process, never pickled), and the result equals one in-memory call on the same device
 bit for bit, whatever the chunks (deterministic aggregation: "fixed", or NL-means'
 "buffers"). Run it with any Dask scheduler: the default threads, or a
-``distributed.Client`` with one worker process per GPU.
+``distributed.Client`` with one worker process per GPU, of a few threads each (a worker runs
+as many calls at once on its GPU as it has threads, up to 4: `clpatch.dask.worker`).
 """
 
 from __future__ import annotations
