@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
-import time
+
+from bench_dask import timed
 
 import clpatch
 from clpatch.tune.timing import photo_mosaic
@@ -36,15 +36,10 @@ def main() -> None:
         cols, rows = (int(v) for v in size.split("x")) if "x" in size else (int(size),) * 2
         image = photo_mosaic(rows, cols, seed=1)
         for name, call in calls.items():
-            for _ in range(2):
-                call(image)
-            times = []
-            for _ in range(args.repeats):
-                start = time.perf_counter()
-                call(image)
-                times.append(time.perf_counter() - start)
+            call(image)                 # the first of two warm-up calls (timed makes the other)
+            seconds, _ = timed(lambda call=call, image=image: call(image), args.repeats)
             print(json.dumps(dict(call=name, rows=rows, cols=cols,
-                                  wall_ms=round(statistics.median(times) * 1e3, 3))), flush=True)
+                                  wall_ms=round(seconds * 1e3, 3))), flush=True)
 
 
 if __name__ == "__main__":

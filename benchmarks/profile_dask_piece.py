@@ -23,7 +23,7 @@ import time
 import dask
 import dask.array as da
 import numpy as np
-from bench_dask import SIGMA, mosaic
+from bench_dask import SIGMA, mosaic, timed
 from dask.callbacks import Callback
 
 import clpatch
@@ -36,13 +36,8 @@ from clpatch.tune.timing import event_ms
 
 
 def median_s(fn, repeats: int) -> float:
-    fn()
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
+    """Median seconds of `repeats` calls of `fn` after one warm-up (bench_dask's `timed`)."""
+    return timed(fn, repeats)[0]
 
 
 class TaskTimes(Callback):
