@@ -54,29 +54,32 @@ ${agg.helpers(aggregation)}
     __global const float *restrict scales
 </%def>
 
-## Reads the reference's neighbours: weights w[k], band offsets off[k] of their top-left
-## pixel in channel 0, and wsum. Expects fr, ti, gj.
-<%def name="neighbours()">
+## Band offsets off[k] of the reference's neighbours' top-left pixels in channel 0. Expects
+## fr, ti, gj; defines ref.
+<%def name="offsets()">
     const int ref = ${mt.ref("ti", "gj", "gx", frame="fr", gy="out_gy")};
-    float w[${N}];
     int off[${N}];
-    float wsum = 0.0f;
 % for k in range(N):
     {
-        const float d = ${mt.dist("dist", mt.entry("ref", N, k))};
-        w[${k}] = exp(-fmax(d * norm - two_sigma2, 0.0f) * inv_h2);
-        wsum += w[${k}];
 % if video:
         const int tb = ${mt.pos_t("pos", mt.entry("ref", N, k), DIM)} - frame_base;
-        const int yb = ${mt.pos_y("pos", mt.entry("ref", N, k), DIM)} - band_y0;
-        const int xb = ${mt.pos_x("pos", mt.entry("ref", N, k), DIM)};
 % else:
         const int tb = ref_fb + fr;
+% endif
         const int yb = ${mt.pos_y("pos", mt.entry("ref", N, k), DIM)} - band_y0;
         const int xb = ${mt.pos_x("pos", mt.entry("ref", N, k), DIM)};
-% endif
         off[${k}] = ((tb * ${C}) * H + yb) * W + xb;
     }
+% endfor
+</%def>
+
+## The neighbours' weights w[k] and 1 / their sum, inv_wsum. Expects ref.
+<%def name="weights()">
+    float w[${N}];
+    float wsum = 0.0f;
+% for k in range(N):
+    w[${k}] = exp(-fmax(${mt.dist("dist", mt.entry("ref", N, k))} * norm - two_sigma2, 0.0f) * inv_h2);
+    wsum += w[${k}];
 % endfor
     const float inv_wsum = 1.0f / wsum;
 </%def>
@@ -167,7 +170,7 @@ void nlm_average(${average_args()})
     s1[${c}] = 0.0f;
     s2[${c}] = 0.0f;
 % endfor
-    ${neighbours()}
+    ${offsets()}
     if (active) {
         // Sums are taken relative to the reference's top-left pixel: the variance of
         // values far from zero then keeps its precision.
@@ -187,6 +190,11 @@ void nlm_average(${average_args()})
     barrier(CLK_LOCAL_MEM_FENCE);
     if (!active)
         return;
+    // The weights are computed after the barrier, not kept across it: Intel's CPU compiler
+    // (OpenCL runtime 2026.22) gives every work-item of the group the last row's copy of a
+    // value of exp() kept across a barrier (the bug of intel/llvm#23220), which NVIDIA's
+    // and PoCL's do not. Nothing else here needs them before it.
+    ${weights()}
     // Every work-item of the patch sums the partial sums in the same order.
 % for c in range(C):
     s1[${c}] = 0.0f;
@@ -232,7 +240,8 @@ __kernel void nlm_average(${average_args()})
     s2[${c}] = 0.0f;
     shift[${c}] = IMG(ref_fb + fr, ${c}, ry - band_y0, rx);
 % endfor
-    ${neighbours()}
+    ${offsets()}
+    ${weights()}
     for (int j = 0; j < ${P}; ++j) {
         ${column_sums("j")}
     }
