@@ -271,7 +271,9 @@ void bm3d_filter(__global const float *restrict img,
 % endif
     const float sig[3] = {s0, s1, s2};
 
-    // Where the reference is among the results (${N}: absent), and the group size k.
+    // Where the reference is among the results (${N}: absent), and the group size k. The
+    // first match is kept by min(): the equivalent "if (self && where == N) where = j" makes
+    // the vectoriser of Intel's CPU compiler (OpenCL runtime 2026.22) crash on this kernel.
     int where = ${N};
     int similar = 0;
     for (int j = 0; j < ${N}; ++j) {
@@ -282,8 +284,8 @@ void bm3d_filter(__global const float *restrict img,
 % else:
         const bool self = ${mt.pos_y("pos", ENTRY, DIM)} == ry && ${mt.pos_x("pos", ENTRY, DIM)} == rx;
 % endif
-        if (self && where == ${N})
-            where = j;
+        if (self)
+            where = min(where, j);
     }
     if (where == ${N})
         similar += 1;
