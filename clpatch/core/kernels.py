@@ -8,7 +8,9 @@ the device's platform, name and driver version, so a second process does not rec
 Compiling from source can take seconds per program (tens of seconds for a call on some
 drivers): each compile is reported to a build-progress hook (`BuildEvent`), the runtime's
 (`Runtime.build_progress`) or else the process-wide one (`set_default_build_progress`, which
-the command line sets to draw its "building kernels" line).
+the command line sets to draw its "building kernels" line). A program is compiled in a
+build child process (`clpatch.core.buildchild`), so that a compiler crash raises
+`CompilerCrashError` instead of ending the caller.
 """
 
 from __future__ import annotations
@@ -31,6 +33,9 @@ import pyopencl as cl
 from mako import exceptions as mako_exceptions
 from mako.lookup import TemplateLookup
 
+from . import buildchild
+from .buildchild import ChildDied, CompilerCrashError, CompileRefused
+from .childproc import implementation
 from .errors import KernelBuildError
 from .inflight import InFlight, flight_of
 from .profiles import DeviceProfile
@@ -209,21 +214,14 @@ class ProgramCache:
             hook(BuildEvent("start", template, name, self.builds, 0.0, path is not None))
         start = time.perf_counter()
         try:
-            program = cl.Program(ctx, source).build(list(options), devices=[device],
-                                                    cache_dir=False)
-        except cl.Error as exc:
+            program, binary = self._compile(source, template, options)
+        except (cl.Error, CompileRefused, ChildDied) as exc:
             if hook is not None:
                 hook(BuildEvent("failed", template, name, self.builds,
                                 time.perf_counter() - start, path is not None))
-            saved = self._save_failed_source(key, source)
-            raise KernelBuildError(
-                f"building {template} for {device.name.strip()} failed\n"
-                f"parameters: {_describe(params)}\n"
-                f"profile: {self.runtime.profile.family}\n"
-                f"source saved as: {saved}\n"
-                f"build log:\n{_build_log(exc)}") from exc
+            raise self._build_error(exc, key, source, template, params) from exc
         if path is not None:
-            self._store(path, program, device)  # on PoCL, making the binary compiles too
+            self._store(path, program, device, binary)  # on PoCL, making the binary compiles too
         seconds = time.perf_counter() - start
         with self._lock:
             self.builds += 1
@@ -234,6 +232,54 @@ class ProgramCache:
             hook(BuildEvent("done", template, name, builds, seconds, path is not None))
         return program
 
+    def _compile(self, source: str, template: str, options: tuple[str, ...]
+                 ) -> tuple[Any, bytes | None]:
+        """The program built from `source`, with its binary when a build child made it.
+
+        A build child compiles it first (`clpatch.core.buildchild`; see the module doc for
+        why and what it costs); this process loads the child's binary. It compiles the
+        source itself, with a log line saying why, where no child can help: on a simulator
+        (the binary is not kept anyway, and Oclgrind checks the build in this process), with
+        `CLPATCH_BUILD_IN_CHILD=0`, when no child could start or find the device, and when
+        the binary does not load back here (PoCL's without its bitcode, see `_loadable`).
+        Raises `ChildDied` when the child died, `CompileRefused` when the compiler refused
+        the source, `cl.Error` when this process's own compile fails."""
+        ctx, device = self.runtime.context, self.runtime.device
+        if self.runtime.is_simulator or not buildchild.enabled():
+            why = "a simulator" if self.runtime.is_simulator else f"{buildchild.ENV}=0"
+            log.debug("clpatch: building %s in this process (%s)", template, why)
+        else:
+            made = buildchild.build_in_child(device, source, options)
+            why = made.unusable
+            if made.binary is not None and not _loadable(made.binary, device):
+                why = "the binary its build child made cannot be loaded back"
+            elif made.binary is not None:
+                try:
+                    program = cl.Program(ctx, [device], [made.binary]).build(list(options))
+                    _check_kernels(program)
+                    return program, made.binary
+                except cl.Error as exc:
+                    why = f"the binary its build child made did not load ({exc})"
+            log.info("clpatch: building %s in this process: %s", template, why)
+        program = cl.Program(ctx, source).build(list(options), devices=[device],
+                                                cache_dir=False)
+        return program, None
+
+    def _build_error(self, exc: Exception, key: str, source: str, template: str,
+                     params: dict[str, Any]) -> KernelBuildError:
+        """The error to raise for a failed compile (`_compile`'s exceptions)."""
+        device = self.runtime.device
+        saved = self._save_failed_source(key, source)
+        where = (f"parameters: {_describe(params)}\nprofile: {self.runtime.profile.family}\n"
+                 f"source saved as: {saved}")
+        if isinstance(exc, ChildDied):
+            return CompilerCrashError(
+                f"the OpenCL compiler of {implementation(device)} crashed ({exc}) while "
+                f"building {template} for {device.name.strip()}\n{where}\n(it compiled in "
+                "a build child process, which died; this process goes on)")
+        return KernelBuildError(f"building {template} for {device.name.strip()} failed\n"
+                                f"{where}\nbuild log:\n{_build_log(str(exc))}")
+
     @staticmethod
     def _save_failed_source(key: str, source: str) -> str:
         folder = Path(tempfile.gettempdir()) / "clpatch-failed-builds"
@@ -243,15 +289,18 @@ class ProgramCache:
         return str(target)
 
     @staticmethod
-    def _store(path: Path, program: Any, device: Any) -> None:
+    def _store(path: Path, program: Any, device: Any, binary: bytes | None = None) -> None:
+        """Keep the program's binary (`binary`, else the program's own) in the disk cache."""
         try:
-            binaries = program.get_info(cl.program_info.BINARIES)
-            if not binaries or not binaries[0] or not _loadable(bytes(binaries[0]), device):
+            if binary is None:
+                binaries = program.get_info(cl.program_info.BINARIES)
+                binary = bytes(binaries[0]) if binaries and binaries[0] else b""
+            if not binary or not _loadable(binary, device):
                 return
             path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
             with os.fdopen(fd, "wb") as fh:
-                fh.write(_pack_binary(bytes(binaries[0])))
+                fh.write(_pack_binary(binary))
             os.replace(tmp, path)
         except (cl.Error, OSError) as exc:  # a read-only cache folder must not stop the work
             log.info("clpatch: could not store program binary in %s (%s)", path.parent, exc)
@@ -297,8 +346,7 @@ def _unpack_binary(data: bytes) -> bytes | None:
     return binary if hashlib.sha256(binary).digest() == data[head - 32:head] else None
 
 
-def _build_log(exc: Exception) -> str:
-    text = str(exc)
+def _build_log(text: str) -> str:
     # pyopencl puts the per-device build logs into the message; keep them readable.
     return text if len(text) < 20000 else text[:20000] + "\n... (log truncated)"
 

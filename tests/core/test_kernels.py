@@ -9,7 +9,7 @@ import pyopencl as cl
 import pytest
 
 import clpatch
-from clpatch.core import kernels
+from clpatch.core import buildchild, kernels
 from clpatch.core.kernels import ProgramCache, cache_dir, device_identity, max_group_size, render
 from clpatch.core.profiles import family_profile
 
@@ -103,8 +103,12 @@ def test_kernel_build_error_is_a_clpatch_error():
 
 # ---- build errors ----------------------------------------------------------------------------
 
-def test_build_error_holds_the_log_and_parameters(runtime, tmp_path, monkeypatch):
+@pytest.mark.parametrize("in_child", [True, False], ids=["in-child", "in-process"])
+def test_build_error_holds_the_log_and_parameters(runtime, tmp_path, monkeypatch, in_child):
+    """The same error whether the compiler ran in a build child (then the cause holds the
+    log it handed back) or in this process (the cause is pyopencl's error)."""
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setenv(buildchild.ENV, "1" if in_child else "0")
     params = {"patch": 8, "variant": "made-up"}
     with pytest.raises(clpatch.KernelBuildError) as info:
         runtime.programs.build(BAD_SOURCE, template="broken.cl.mako", params=params)
@@ -119,7 +123,9 @@ def test_build_error_holds_the_log_and_parameters(runtime, tmp_path, monkeypatch
     assert saved.startswith(str(tmp_path))
     with open(saved) as fh:
         assert fh.read() == BAD_SOURCE
-    assert isinstance(info.value.__cause__, cl.Error)
+    cause = info.value.__cause__
+    assert isinstance(cause, buildchild.CompileRefused if in_child else cl.Error)
+    assert "not_declared_anywhere" in str(cause)
 
 
 def test_failed_build_is_not_cached(runtime, tmp_path, monkeypatch):
