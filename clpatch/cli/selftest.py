@@ -1,9 +1,12 @@
-"""`clpatch selftest [--device SPEC] [--family NAME] [--json] [--list]`: run every kernel
-family on tiny inputs on one device against the NumPy oracles and print one line per family.
+"""`clpatch selftest [--device SPEC] [--family NAME] [--json] [--list] [--in-process]`: run
+every kernel family on tiny inputs on one device against the NumPy oracles and print one line
+per family. The families run in a child process (`clpatch.selftest.run_selftest`), so one
+whose driver kills its process is a CRASH line naming the signal and the OpenCL
+implementation, and the others still run.
 
 Exit status: 0 when every family passes (or is skipped because the device cannot run it),
-1 when one differs from its oracle or fails to run, 2 when the self-test cannot start (a bad
-option, an unknown device, no OpenCL driver)."""
+1 when one differs from its oracle, fails to run or crashes, 2 when the self-test cannot
+start (a bad option, an unknown device, no OpenCL driver)."""
 
 from __future__ import annotations
 
@@ -16,7 +19,7 @@ from importlib import metadata
 from typing import Any
 
 from ..core.runtime import Runtime
-from ..selftest import FAMILIES, FamilyResult, run_selftest, select_families
+from ..selftest import FAMILIES, STATUSES, FamilyResult, run_selftest, select_families
 from ..version import __version__
 from .common import CommandError, add_device_option, device_line, open_runtime
 
@@ -47,7 +50,8 @@ def device_info(runtime: Runtime) -> dict[str, str]:
 
 def result_lines(result: FamilyResult) -> list[str]:
     """The line of one family (and, for a failure, its first differences below it)."""
-    status = {"pass": "pass", "fail": "FAIL", "error": "ERROR", "skip": "skip"}[result.status]
+    status = {"pass": "pass", "fail": "FAIL", "error": "ERROR", "crash": "CRASH",
+              "skip": "skip"}[result.status]
     built = f", built {result.builds} program(s)" if result.builds else ""
     head = f"{result.name:<{NAME_WIDTH}}{status:<6}"
     if result.status == "pass":
@@ -61,13 +65,14 @@ def result_lines(result: FamilyResult) -> list[str]:
 
 
 def summary_line(results: list[FamilyResult], seconds: float) -> str:
-    counts = {s: sum(r.status == s for r in results) for s in ("pass", "fail", "error", "skip")}
+    counts = {s: sum(r.status == s for r in results) for s in STATUSES}
     builds = sum(r.builds for r in results)
     built = f", including building {builds} OpenCL program(s)" if builds else ""
+    crashed = f"{counts['crash']} crashed, " if counts["crash"] else ""
     verdict = "all passed" if all(r.ok for r in results) else "DIFFERENCES FOUND"
     return (f"{len(results)} families: {counts['pass']} passed, {counts['fail']} failed, "
-            f"{counts['error']} errors, {counts['skip']} skipped in {seconds:.1f} s{built}: "
-            f"{verdict}")
+            f"{counts['error']} errors, {crashed}{counts['skip']} skipped in {seconds:.1f} s"
+            f"{built}: {verdict}")
 
 
 def cmd_selftest(args: argparse.Namespace) -> int:
@@ -95,12 +100,13 @@ def cmd_selftest(args: argparse.Namespace) -> int:
         if not args.json:
             print("\n".join(result_lines(result)), flush=True)
 
-    results = run_selftest(runtime, names, on_result=show)
+    results = run_selftest(runtime, names, on_result=show, isolate=not args.in_process)
     seconds = time.perf_counter() - start
     passed = all(r.ok for r in results)
     if args.json:
         report: dict[str, Any] = dict(passed=passed, seconds=round(seconds, 3),
                                       environment=environment(), device=device_info(runtime),
+                                      isolated=not args.in_process,
                                       families=[r.as_dict() for r in results])
         json.dump(report, sys.stdout, indent=1)
         print()
@@ -115,8 +121,10 @@ def add_command(commands: argparse._SubParsersAction) -> None:
         "selftest", help="check every kernel family on this device against NumPy",
         description="Run every kernel family (each search variant and neighbour table, kNN, "
         "ANN, NNF, NL-means aggregations, BM3D, CBM3D, VBM3D) on tiny inputs on one device and "
-        "compare each with its NumPy oracle; one line per family. Exit status 0: all passed; "
-        "1: a family differs or failed; 2: the self-test could not start.")
+        "compare each with its NumPy oracle; one line per family. The families run in a child "
+        "process: one that kills it (a driver crash) is reported as CRASH and the others still "
+        "run. Exit status 0: all passed; 1: a family differs, failed or crashed; 2: the "
+        "self-test could not start.")
     add_device_option(parser)
     parser.add_argument("--family", "-f", action="append", metavar="NAME",
                         help="run only this family, or every family under a prefix such as "
@@ -126,4 +134,7 @@ def add_command(commands: argparse._SubParsersAction) -> None:
                              "status, differences, time) instead of the lines")
     parser.add_argument("--list", action="store_true",
                         help="list the families (and what each checks) without running them")
+    parser.add_argument("--in-process", action="store_true",
+                        help="run the families in this process instead of a child process "
+                             "(for a debugger; a driver crash then ends the self-test)")
     parser.set_defaults(func=cmd_selftest)

@@ -1,6 +1,9 @@
 """`clpatch selftest`: every kernel family against its NumPy oracle on the test devices; a
 result made wrong on purpose (the device call, or the oracle) is reported as a difference with
-exit status 1; bad options exit with 2 and one clear error.
+exit status 1; a family whose process dies (a real SIGSEGV, see tests/crashhook) is a CRASH
+naming the implementation while the others still run; bad options exit with 2 and one clear
+error. Families run in a child process; the tests that patch this process's modules run them
+here (--in-process, isolate=False).
 
 The first run on a device compiles every family's programs (66 programs: about 5 minutes on
 a 2-core CPU through PoCL); later runs find them in the program cache (about 5 s)."""
@@ -14,6 +17,8 @@ import numpy as np
 import pytest
 
 import clpatch
+from clpatch.core.childproc import implementation
+from clpatch.core.kernels import BuildEvent
 from clpatch.core.profiles import NEIGHBOUR_TABLES
 from clpatch.denoise.nlm_aggregation import AGGREGATIONS
 from clpatch.denoise.vbm3d_params import VIDEO_SEARCHES
@@ -21,6 +26,7 @@ from clpatch.match.knn_config import KNN_METHODS
 from clpatch.match.window_config import SEARCH_VARIANTS
 from clpatch.selftest import (
     FAMILIES,
+    STATUSES,
     denoise_families,
     family_names,
     oracle,
@@ -29,6 +35,7 @@ from clpatch.selftest import (
     search_families,
 )
 from tests.cli.test_cli import assert_one_error_line, run, spec_of
+from tests.crashhook import arm
 
 
 def test_every_family_passes(capsys, runtime):
@@ -72,7 +79,7 @@ def test_a_wrong_device_result_is_a_difference(capsys, runtime, monkeypatch):
 
     monkeypatch.setattr(search_families, "search_patches", shifted)
     code, out, err = run(capsys, "selftest", "-d", spec_of(runtime), "-f", "search/square/ordered",
-                         "-f", "nnf")
+                         "-f", "nnf", "--in-process")
     assert code == 1, out + err
     lines = out.splitlines()
     (line,) = [line for line in lines if line.startswith("search/square/ordered ")]
@@ -93,7 +100,8 @@ def test_a_wrong_oracle_is_a_difference(capsys, runtime, monkeypatch):
         return positions, distances
 
     monkeypatch.setattr(knn_oracle, "knn_brute", moved)
-    code, out, err = run(capsys, "selftest", "--json", "-d", spec_of(runtime), "-f", "knn/direct")
+    code, out, err = run(capsys, "selftest", "--json", "-d", spec_of(runtime), "-f", "knn/direct",
+                         "--in-process")
     assert code == 1, out + err
     report = json.loads(out)
     assert report["passed"] is False
@@ -110,13 +118,67 @@ def test_a_family_that_raises_is_an_error(capsys, runtime, monkeypatch):
         raise clpatch.KernelBuildError("build failed (planted)")
 
     monkeypatch.setattr(denoise_families, "bm3d", broken)
-    code, out, err = run(capsys, "selftest", "-d", spec_of(runtime), "-f", "bm3d/colour")
+    code, out, err = run(capsys, "selftest", "-d", spec_of(runtime), "-f", "bm3d/colour",
+                         "--in-process")
     assert code == 1, out + err
     (line,) = [line for line in out.splitlines() if line.startswith("bm3d/colour ")]
     assert line.split()[1] == "ERROR" and "KernelBuildError: build failed (planted)" in line
 
 
+def test_a_family_that_kills_its_process_is_a_crash(capsys, runtime, request):
+    """The GEMM kNN's kernel kills its process at launch (as Intel's ANN query kernel did):
+    its line says CRASH with the signal and the implementation, the next families run in a
+    new child process, and the exit status is 1."""
+    arm(request, CLPATCH_TEST_CRASH_KERNEL="knn_gemm")
+    code, out, err = run(capsys, "selftest", "-d", spec_of(runtime), "-f", "knn")
+    assert code == 1, out + err
+    lines = out.strip().splitlines()
+    found = {line.split()[0]: line for line in lines[3:-1]}
+    assert list(found) == ["knn/offsets", "knn/gemm", "knn/direct", "knn/chamfer"]
+    assert found["knn/gemm"].split()[1] == "CRASH"
+    assert found["knn/gemm"].endswith(f"the process running it died (SIGSEGV) on "
+                                      f"{implementation(runtime.device)}")
+    assert all(found[name].split()[1] == "pass"
+               for name in ("knn/offsets", "knn/direct", "knn/chamfer")), out
+    assert lines[-1].startswith("4 families: 3 passed, 0 failed, 0 errors, 1 crashed, "
+                                "0 skipped in ") and "DIFFERENCES FOUND" in lines[-1]
+
+    code, out, err = run(capsys, "selftest", "--json", "-d", spec_of(runtime), "-f", "knn/gemm",
+                         "-f", "nnf")
+    assert code == 1, out + err
+    report = json.loads(out)
+    assert report["passed"] is False and report["isolated"] is True
+    assert [(f["name"], f["status"]) for f in report["families"]] == [("knn/gemm", "crash"),
+                                                                      ("nnf", "pass")]
+    assert report["families"][0]["details"] == [
+        f"the process running it died (SIGSEGV) on {implementation(runtime.device)}"]
+
+
+def test_run_selftest_isolates_by_default(runtime, request):
+    arm(request, CLPATCH_TEST_CRASH_KERNEL="knn_offsets")
+    results = run_selftest(runtime, ["knn/direct", "knn/offsets", "nnf"])
+    assert [(r.name, r.status, r.ok) for r in results] == [
+        ("knn/offsets", "crash", False), ("knn/direct", "pass", True), ("nnf", "pass", True)]
+    assert "crash" in STATUSES and results[0].as_dict()["status"] == "crash"
+
+
+def test_the_child_uses_this_process_program_cache_and_hooks(runtime, tmp_path, monkeypatch):
+    """The child builds into the program cache this process names (CLPATCH_CACHE_DIR), and
+    its build events reach this runtime's hook; a second run loads everything."""
+    monkeypatch.setenv("CLPATCH_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("CLPATCH_NO_DISK_CACHE", raising=False)
+    events: list[BuildEvent] = []
+    rt = clpatch.Runtime(runtime.device, build_progress=events.append)
+    (first,) = run_selftest(rt, ["knn/direct"])
+    assert first.status == "pass" and first.builds >= 1
+    assert [e.phase for e in events] == ["start", "done"] * first.builds
+    assert len(list((tmp_path / "programs").glob("*.bin"))) == first.builds
+    (second,) = run_selftest(rt, ["knn/direct"])
+    assert second.status == "pass" and second.builds == 0
+
+
 def test_unsupported_aggregations_are_skipped(runtime):
+    """Also with the families in a child process: it gets the runtime's profile overrides."""
     no_int64 = clpatch.Runtime(runtime.device, profile_overrides={"int64_atomics": False})
     results = run_selftest(no_int64, ["nlmeans/fixed", "bm3d/gray/fixed", "nlmeans/cas"])
     assert [(r.name, r.status) for r in results] == [
