@@ -1,12 +1,14 @@
 """`clpatch warmup [--device SPEC] [--methods LIST] [--channels LIST] [--presets LIST]
-[--high-noise] [--dtypes LIST] [--size HxW ...] [--list] [--json]`: build the OpenCL
-programs the common calls need on one device and store them in the on-disk program cache,
-so that later runs start without compiling (`clpatch.tune.warmup`). One line per step: what
-it built and how long it took, or that everything was already cached; on a terminal, a
-"building kernels" line on stderr while a step compiles. Safe to run again (then quick).
+[--high-noise] [--dtypes LIST] [--size HxW ...] [--list] [--json] [--in-process]`: build
+the OpenCL programs the common calls need on one device and store them in the on-disk
+program cache, so that later runs start without compiling (`clpatch.tune.warmup`). One line
+per step: what it built and how long it took, or that everything was already cached, or
+its error, or its crash (a compiler or kernel killing its process: the steps run in a child
+process); on a terminal, a "building kernels" line on stderr while a step compiles. Safe to
+run again (then quick).
 
-Exit status: 0 when every step ran, 1 when one failed (its error is printed), 2 when the
-warmup cannot start (a bad option, an unknown device, no OpenCL driver)."""
+Exit status: 0 when every step ran, 1 when one failed or crashed (its error is printed), 2
+when the warmup cannot start (a bad option, an unknown device, no OpenCL driver)."""
 
 from __future__ import annotations
 
@@ -27,10 +29,10 @@ from ..tune.warmup import (
     SIDE,
     SIZED,
     StepResult,
+    StepRunner,
     WarmupReport,
     WarmupStep,
     check_size,
-    run_step,
     stored_in,
     warmup_steps,
 )
@@ -103,7 +105,7 @@ def result_line(result: StepResult, index: int, total: int) -> str:
     head = f"[{index}/{total}] ".rjust(len(f"[{total}/{total}] ")) + \
         f"{step_label(result.step, result.size):<{STEP_WIDTH}}"
     if result.error is not None:
-        return f"{head}FAILED: {result.error}"
+        return f"{head}{'CRASH' if result.crash else 'FAILED'}: {result.error}"
     if result.built:
         plural = "s" if result.built > 1 else ""
         return f"{head}built {result.built} program{plural} in {result.seconds:.2f} s"
@@ -122,9 +124,12 @@ def cache_line(folder: Path | None) -> str:
 def summary_line(report: WarmupReport) -> str:
     cached = sum(r.status == "cached" for r in report.steps)
     failed = sum(r.status == "error" for r in report.steps)
+    crashed = sum(r.status == "crash" for r in report.steps)
     parts = [f"built {report.built} program(s)", f"{cached} step(s) already cached"]
     if failed:
         parts.append(f"{failed} FAILED")
+    if crashed:
+        parts.append(f"{crashed} CRASHED")
     return (f"{len(report.steps)} step(s) in {format_duration(report.seconds)} "
             f"({report.seconds:.1f} s): " + ", ".join(parts))
 
@@ -148,14 +153,16 @@ def cmd_warmup(args: argparse.Namespace) -> int:
     results: list[StepResult] = []
     display = BuildProgress(verbose=args.verbose, delay=0.5)
     runtime.build_progress = display
+    runner = StepRunner(runtime, isolate=not args.in_process)
     try:
         for index, (size, step) in enumerate(todo, 1):
             display.restart(f"[{index}/{len(todo)}] {step_label(step, size)}")
-            results.append(run_step(step, runtime, args.dtypes, size, ladder=not args.size))
+            results.append(runner.run(step, args.dtypes, size, ladder=not args.size))
             end_build_line()
             if not args.json:
                 print(result_line(results[-1], index, len(todo)), flush=True)
     finally:
+        runner.close()
         display.close()
     report = WarmupReport(runtime.device.name.strip(), folder, results,
                           sum(r.seconds for r in results))
@@ -178,8 +185,10 @@ def add_command(commands: argparse._SubParsersAction) -> None:
         "($CLPATCH_CACHE_DIR, else the user cache folder), so that later runs start without "
         "compiling. Run it once after installing, or when building a container image. "
         "Programs already cached are only loaded: a second run is quick. Calls with other "
-        "parameters (patch size, window, n) still build theirs on first use. Exit status 0: "
-        "every step ran; 1: a step failed; 2: the warmup could not start.")
+        "parameters (patch size, window, n) still build theirs on first use. The steps run "
+        "in a child process: one whose compiler or kernel crashes is reported as CRASH and "
+        "the others still run. Exit status 0: every step ran; 1: a step failed or crashed; "
+        "2: the warmup could not start.")
     add_device_option(parser)
     parser.add_argument("--methods", "-m", type=_name_list(tuple(METHODS), "method"),
                         default=None, metavar="LIST",
@@ -207,4 +216,7 @@ def add_command(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--json", action="store_true",
                         help="print one JSON report (device, cache folder, every step's "
                              "status, programs built and loaded, time) instead of the lines")
+    parser.add_argument("--in-process", action="store_true",
+                        help="run the steps in this process instead of a child process (a "
+                             "kernel crashing at run time then ends the warmup)")
     parser.set_defaults(func=cmd_warmup)

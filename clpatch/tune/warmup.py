@@ -17,10 +17,17 @@ geometry, so it is warmed only when asked for, and the windowed search's rules f
 square tile to the image (halved on images that would give a device's compute units too
 few work-groups), so `search` is also run on larger images (`LADDER`); `sizes` warms the
 steps at the sizes of the user's images.
+
+A compiler crash kills the build child compiling (`clpatch.core.buildchild`), not the
+warmup: its step is a "crash" naming the implementation and the signal, and the others run.
+With `isolate` (`clpatch warmup`'s default) the steps run in a child process
+(`clpatch.core.taskchild`), so a kernel crashing at its first launch is a "crash" of its step
+too; the programs then reach the on-disk cache but not the given runtime's memory.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -31,8 +38,9 @@ import numpy as np
 import pyopencl as cl
 
 from ..core.errors import ClpatchError
-from ..core.kernels import cache_dir
+from ..core.kernels import CompilerCrashError, cache_dir
 from ..core.runtime import Runtime, resolve_runtime
+from ..core.taskchild import ChildUnavailable, TaskChild, TaskCrash
 from ..denoise.bm3d import bm3d
 from ..denoise.bm3d_params import HIGH_NOISE_SIGMA
 from ..denoise.burst import burst_denoise
@@ -42,6 +50,8 @@ from ..match.ann import ann_search
 from ..match.knn import knn
 from ..match.nnf import nnf
 from ..match.search import search_patches
+
+log = logging.getLogger("clpatch")
 
 #: Side of the synthetic images: larger than every default window (so no parameter is
 #: capped), and 67 - 8 is prime, so the reference grid of every step has rows and columns
@@ -84,6 +94,8 @@ LADDER_METHODS = ("search",)
 SIZED = ("ann", "burst")
 #: What a warmup warms when no methods are named: every method but the SIZED ones.
 DEFAULT_METHODS = tuple(m for m in METHODS if m not in SIZED)
+#: What a warmup's child process runs (see `step_task`).
+WORKER = "clpatch.tune.warmup:step_task"
 
 
 @dataclass(frozen=True)
@@ -108,7 +120,8 @@ class WarmupStep:
 class StepResult:
     """What one step did on images of `size` (rows, cols): programs compiled from source
     (`built`), loaded from the on-disk cache (`loaded`), its time, and the error that
-    stopped it (None when it ran)."""
+    stopped it (None when it ran); `crash`: that error is a crash (of the compiler, or of
+    the step's process)."""
 
     step: WarmupStep
     built: int
@@ -116,11 +129,22 @@ class StepResult:
     seconds: float
     error: str | None = None
     size: tuple[int, int] = (SIDE, SIDE)
+    crash: bool = False
 
     @property
     def status(self) -> str:
-        """"built" (programs were compiled), "cached" (none needed compiling) or "error"."""
-        return "error" if self.error is not None else "built" if self.built else "cached"
+        """"built" (programs were compiled), "cached" (none needed compiling), "error" or
+        "crash"."""
+        if self.error is not None:
+            return "crash" if self.crash else "error"
+        return "built" if self.built else "cached"
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> StepResult:
+        """The result `as_dict` gave."""
+        step = WarmupStep(data["method"], data["channels"], data["preset"] or "", data["sigma"])
+        return cls(step, data["built"], data["loaded"], data["seconds"], data["error"],
+                   tuple(data["size"]), data["status"] == "crash")
 
     def as_dict(self) -> dict[str, Any]:
         return dict(method=self.step.method, channels=self.step.channels,
@@ -288,9 +312,9 @@ def run_step(step: WarmupStep, runtime: Runtime, dtypes: Sequence[str] = ("float
     programs = runtime.programs
     built, loaded, start = programs.builds, programs.loads, time.perf_counter()
 
-    def result(error: str | None = None) -> StepResult:
+    def result(error: str | None = None, crash: bool = False) -> StepResult:
         return StepResult(step, programs.builds - built, programs.loads - loaded,
-                          time.perf_counter() - start, error, size)
+                          time.perf_counter() - start, error, size, crash)
 
     try:
         for dtype in dtypes:
@@ -303,14 +327,54 @@ def run_step(step: WarmupStep, runtime: Runtime, dtypes: Sequence[str] = ("float
                     break
     except (ValueError, TypeError, ClpatchError, cl.Error) as exc:
         text = str(exc).strip()
-        return result(f"{type(exc).__name__}: {text.splitlines()[0] if text else '(no message)'}")
+        return result(f"{type(exc).__name__}: {text.splitlines()[0] if text else '(no message)'}",
+                      isinstance(exc, CompilerCrashError))
     return result()
+
+
+def step_task(runtime: Runtime, task: dict[str, Any]) -> dict[str, Any]:
+    """In a warmup's child process: `run_step` for the step `task` describes."""
+    step = WarmupStep(task["method"], task["channels"], task["preset"], task["sigma"])
+    return run_step(step, runtime, task["dtypes"], tuple(task["size"]), task["ladder"]).as_dict()
+
+
+class StepRunner:
+    """Runs warmup steps (`run_step`) on `runtime`: with `isolate`, in a child process (one
+    for all the steps, started again after a crash), else (or where no child can start: with
+    a logged warning) in this process. Close it after use."""
+
+    def __init__(self, runtime: Runtime, isolate: bool = True) -> None:
+        self.runtime = runtime
+        self.child = TaskChild(runtime, WORKER) if isolate else None
+
+    def run(self, step: WarmupStep, dtypes: Sequence[str] = ("float32",),
+            size: tuple[int, int] = (SIDE, SIDE), ladder: bool = False) -> StepResult:
+        if self.child is not None:
+            start = time.perf_counter()
+            task = dict(method=step.method, channels=step.channels, preset=step.preset,
+                        sigma=step.sigma, dtypes=list(dtypes), size=list(size), ladder=ladder)
+            try:
+                outcome = self.child.run(task)
+            except ChildUnavailable as why:
+                log.warning("clpatch: the warmup runs in this process (a crash ends it): %s", why)
+                self.child = None
+            else:
+                if isinstance(outcome, TaskCrash):
+                    return StepResult(step, outcome.builds, 0, time.perf_counter() - start,
+                                      outcome.sentence, size, crash=True)
+                return StepResult.from_dict(outcome)
+        return run_step(step, self.runtime, dtypes, size, ladder)
+
+    def close(self) -> None:
+        if self.child is not None:
+            self.child.close()
 
 
 def warmup(runtime: Runtime | None = None, *, methods: Any = None, channels: Any = (1, 3),
            presets: Any = PRESETS, high_noise: bool = False,
            dtypes: Any = ("float32", "uint8"), sizes: Any = None,
-           on_step: Callable[[StepResult], Any] | None = None) -> WarmupReport:
+           on_step: Callable[[StepResult], Any] | None = None,
+           isolate: bool = False) -> WarmupReport:
     """Build (and store in the on-disk program cache) the OpenCL programs the common calls
     need on `runtime`'s device, so that later calls and processes start without compiling.
 
@@ -330,11 +394,15 @@ def warmup(runtime: Runtime | None = None, *, methods: Any = None, channels: Any
         need except for the ANN's programs (`ann`, `burst`), specialised on the image
         size: give your images' sizes to warm those for them.
     on_step: called with each `StepResult` as soon as its step is done.
+    isolate: run the steps in a child process, so that a kernel crashing at run time is a
+        "crash" of its step (`clpatch warmup` does); the programs then go to the on-disk
+        cache only, not to `runtime`'s memory. A compiler crash is a "crash" of its step
+        either way.
 
     Each step calls the method once per dtype with its default parameters on a tiny
-    synthetic input (see the module doc); a step that fails is reported with its error and
-    the others still run. Returns a `WarmupReport`; running it again reports every step
-    "cached".
+    synthetic input (see the module doc); a step that fails or crashes is reported with its
+    error and the others still run. Returns a `WarmupReport`; running it again reports
+    every step "cached".
     """
     if not isinstance(high_noise, (bool, np.bool_)):
         raise TypeError(f"high_noise must be a bool, got {type(high_noise).__name__}")
@@ -346,11 +414,15 @@ def warmup(runtime: Runtime | None = None, *, methods: Any = None, channels: Any
     rt = resolve_runtime(runtime)
     start = time.perf_counter()
     results = []
-    for shape in shapes:
-        for step in steps:
-            results.append(run_step(step, rt, kinds, shape, ladder=sizes is None))
-            if on_step is not None:
-                on_step(results[-1])
+    runner = StepRunner(rt, isolate)
+    try:
+        for shape in shapes:
+            for step in steps:
+                results.append(runner.run(step, kinds, shape, ladder=sizes is None))
+                if on_step is not None:
+                    on_step(results[-1])
+    finally:
+        runner.close()
     return WarmupReport(rt.device.name.strip(), stored_in(rt), results,
                         time.perf_counter() - start)
 

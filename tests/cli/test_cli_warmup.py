@@ -1,6 +1,8 @@
 """`clpatch warmup`: one small method on the test device builds and stores its programs, a
-second run reports everything cached; --list, --json; bad options are one clear error line
-that names the option and lists the valid values (exit status 2)."""
+second run reports everything cached; --list, --json; a step whose compiler or kernel kills
+its process (a real SIGSEGV, see tests/crashhook) is a CRASH line naming the implementation
+while the other steps run; bad options are one clear error line that names the option and
+lists the valid values (exit status 2)."""
 
 from __future__ import annotations
 
@@ -9,9 +11,11 @@ import json
 import pytest
 
 from clpatch.cli import warmup as warmup_cli
+from clpatch.core.childproc import implementation
 from clpatch.core.kernels import default_build_progress
 from clpatch.tune.warmup import DEFAULT_METHODS, METHODS
 from tests.cli.test_cli import assert_one_error_line, run, spec_of
+from tests.crashhook import arm
 
 SMALL = ("--methods", "search", "--channels", "1", "--dtypes", "float32", "--size", "67")
 
@@ -55,6 +59,43 @@ def test_first_run_builds_and_second_run_finds_everything_cached(capsys, runtime
     (step,) = report["steps"]
     assert step["method"] == "search" and step["channels"] == 1 and step["size"] == [67, 67]
     assert step["status"] == "cached" and step["loaded"] == built and step["error"] is None
+
+
+@pytest.mark.parametrize("where, in_process", [("compiler", False), ("compiler", True),
+                                               ("kernel", False)],
+                         ids=["compiler", "compiler-in-process", "kernel"])
+def test_a_crashing_step_is_reported_and_the_others_run(capsys, runtime, cache_folder,
+                                                        request, where, in_process):
+    """The kNN step's compiler (a program of its own) or kernel (at its first launch) kills
+    its process; the search step after it still runs. A compiler crash is contained in the
+    build child, also with --in-process; a kernel crash needs the steps' child process (in
+    this process it would end the test run)."""
+    if where == "compiler":
+        arm(request, CLPATCH_TEST_CRASH_BUILD="// clpatch: match/knn_finish.cl.mako")
+    else:
+        arm(request, CLPATCH_TEST_CRASH_KERNEL="knn_finish")
+    argv = ["warmup", "-d", spec_of(runtime), "--methods", "knn,search", *SMALL[2:]]
+    code, out, err = run(capsys, *argv, *(["--in-process"] if in_process else []))
+    assert code == 1, out + err
+    lines = out.strip().splitlines()
+    assert lines[2].startswith("[1/2] knn, 1 channel ")
+    if where == "compiler":
+        assert ("CRASH: CompilerCrashError: the OpenCL compiler of "
+                f"{implementation(runtime.device)} crashed (SIGSEGV) while building "
+                "match/knn_finish.cl.mako for ") in lines[2]
+    else:
+        assert lines[2].endswith(f"CRASH: the process running it died (SIGSEGV) on "
+                                 f"{implementation(runtime.device)}")
+    assert lines[3].startswith("[2/2] search, 1 channel ") and " built " in lines[3]
+    assert lines[4].endswith("0 step(s) already cached, 1 CRASHED")
+
+    code, out, err = run(capsys, *argv, "--json")
+    assert code == 1, out + err
+    report = json.loads(out)
+    assert report["ok"] is False
+    assert [(s["method"], s["status"]) for s in report["steps"]] == [("knn", "crash"),
+                                                                    ("search", "cached")]
+    assert implementation(runtime.device) in report["steps"][0]["error"]
 
 
 def test_list_prints_the_steps_without_running_them(capsys):

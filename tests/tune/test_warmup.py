@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import clpatch
+from clpatch.core.childproc import implementation
 from clpatch.tune import warmup as warmup_module
 from clpatch.tune.warmup import (
     DEFAULT_METHODS,
@@ -15,12 +16,14 @@ from clpatch.tune.warmup import (
     METHODS,
     SIGMA,
     SIZED,
+    StepResult,
     WarmupStep,
     check_size,
     check_sizes,
     run_step,
     warmup_steps,
 )
+from tests.crashhook import arm
 
 
 @pytest.fixture
@@ -101,6 +104,30 @@ def test_a_failing_step_is_reported_not_raised(runtime):
     result = run_step(WarmupStep("bm3d", 1, "no-such-preset"), runtime)
     assert result.status == "error" and result.built == 0
     assert result.error.startswith("ValueError: ") and "no-such-preset" in result.error
+
+
+def test_a_step_result_comes_back_from_a_child_unchanged():
+    for result in (StepResult(WarmupStep("bm3d", 3, "fast", HIGH_SIGMA), 4, 1, 2.5, None, (40, 50)),
+                   StepResult(WarmupStep("knn", 1), 0, 2, 0.25, "KernelBuildError: x", crash=True),
+                   StepResult(WarmupStep("nnf", 2), 0, 0, 0.125, "ValueError: y")):
+        assert StepResult.from_dict(result.as_dict()) == result
+    assert [StepResult(WarmupStep("knn", 1), 0, 0, 0.0, *rest).status
+            for rest in ((None,), ("e",), ("e", (67, 67), True))] == ["cached", "error", "crash"]
+
+
+def test_isolated_steps_fill_the_disk_cache_and_report_a_crash(runtime, cache_folder, request):
+    """With isolate=True the steps run in a child process: a kernel killing it is a "crash"
+    of its step, the next step runs in a new child, and what they built is in the disk cache
+    this process names."""
+    arm(request, CLPATCH_TEST_CRASH_KERNEL="search_naive")
+    report = clpatch.warmup(runtime, methods=["search", "knn"], channels=1, dtypes="float32",
+                            sizes=67, isolate=True)
+    search, knn = report.steps
+    assert (search.status, search.crash) == ("crash", True) and not report.ok
+    assert search.error == (f"the process running it died (SIGSEGV) on "
+                            f"{implementation(runtime.device)}")
+    assert knn.status == "built" and knn.built >= 2
+    assert len(list(cache_folder.glob("*.bin"))) == report.built
 
 
 def test_warmup_builds_once_and_then_finds_everything_cached(runtime, cache_folder):
