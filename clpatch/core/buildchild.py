@@ -1,22 +1,25 @@
 """Compile OpenCL programs in a child process (`clpatch.core.childproc`), so that a compiler
 that crashes ends the child instead of the caller: `ProgramCache` sends every program it
 does not find in the on-disk cache here first, loads the binary the child hands back, and
-turns a child's death into a `KernelBuildError` naming the signal.
+turns a child's death into a `CompilerCrashError` naming the signal.
 
-Parent side: `build_in_child(device, source, options)` returns a `ChildBuild`: the program's
-binary, or why no child could help (then the caller builds in its own process); it raises
-`ChildDied` when the child died compiling, `CompileRefused` (with the build log) when the
-compiler refused the source. Children are reused: one
-stays open for IDLE_SECONDS after each build (one per device and per build running at the
-same time), so a run of cold builds pays the child's start (Python, pyopencl and the few
-clpatch modules it needs, a context: about 0.3 s on a 2-core CPU, measured) once, not per
-program; a warm cache starts none. Child side: `main()` (`python -m clpatch.core.buildchild`, messages on
-stdin and stdout as `childproc` says).
+Parent side: `build_in_child(device, source, options)` returns a `ChildBuild`, the program's
+binary or why no child could help (then the caller compiles in its own process); it raises
+`ChildDied` when the child died compiling and `CompileRefused` (with the build log) when the
+compiler refused the source. Child side: `main()` (`python -m clpatch.core.buildchild`,
+messages on stdin and stdout as `childproc` says).
+
+Why children are kept: starting one (Python, pyopencl and the few clpatch modules it needs,
+a context) takes 0.3-0.4 s on a 2-core CPU (PoCL and Intel's runtime, measured), as long as
+many compiles there (0.05-1 s), so a child stays open for IDLE_SECONDS after each build, one
+per device and per build running at the same time: a run of cold builds pays the start once,
+then 0.00-0.03 s per program (the binary's trip and its load here). A warm cache starts none.
+While the child compiles, this process only waits on a pipe: its other Python threads run
+(compiling here, PoCL holds the GIL for half to two thirds of a compile).
 
 `CLPATCH_BUILD_IN_CHILD=0` turns this off (`enabled()`): programs are compiled in the
 calling process, as before.
 """
-
 from __future__ import annotations
 
 import atexit

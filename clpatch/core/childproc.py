@@ -182,8 +182,13 @@ class Child:
             raise
 
     def death(self) -> str:
-        """How the child ended ('SIGSEGV', 'exit status 1'), once it has (waits for it)."""
-        code = self.process.wait()
+        """How the child ended ('SIGSEGV', 'exit status 1'), once it has: waits for it,
+        CLOSE_SECONDS at most (then it is killed: it closed its replies but lived on)."""
+        try:
+            code = self.process.wait(CLOSE_SECONDS)
+        except subprocess.TimeoutExpired:
+            self.close(kill=True)
+            return "stopped replying"
         return "garbled its replies" if self.garbled else how_it_died(code)
 
     @property
