@@ -959,9 +959,13 @@ ${load_own("me")}#define OWN(d, o) own[d]
         }
         barrier(CLK_LOCAL_MEM_FENCE);
         // (After each barrier the work-item's cluster and member are read back from local
-        // memory: PoCL 5 otherwise loses these per-warp values across two barriers.)
+        // memory: PoCL 5 otherwise loses these per-warp values across two barriers. The
+        // local id is made an int before it is shifted: Intel's CPU compiler (OpenCL
+        // runtime 2026.22) vectorises "get_local_id(0) >> 5", a size_t shifted then
+        // narrowed, as if it were the local id itself, and l_info[warp] reads past the
+        // array.)
         {
-        const int warp = get_local_id(0) >> 5, lane = get_local_id(0) & 31;
+        const int warp = (int)get_local_id(0) >> 5, lane = (int)get_local_id(0) & 31;
         const int s0 = l_info[warp][0], nm = l_info[warp][1];
         const int c0 = l_info[warp][2], nc = l_info[warp][3];
 % if dense:
@@ -1044,7 +1048,7 @@ ${load_own("me")}#define OWN(d, o) own[d]
         }
         barrier(CLK_LOCAL_MEM_FENCE);
         {
-        const int warp = get_local_id(0) >> 5, lane = get_local_id(0) & 31;
+        const int warp = (int)get_local_id(0) >> 5, lane = (int)get_local_id(0) & 31;
         // Each reference's ${K} results leave together (whole memory segments per store
         // instruction, not one segment per result).
 % if dense:
