@@ -242,14 +242,22 @@ class ProgramCache:
         (the binary is not kept anyway, and Oclgrind checks the build in this process), with
         `CLPATCH_BUILD_IN_CHILD=0`, when no child could start or find the device, and when
         the binary does not load back here (PoCL's without its bitcode, see `_loadable`).
-        Raises `ChildDied` when the child died, `CompileRefused` when the compiler refused
-        the source, `cl.Error` when this process's own compile fails."""
+        Raises `ChildDied` when a second child died too (a crash is tried twice),
+        `CompileRefused` when the compiler refused the source, `cl.Error` when this process's
+        own compile fails."""
         ctx, device = self.runtime.context, self.runtime.device
         if self.runtime.is_simulator or not buildchild.enabled():
             why = "a simulator" if self.runtime.is_simulator else f"{buildchild.ENV}=0"
             log.debug("clpatch: building %s in this process (%s)", template, why)
         else:
-            made = buildchild.build_in_child(device, source, options)
+            try:
+                made = buildchild.build_in_child(device, source, options)
+            except ChildDied as death:
+                # A compiler that crashes on this source crashes again; a child ended from
+                # outside (one stray SIGALRM was seen under load) builds the second time.
+                log.warning("clpatch: the build child of %s died (%s); compiling it once "
+                            "more in a new child", template, death)
+                made = buildchild.build_in_child(device, source, options)
             why = made.unusable
             if made.binary is not None and not _loadable(made.binary, device):
                 why = "the binary its build child made cannot be loaded back"
