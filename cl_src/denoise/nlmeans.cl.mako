@@ -73,12 +73,15 @@ ${agg.helpers(aggregation)}
 % endfor
 </%def>
 
-## The neighbours' weights w[k] and 1 / their sum, inv_wsum. Expects ref.
-<%def name="weights()">
+## Weight of neighbour k (eq. 4), k a number or an int expression. Expects ref.
+<%def name="weight(k)" buffered="True">exp(-fmax(${mt.dist("dist", mt.entry("ref", N, k))} * norm - two_sigma2, 0.0f) * inv_h2)</%def>
+
+## The neighbours' weights w[k] (each read by `take(k)`) and 1 / their sum, inv_wsum.
+<%def name="weights(take)">
     float w[${N}];
     float wsum = 0.0f;
 % for k in range(N):
-    w[${k}] = exp(-fmax(${mt.dist("dist", mt.entry("ref", N, k))} * norm - two_sigma2, 0.0f) * inv_h2);
+    w[${k}] = ${take(k)};
     wsum += w[${k}];
 % endfor
     const float inv_wsum = 1.0f / wsum;
@@ -154,6 +157,7 @@ void nlm_average(${average_args()})
     const float scale = scales[0];      // the fixed-point scale (nlm_scale)
 % endif
     __local float part[${R}][${P}][${2 * C}];
+    __local float lw[${R}][${N}];
     const int j = get_local_id(0);
     const int slot = get_local_id(1);
     const int b = get_group_id(1) * ${R} + slot;
@@ -187,14 +191,17 @@ void nlm_average(${average_args()})
     part[slot][j][${c}] = s1[${c}];
     part[slot][j][${C + c}] = s2[${c}];
 % endfor
+    // The weights: work-item j computes those of neighbours j, j + P, ... (each exp() once
+    // per patch, not P times) and they cross the barrier in local memory. Not in registers:
+    // Intel's CPU compiler (OpenCL runtime 2026.22) gives every work-item of the group the
+    // last row's copy of a value of exp() kept across a barrier (the bug of
+    // intel/llvm#23220), which NVIDIA's and PoCL's do not.
+    for (int k = j; k < ${N}; k += ${P})
+        lw[slot][k] = ${weight("k")};
     barrier(CLK_LOCAL_MEM_FENCE);
     if (!active)
         return;
-    // The weights are computed after the barrier, not kept across it: Intel's CPU compiler
-    // (OpenCL runtime 2026.22) gives every work-item of the group the last row's copy of a
-    // value of exp() kept across a barrier (the bug of intel/llvm#23220), which NVIDIA's
-    // and PoCL's do not. Nothing else here needs them before it.
-    ${weights()}
+    ${weights(lambda k: f"lw[slot][{k}]")}
     // Every work-item of the patch sums the partial sums in the same order.
 % for c in range(C):
     s1[${c}] = 0.0f;
@@ -241,7 +248,7 @@ __kernel void nlm_average(${average_args()})
     shift[${c}] = IMG(ref_fb + fr, ${c}, ry - band_y0, rx);
 % endfor
     ${offsets()}
-    ${weights()}
+    ${weights(weight)}
     for (int j = 0; j < ${P}; ++j) {
         ${column_sums("j")}
     }
