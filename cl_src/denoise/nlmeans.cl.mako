@@ -175,6 +175,14 @@ void nlm_average(${average_args()})
     s2[${c}] = 0.0f;
 % endfor
     ${offsets()}
+    // The weights: work-item j computes those of neighbours j, j + P, ... (each exp() once
+    // per patch, not P times; first, so that their loads overlap the column sums') and they
+    // cross the barrier in local memory. Not in registers: Intel's CPU compiler (OpenCL
+    // runtime 2026.22) gives every work-item of the group the last row's copy of a value of
+    // exp() kept across a barrier (the bug of intel/llvm#23220), which NVIDIA's and PoCL's
+    // do not.
+    for (int k = j; k < ${N}; k += ${P})
+        lw[slot][k] = ${weight("k")};
     if (active) {
         // Sums are taken relative to the reference's top-left pixel: the variance of
         // values far from zero then keeps its precision.
@@ -191,13 +199,6 @@ void nlm_average(${average_args()})
     part[slot][j][${c}] = s1[${c}];
     part[slot][j][${C + c}] = s2[${c}];
 % endfor
-    // The weights: work-item j computes those of neighbours j, j + P, ... (each exp() once
-    // per patch, not P times) and they cross the barrier in local memory. Not in registers:
-    // Intel's CPU compiler (OpenCL runtime 2026.22) gives every work-item of the group the
-    // last row's copy of a value of exp() kept across a barrier (the bug of
-    // intel/llvm#23220), which NVIDIA's and PoCL's do not.
-    for (int k = j; k < ${N}; k += ${P})
-        lw[slot][k] = ${weight("k")};
     barrier(CLK_LOCAL_MEM_FENCE);
     if (!active)
         return;

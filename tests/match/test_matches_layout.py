@@ -151,7 +151,7 @@ CASES = [
     ("denoise/collaborative.cl.mako", dict(FILTER, stage=2, transform_2d="dct", video=True,
                                            aggregation="cas", channels=3, colour=True),
      ["const int tb = (pos[(ref * 4 + j) * 3] - frame_base) % nf;"]),
-    ("denoise/nlmeans.cl.mako", NLM, ["const float d = dist[ref * 4 + 3];"]),
+    ("denoise/nlmeans.cl.mako", NLM, ["lw[slot][k] = exp(-fmax(dist[ref * 4 + k] * norm"]),
     ("denoise/nlmeans.cl.mako", dict(NLM, video=True, averaging="naive", aggregation="buffers",
                                      classes=2, slots=1, channels=3, colour=True, luma=True),
      ["const int xb = pos[(ref * 4 + 2) * 3 + 2];"]),
