@@ -58,11 +58,11 @@ e.g. PoCL against Intel's CPU runtime:
     whether every pair meets it:
     - "bit-identical": search, kNN, ANN, NNF and the VBM3D search on integer-valued inputs
       (DESIGN.md, "Same results on every OpenCL implementation");
-    - "tolerance": the filters. Each device is held by `clpatch selftest` and the tests to
-      the float64 NumPy oracle within |d| <= 2e-3 + 1e-4 |x| (NL-means, burst NL-means) or
-      1e-3 (BM3D, CBM3D, VBM3D) on a 0-255 scale (times 257 for the 16-bit image), so two
-      devices may differ by twice that; the noise estimate by rtol 1e-4 each, 2e-4
-      between two. A filter's row says whether it was in fact bit-identical.
+    - "tolerance": the filters, within DEVICE_TOL between two devices: NL-means (and burst
+      NL-means) |d| <= 4e-3 + 2e-4 |x| on a 0-255 scale (times 257 for the 16-bit image),
+      twice each device's tolerance against the float64 oracle; BM3D, CBM3D, VBM3D 0.01
+      (see DEVICE_TOL for why); the noise estimate rtol 2e-4. A filter's row says whether it
+      was in fact bit-identical.
     The inputs of the files must be equal (else the comparison says so and stops).
     Prints the markdown table (and writes it with --markdown), with each file's device,
     versions and command line.
@@ -103,9 +103,16 @@ SIGMA16 = SIGMA * SCALE16
 EXACT = "bit-identical"
 TOLERANCE = "tolerance"
 
-#: Absolute tolerance (0-255 scale) and relative part of each filter family against the
-#: float64 oracle (clpatch.selftest.denoise_families, the tests'); two devices: twice that.
-FILTER_TOL = {"nlmeans": (2e-3, 1e-4), "bm3d": (1e-3, 0.0), "sigma": (0.0, 1e-4)}
+#: Absolute tolerance (0-255 scale) and relative part by which two devices' outputs of a
+#: filter family may differ. NL-means and the noise estimate: twice each device's tolerance
+#: against the float64 oracle (clpatch.selftest.denoise_families, the tests'). BM3D, CBM3D
+#: and VBM3D: 0.01, not twice 1e-3: their second stage matches on the first stage's float
+#: estimate, where one device's rounding (OpenCL leaves division, sqrt and exp a few ulp of
+#: freedom, and lets compilers fuse multiply-adds) can reorder two near-equal candidates or
+#: move one across the threshold tau of the group size; a patch then gets another group.
+#: Measured NVIDIA H200 against PoCL and Intel's runtime: 0.0067 on 40 of 5063 pixels of
+#: the reference preset (one such patch), at most 6.1e-5 elsewhere (2026-12-02).
+DEVICE_TOL = {"nlmeans": (4e-3, 2e-4), "bm3d": (1e-2, 0.0), "sigma": (0.0, 2e-4)}
 
 
 # ---- inputs -------------------------------------------------------------------------------
@@ -154,7 +161,7 @@ def make_inputs() -> dict[str, np.ndarray]:
 class Method:
     name: str
     rule: str                   # EXACT or TOLERANCE
-    family: str                 # the tolerance family (FILTER_TOL key), or the engine
+    family: str                 # the tolerance family (DEVICE_TOL key), or the engine
     scale: float                # the data's range / 255 (tolerances scale with it)
     run: Callable[[dict[str, np.ndarray], Any], tuple[dict[str, Any], str]]
 
@@ -556,12 +563,12 @@ def difference(a: np.ndarray, b: np.ndarray) -> tuple[bool, float, int]:
 
 
 def _bound(method: dict[str, Any], reference: np.ndarray) -> np.ndarray | None:
-    """Twice the per-device tolerance against the oracle, element-wise (None: exact rule)."""
-    tol = FILTER_TOL.get(method["family"])
+    """The tolerance between two devices, element-wise (None: exact rule)."""
+    tol = DEVICE_TOL.get(method["family"])
     if method["rule"] != TOLERANCE or tol is None:
         return None
     atol, rtol = tol
-    return 2.0 * (atol * method["scale"] + rtol * np.abs(reference.astype(np.float64)))
+    return atol * method["scale"] + rtol * np.abs(reference.astype(np.float64))
 
 
 def _fmt(value: float) -> str:
@@ -573,13 +580,13 @@ def _fmt(value: float) -> str:
 def _rule_text(method: dict[str, Any]) -> str:
     if method["rule"] == EXACT:
         return "bit-identical"
-    atol, rtol = FILTER_TOL[method["family"]]
+    atol, rtol = DEVICE_TOL[method["family"]]
     scale = method["scale"]
     parts = []
     if atol:
-        parts.append(f"{_fmt(2 * atol * scale)}")
+        parts.append(f"{_fmt(atol * scale)}")
     if rtol:
-        parts.append(f"{_fmt(2 * rtol)}·\\|x\\|")
+        parts.append(f"{_fmt(rtol)}·\\|x\\|")
     return "\\|Δ\\| ≤ " + " + ".join(parts)
 
 
@@ -654,10 +661,11 @@ def compare(files: list[str], markdown: str | None, command: str = "") -> str:
               "the number of differing elements; positions are in pixels (frames for t), "
               "distances in the input's squared units, denoised pixels in the input's units.",
               "Rules: search, kNN, ANN, NNF and the VBM3D search must be bit-identical on "
-              "integer-valued inputs (DESIGN.md); the filters are held to twice the self-test's "
-              "tolerance against the float64 oracle (NL-means 2e-3 + 1e-4·\\|x\\|, "
-              "BM3D/CBM3D/VBM3D 1e-3 on a 0-255 scale, ×257 for 16-bit; noise estimate rtol "
-              "1e-4).", ""]
+              "integer-valued inputs (DESIGN.md); the filters within a tolerance between two "
+              "devices: NL-means 4e-3 + 2e-4·\\|x\\| (twice the self-test's tolerance "
+              "against the float64 oracle), BM3D/CBM3D/VBM3D 0.01 on a 0-255 scale (×257 for "
+              "16-bit: stage 2 matches on a float estimate, where a device's rounding can give "
+              "a patch another group), noise estimate rtol 2e-4.", ""]
     lines += ["Summary:", ""]
     lines += [f"- bit-identical on every pair: {', '.join(summary['identical']) or 'none'}",
               f"- different but within the rule: {', '.join(summary['within']) or 'none'}",
