@@ -4,15 +4,24 @@ forced device profile."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import numpy as np
+import pytest
 from PIL import Image
 
 import clpatch
 from tests.reference.search import as_video, brute_force_search
 
 DATA = Path(__file__).parent / "data"
+
+
+def tiered(cases: Iterable[tuple], keep: Callable[..., bool]) -> list:
+    """The parameter tuples `cases` for pytest.mark.parametrize, those for which
+    `keep(*case)` is false marked `slow`: CI runs the kept ones (chosen so that every value
+    of every parameter still runs there), `make test-slow` and the GPU machine the rest."""
+    return [pytest.param(*case, marks=() if keep(*case) else pytest.mark.slow) for case in cases]
 
 
 def read_npz(path: Path) -> dict:
