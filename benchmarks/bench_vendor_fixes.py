@@ -3,12 +3,14 @@
     python benchmarks/bench_vendor_fixes.py [--device SPEC] [--json FILE] [--repeats 9]
                                             [--label NAME] [--quick]
 
-Issue 38 changed three kernels so that Intel's OpenCL compiler builds and runs them right:
-the NL-means columns averaging (weights computed after its barrier), the BM3D collaborative
-filter (the reference's place among the matches found with min()) and the ANN query (the
-local id shifted as an int). This script times the calls that run them, with their default
-parameters, on device arrays: the clustering ANN, BM3D (fast and reference presets) and
-NL-means, on a 512x512 and a 4608x3456 photo mosaic (sigma 20, 0-255 units). It uses only
+Issue 38 changed four kernels so that Intel's OpenCL compiler builds and runs them right:
+the NL-means columns averaging (no exp() value kept in registers across its barrier), the
+BM3D collaborative filter (the reference's place among the matches found with min()), the
+ANN query (the local id shifted as an int) and the windowed search (each squared difference
+added by an explicit fma()). This script times the calls that run them, with their default
+parameters, on device arrays: the clustering ANN, the windowed search (default, and step 1),
+BM3D (fast and reference presets) and NL-means, on a 512x512 and a 4608x3456 photo mosaic
+(sigma 20, 0-255 units). It uses only
 the public API, so the same script runs on an older checkout (PYTHONPATH pointing at it):
 run it on both trees in one session on the same GPU, alternating, to compare.
 
@@ -106,6 +108,8 @@ def calls(peak: float) -> dict[str, Any]:
     the host to read it."""
     return {
         "ann": lambda x, rt: clpatch.ann_search(x, runtime=rt),
+        "search": lambda x, rt: clpatch.search_patches(x, runtime=rt),
+        "search step 1": lambda x, rt: clpatch.search_patches(x, 8, 1, 21, 16, runtime=rt),
         "bm3d fast": lambda x, rt: clpatch.bm3d(x, SIGMA, runtime=rt, peak=peak),
         "bm3d reference": lambda x, rt: clpatch.bm3d(x, SIGMA, preset="reference", runtime=rt,
                                                      peak=peak),
