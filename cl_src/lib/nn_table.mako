@@ -86,21 +86,44 @@
 ## which insert() decides).
 <%def name="threshold(n, kind)">NN_DIST(${"bk[%d]" % (n - 1) if kind != "unordered" else "kmax"})</%def>
 
-## Leave the table ascending (the unordered kind is sorted by an odd-even transposition
-## network: n rounds of fixed compare-exchanges).
+## Leave the table ascending. The unordered kind is sorted by Batcher's odd-even merge sort
+## network for the next power of two (comparators touching an entry past n dropped: those
+## entries would hold +inf). 63 compare-exchanges for n = 16 where an odd-even transposition
+## network takes 120; and that one, after Algorithm 3's loop, crashed Intel's CPU compiler
+## (OpenCL runtime 2026.22, its Machine LICM pass) for n = 16.
 <%def name="finish(n, kind)">
 % if kind == "unordered":
-% for r in range(n):
-% for i in range(r % 2, n - 1, 2):
+% for i, j in merge_sort_network(n):
     {
-        const ulong k0 = min(bk[${i}], bk[${i + 1}]);
-        const ulong k1 = max(bk[${i}], bk[${i + 1}]);
-        bk[${i}] = k0; bk[${i + 1}] = k1;
+        const ulong k0 = min(bk[${i}], bk[${j}]);
+        const ulong k1 = max(bk[${i}], bk[${j}]);
+        bk[${i}] = k0; bk[${j}] = k1;
     }
-% endfor
 % endfor
 % endif
 </%def>
+
+<%!
+def merge_sort_network(n):
+    """Compare-exchange pairs (i, j), i < j < n, of Batcher's odd-even merge sort: applied
+    in order, they sort any n values ascending."""
+    size = 1
+    while size < n:
+        size *= 2
+    pairs = []
+    p = 1
+    while p < size:
+        k = p
+        while k >= 1:
+            for j in range(k % p, size - k, 2 * k):
+                for i in range(min(k, size - j - k)):
+                    a, b = i + j, i + j + k
+                    if a // (2 * p) == b // (2 * p) and b < n:
+                        pairs.append((a, b))
+            k //= 2
+        p *= 2
+    return pairs
+%>
 
 ## Write the table of the reference at (frame t, row ry, column rx), buffer coordinates,
 ## as absolute positions: (y, x), or (t, y, x) for video, in the layout of lib/matches.mako.
