@@ -250,14 +250,7 @@ class ProgramCache:
             why = "a simulator" if self.runtime.is_simulator else f"{buildchild.ENV}=0"
             log.debug("clpatch: building %s in this process (%s)", template, why)
         else:
-            try:
-                made = buildchild.build_in_child(device, source, options)
-            except ChildDied as death:
-                # A compiler that crashes on this source crashes again; a child ended from
-                # outside (one stray SIGALRM was seen under load) builds the second time.
-                log.warning("clpatch: the build child of %s died (%s); compiling it once "
-                            "more in a new child", template, death)
-                made = buildchild.build_in_child(device, source, options)
+            made = buildchild.build_in_children(device, source, options, template)
             why = made.unusable
             if made.binary is not None and not _loadable(made.binary, device):
                 why = "the binary its build child made cannot be loaded back"

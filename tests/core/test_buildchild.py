@@ -13,6 +13,7 @@ import threading
 import time
 
 import numpy as np
+import pyopencl as cl
 import pytest
 
 import clpatch
@@ -74,6 +75,24 @@ def test_a_compiler_crash_is_a_build_error_naming_the_signal(runtime, cache_fold
     # This process and its runtime go on: the next program gets a new child.
     assert started_by(lambda: rt.programs.get("lib/convert.cl.mako", **CONVERT)) == 1
     assert rt.programs.builds == 1
+
+
+def test_children_ended_from_outside_leave_the_build_to_this_process(runtime, cache_folder,
+                                                                     request, caplog):
+    """A child ended by a signal no compiler raises by faulting (SIGALRM), twice: the program
+    is built here, with a log line, and works; a crash (SIGSEGV) stays an error (above)."""
+    arm(request, CLPATCH_TEST_ALARM_BUILD=MARK)
+    rt = clpatch.Runtime(runtime.device)
+    with caplog.at_level(logging.INFO, logger="clpatch"):
+        assert started_by(lambda: rt.programs.build(SOURCE, template="fill.cl.mako")) == 2
+    assert rt.programs.builds == 1
+    assert any("ended by SIGALRM twice" in r.getMessage() for r in caplog.records)
+    out = np.zeros(4, np.float32)
+    buffer = cl.Buffer(rt.context, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR,
+                       hostbuf=out)
+    rt.programs.build(SOURCE, template="fill.cl.mako").fill(rt.queue, (4,), None, buffer)
+    cl.enqueue_copy(rt.queue, out, buffer)
+    assert (out == 2.0).all()
 
 
 def test_the_childs_binary_gives_the_same_bits_as_a_build_here(runtime, tmp_path, monkeypatch):

@@ -8,6 +8,8 @@ CLPATCH_TEST_CRASH_BUILD=<text>: building a program whose source holds <text> ki
 CLPATCH_TEST_CRASH_KERNEL=<name>: launching the kernel <name> kills the process with SIGSEGV
     (a kernel crashing at run time).
 CLPATCH_TEST_ABORT_BUILD=<text>: as CLPATCH_TEST_CRASH_BUILD, by os.abort() (SIGABRT).
+CLPATCH_TEST_ALARM_BUILD=<text>: as CLPATCH_TEST_CRASH_BUILD, by SIGALRM (a signal sent from
+    outside, which no compiler raises by faulting).
 """
 
 import os
@@ -15,6 +17,7 @@ import signal
 
 _BUILD = os.environ.get("CLPATCH_TEST_CRASH_BUILD")
 _ABORT = os.environ.get("CLPATCH_TEST_ABORT_BUILD")
+_ALARM = os.environ.get("CLPATCH_TEST_ALARM_BUILD")
 _KERNEL = os.environ.get("CLPATCH_TEST_CRASH_KERNEL")
 
 
@@ -25,7 +28,7 @@ def _segfault() -> None:
     os.kill(os.getpid(), signal.SIGSEGV)
 
 
-if _BUILD or _ABORT or _KERNEL:
+if _BUILD or _ABORT or _ALARM or _KERNEL:
     import pyopencl as cl
 
     _build = cl.Program.build
@@ -37,6 +40,9 @@ if _BUILD or _ABORT or _KERNEL:
             _segfault()
         if _ABORT and _ABORT in source:
             os.abort()
+        if _ALARM and _ALARM in source:
+            signal.signal(signal.SIGALRM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGALRM)
         return _build(self, *args, **kwargs)
 
     def enqueue_nd_range_kernel(queue, kernel, *args, **kwargs):
