@@ -1,4 +1,4 @@
-# make demo | test | install | lint | clean
+# make demo | test | test-slow | install | lint | clean
 #
 # Every target that runs clpatch first creates the virtual environment .venv (when missing,
 # or when pyproject.toml changed) with clpatch installed in editable mode, then makes sure a
@@ -9,8 +9,9 @@ PYTHON ?= python3
 VENV   := .venv
 VPY    := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+INTEL  ?= 1
 
-.PHONY: all install opencl demo test lint clean
+.PHONY: all install opencl demo test test-slow lint clean
 
 all: test
 
@@ -35,12 +36,18 @@ opencl: $(STAMP)
 demo: $(STAMP) opencl
 	$(VENV)/bin/clpatch demo
 
+# The suite on the default devices, then on Intel's OpenCL CPU runtime, installed into
+# .opencl/intel (scripts/run-tests.sh; INTEL=0 skips Intel's part).
 test: $(STAMP) opencl
-	$(VPY) -m pytest
+	INTEL=$(INTEL) sh scripts/run-tests.sh $(VPY)
+
+# The long sweeps left out of `make test` (marker slow): for the GPU machine and by hand.
+test-slow: $(STAMP) opencl
+	CLPATCH_SLOW=1 $(VPY) -m pytest -m slow
 
 lint: $(STAMP)
 	$(VPY) -m ruff check clpatch tests
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info .pytest_cache .ruff_cache
+	rm -rf $(VENV) .opencl build dist *.egg-info .pytest_cache .ruff_cache
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -58,7 +58,19 @@ def runtime(request):
     return runtime_for(request.param)
 
 
+#: The test folders and modules whose device tests hold the kernel families to their oracles
+#: (test_profiles: every profile family forced on the device): marked `every_vendor`, they
+#: run on every OpenCL implementation CI has (scripts/run-tests.sh).
+EVERY_VENDOR = ("match", "denoise", "core/test_profiles.py")
+
+
 def pytest_collection_modifyitems(config, items):
+    tests = Path(__file__).resolve().parent
+    for item in items:
+        where = Path(str(item.fspath)).resolve().relative_to(tests).as_posix()
+        if "runtime" in getattr(item, "fixturenames", ()) and any(
+                where == place or where.startswith(place + "/") for place in EVERY_VENDOR):
+            item.add_marker(pytest.mark.every_vendor)
     if os.environ.get("CLPATCH_SLOW", "") not in ("", "0"):
         return
     skip = pytest.mark.skip(reason="slow sweep: set CLPATCH_SLOW=1 to run it")
