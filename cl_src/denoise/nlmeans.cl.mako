@@ -148,7 +148,8 @@ ${agg.helpers(aggregation)}
 //
 // Optimised averaging (Algorithm 4): P work-items per patch, one per patch column, so a
 // patch row is read and written by consecutive work-items. R patches per work-group.
-// Launch: global (P, R * ceil(nb / R), na * nfr), local (P, R, 1).
+// Launch: global (P, R * ceil(nb / R), na * nfr), local (P, R, 1). Local memory: each
+// patch's column sums (part) and its neighbours' weights (lw).
 //
 __kernel __attribute__((reqd_work_group_size(${P}, ${R}, 1)))
 void nlm_average(${average_args()})
