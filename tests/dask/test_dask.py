@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import clpatch
+from tests.helpers import tiered
 
 da = pytest.importorskip("dask.array")
 distributed = pytest.importorskip("distributed")
@@ -60,11 +61,12 @@ def test_nlmeans_colour_and_channel_axis(on_device):
     np.testing.assert_array_equal(np.moveaxis(out, 0, -1), expected)
 
 
-@pytest.mark.parametrize("shape,preset,chunks", [
+# CI: gray fast and colour; make test-slow: the reference preset too.
+@pytest.mark.parametrize("shape,preset,chunks", tiered([
     ((45, 41), "fast", (17, 9)),
     ((45, 41, 3), "fast", (30, 22)),
     ((40, 37), "reference", (11, 20)),
-])
+], keep=lambda shape, preset, chunks: preset == "fast"))
 def test_bm3d_bit_identical(on_device, shape, preset, chunks):
     if not on_device.profile.int64_atomics:
         pytest.skip("no 64-bit atomics: BM3D's deterministic aggregation needs them")

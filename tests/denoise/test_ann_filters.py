@@ -19,7 +19,7 @@ from clpatch.denoise.nlmeans import NLMeansPlan
 from clpatch.io.noise import psnr, synthetic_burst
 from clpatch.match.ann_params import largest_k
 from clpatch.match.matcher import available_candidates, searches
-from tests.helpers import assert_close, load_image
+from tests.helpers import assert_close, load_image, tiered
 
 SIGMA = 20.0
 BURST_SIGMA = 12.0
@@ -58,7 +58,8 @@ FILTERS = {
 }
 
 
-@pytest.mark.parametrize("name", list(FILTERS))
+# CI: BM3D (both stages on the ANN); make test-slow: every filter.
+@pytest.mark.parametrize("name", tiered([(n,) for n in FILTERS], keep=lambda n: n == "bm3d-fast"))
 def test_photograph_is_denoised_close_to_the_window_search(runtime, name):
     clean = camera_crop()
     noisy = _noisy(clean, SIGMA, seed=1)

@@ -15,7 +15,7 @@ import pytest
 
 import clpatch
 import clpatch.match.window_layout as layout_module
-from tests.helpers import check_search, random_image
+from tests.helpers import check_search, random_image, tiered
 
 VARIANTS = ["square", "column", "convolution", "naive"]
 IMAGE = dict(patch_size=8, step=4, window=21, n=16)                      # test_search_basic's
@@ -86,7 +86,10 @@ def test_image_in_row_bands(runtime, monkeypatch, variant):
     assert split.chunks[-1].y_lo > 0 and split.chunks[0].y_hi < IMAGE_SHAPE[0]
 
 
-@pytest.mark.parametrize("variant", VARIANTS)
+# CI: two variants (the others' frame chunks run in the combined test below and under
+# make test-slow).
+@pytest.mark.parametrize("variant", tiered([(v,) for v in VARIANTS],
+                                           keep=lambda v: v in ("column", "naive")))
 def test_video_in_frame_chunks(runtime, monkeypatch, variant):
     video = random_image(VIDEO_SHAPE, seed=32)
     # 10000 bytes: a frame's results take 4032 bytes and a frame 3100: frames are split,

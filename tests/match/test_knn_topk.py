@@ -24,6 +24,7 @@ from clpatch.match.knn_config import (
     team_rows,
     topk_variant,
 )
+from tests.helpers import tiered
 from tests.match.test_knn import check_knn, labels, smoothed
 
 #: Forced configurations: the variant, the tile (the warp variant off NVIDIA needs a
@@ -49,8 +50,10 @@ def last_plan(runtime):
     return next(reversed(runtime.plan_cache().values()))
 
 
-@pytest.mark.parametrize("name", ["group", "warp"])
-@pytest.mark.parametrize("metric,k", [("l2", 7), ("l1", 40), ("l2", 150)])
+# CI: each team with two of the (metric, k) cases, each case once; make test-slow: all.
+@pytest.mark.parametrize("name,metric,k", tiered(
+    [(n, m, k) for n in ("group", "warp") for m, k in (("l2", 7), ("l1", 40), ("l2", 150))],
+    keep=lambda n, m, k: (n == "group") == (k != 40)))
 def test_team_topk_matches_the_oracle(runtime, monkeypatch, name, metric, k):
     """Label images (many equal distances: the tie rule decides), two images, k from below
     a team's width to several list rows per work-item."""
