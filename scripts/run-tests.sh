@@ -18,6 +18,12 @@ set -u
 
 PYTHON=${1:-.venv/bin/python}
 INTEL=${INTEL:-1}
+# pytest workers (pytest-xdist): one per core, at most 4 (CLPATCH_TEST_WORKERS overrides; 0
+# runs in this process). The CPU compilers compile on one thread: two workers on a 2-core
+# machine keep both cores busy while the programs of a cold cache build.
+cores=$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)
+WORKERS=${CLPATCH_TEST_WORKERS:-$(( cores < 4 ? cores : 4 ))}
+if [ "$WORKERS" -gt 0 ] 2>/dev/null; then XDIST="-n $WORKERS"; else XDIST=""; fi
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 
@@ -42,12 +48,14 @@ intel() {
     ( . .opencl/intel/env.sh && "$@" )
 }
 
-part "pytest (default devices, CI tier)" "$PYTHON" -m pytest
+# shellcheck disable=SC2086
+part "pytest (default devices, CI tier)" "$PYTHON" -m pytest $XDIST
 if [ "$INTEL" != 0 ]; then
     part "install Intel's OpenCL CPU runtime" sh scripts/intel-opencl.sh python3
     if [ -f .opencl/intel/env.sh ]; then
         part "clpatch selftest on Intel's runtime" intel "$PYTHON" -m clpatch selftest
-        part "pytest -m every_vendor on Intel's runtime" intel "$PYTHON" -m pytest -q -m every_vendor
+        # shellcheck disable=SC2086
+        part "pytest -m every_vendor on Intel's runtime" intel "$PYTHON" -m pytest -q $XDIST -m every_vendor
     fi
 fi
 
