@@ -1,15 +1,18 @@
 """Speed of the kernels the vendor-portability changes touched, for a before/after pair.
 
     python benchmarks/bench_vendor_fixes.py [--device SPEC] [--json FILE] [--repeats 9]
-                                            [--label NAME] [--quick]
+                                            [--label NAME] [--quick] [--only CALL ...]
+                                            [--table ordered|unordered]
 
-Issue 38 changed four kernels so that Intel's OpenCL compiler builds and runs them right:
+Issue 38 changed five kernels so that Intel's OpenCL compiler builds and runs them right:
 the NL-means columns averaging (no exp() value kept in registers across its barrier), the
 BM3D collaborative filter (the reference's place among the matches found with min()), the
-ANN query (the local id shifted as an int) and the windowed search (each squared difference
-added by an explicit fma()). This script times the calls that run them, with their default
-parameters, on device arrays: the clustering ANN, the windowed search (default, and step 1),
-BM3D (fast and reference presets) and NL-means, on a 512x512 and a 4608x3456 photo mosaic
+ANN query (the local id shifted as an int), the windowed search (each squared difference
+added by an explicit fma()) and the unordered neighbour table (sorted at its end by a merge
+sort network; `--table unordered` makes a device whose profile orders it use it). This
+script times the calls that run them, with their default parameters, on device arrays: the
+clustering ANN, the windowed search (default, and step 1), BM3D (fast and reference
+presets) and NL-means, on a 512x512 and a 4608x3456 photo mosaic
 (sigma 20, 0-255 units). It uses only
 the public API, so the same script runs on an older checkout (PYTHONPATH pointing at it):
 run it on both trees in one session on the same GPU, alternating, to compare.
@@ -126,12 +129,16 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="small sizes only (a smoke test)")
     ap.add_argument("--only", nargs="*", default=None,
                     help="the calls to time (default: all): ann, 'bm3d fast', ...")
+    ap.add_argument("--table", choices=("ordered", "unordered"),
+                    help="force the neighbour table kind (default: the device profile's)")
     args = ap.parse_args()
-    rt = clpatch.Runtime(args.device)
-    prof = clpatch.Runtime(rt.device, profiling=True)
+    overrides = {"neighbour_table": args.table} if args.table else None
+    rt = clpatch.Runtime(args.device, profile_overrides=overrides)
+    prof = clpatch.Runtime(rt.device, profiling=True, profile_overrides=overrides)
     sizes = [(96, 112)] if args.quick else [(512, 512), (3456, 4608)]
     revision = _revision(Path(clpatch.__file__).resolve().parent.parent)
-    print(f"clpatch {clpatch.__file__} ({revision}) on {rt.device.name.strip()}", flush=True)
+    print(f"clpatch {clpatch.__file__} ({revision}) on {rt.device.name.strip()}, "
+          f"neighbour table {rt.profile.neighbour_table}", flush=True)
     results = []
     for rows, cols in sizes:
         image = photo_mosaic(rows, cols, sigma=SIGMA)
@@ -141,6 +148,7 @@ def main() -> None:
             results.append(case(f"{name} {rows}x{cols}", call, rt, prof, image, args.repeats))
     if args.json:
         args.json.write_text(json.dumps(dict(label=args.label, revision=revision,
+                                             table=rt.profile.neighbour_table,
                                              device=rt.device.name.strip(),
                                              driver=rt.device.driver_version.strip(),
                                              results=results), indent=1))
