@@ -198,11 +198,11 @@ def end_to_end(rt: clpatch.Runtime, case: dict[str, Any], repeats: int) -> dict[
         def call():
             return clpatch.nlmeans_video(image, SIGMA, temporal_window=params["temporal_window"],
                                          patch_size=params["patch_size"], step=params["step"],
-                                         window=WINDOW, n=N, runtime=rt)
+                                         window=WINDOW, k=N, runtime=rt)
     else:
         def call():
             return clpatch.nlmeans(image, SIGMA, patch_size=params["patch_size"], step=params["step"],
-                                   window=WINDOW, n=N, runtime=rt)
+                                   window=WINDOW, k=N, runtime=rt)
     call()
     seconds = wall_median(call, repeats)
     frames = image.shape[0] if case["video"] else 1

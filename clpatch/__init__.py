@@ -30,12 +30,13 @@ from .match import explain as _match_explain  # noqa: F401  (registers search)
 from .match import knn_explain as _knn_explain  # noqa: F401  (registers knn)
 from .match import nnf_explain as _nnf_explain  # noqa: F401  (registers nnf)
 from .match.ann import ann_search
-from .match.knn import knn, knn_vectors
+from .match.knn import KnnVectors, knn, knn_vectors
 from .match.matches import Matches, SearchResult, grid_positions
 from .match.nnf import nnf, reconstruct
 from .match.search import search_patches
 from .match.window import SearchPlan
 from .match.window_config import SearchConfig
+from .pipeline import make_plan
 from .tune.explain import explain
 from .tune.warmup import WarmupReport, warmup
 from .version import __version__
@@ -48,6 +49,7 @@ __all__ = [
     "DeviceProfile",
     "DeviceResourceError",
     "KernelBuildError",
+    "KnnVectors",
     "Matches",
     "NLMeansPlan",
     "NoOpenCLError",
@@ -69,6 +71,7 @@ __all__ = [
     "knn",
     "knn_vectors",
     "list_devices",
+    "make_plan",
     "nlmeans",
     "nlmeans_video",
     "nnf",

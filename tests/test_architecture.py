@@ -23,6 +23,10 @@ package folder and records each ``import`` / ``from … import`` of a clpatch mo
     but not the package root. The top-level modules of :data:`TOP_LEVEL` are unconstrained
     (except for cycles); any other module outside a known subpackage is reported.
 (e) no module longer than :data:`MAX_LINES` lines (the guideline is "about 400").
+(f) every class named ``…Plan`` derives, directly or through other classes of the package,
+    from the plan base ``Plan`` of ``clpatch.core.plans`` (its pool, uploader, events and
+    the ``enqueue`` contract of ``clpatch.make_plan``). Bases are resolved by class name
+    within the package.
 
 How an import names its target: ``import clpatch.a.b`` imports ``clpatch.a.b``; ``from X
 import n`` imports the submodule ``X.n`` when that is a module of the package (``from . import
@@ -64,7 +68,8 @@ LAYERS: dict[str, frozenset[str] | None] = {
 }
 
 #: Top-level modules that are no layer and may import anything (rule d; cycles still count).
-TOP_LEVEL = frozenset({PACKAGE, f"{PACKAGE}.__main__", f"{PACKAGE}.version", f"{PACKAGE}.dask"})
+TOP_LEVEL = frozenset({PACKAGE, f"{PACKAGE}.__main__", f"{PACKAGE}.version", f"{PACKAGE}.dask",
+                       f"{PACKAGE}.pipeline"})
 
 #: Top-level leaves every layer may import.
 SHARED_LEAVES = frozenset({f"{PACKAGE}.version"})
@@ -418,6 +423,30 @@ def long_modules(graph: ImportGraph, max_lines: int) -> list[str]:
             if n > max_lines]
 
 
+def plans_off_base(graph: ImportGraph, base_module: str, base: str = "Plan") -> list[str]:
+    """Rule (f): classes named ``…Plan`` that do not derive from ``base`` (a class of
+    ``base_module``), through classes of the package resolved by name."""
+    classes: dict[str, tuple[str, list[str]]] = {}     # name -> (module, base names)
+    for module, path in graph.modules.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef):
+                names = [b.id if isinstance(b, ast.Name) else b.attr
+                         for b in node.bases if isinstance(b, (ast.Name, ast.Attribute))]
+                classes.setdefault(node.name, (module, names))
+
+    def derives(name: str, seen: frozenset[str] = frozenset()) -> bool:
+        if name == base and classes.get(name, ("",))[0] == base_module:
+            return True
+        if name in seen or name not in classes:
+            return False
+        return any(derives(b, seen | {name}) for b in classes[name][1])
+
+    return sorted(f"{module}.{name}" for name, (module, _) in classes.items()
+                  if name.endswith("Plan") and not (name == base and module == base_module)
+                  and not derives(name))
+
+
 def package_imports(files: Collection[Path], package_name: str) -> list[str]:
     """Imports of ``package_name`` anywhere (functions included) in ``files``: the NumPy
     oracles of tests/reference must not use the code they check."""
@@ -476,6 +505,13 @@ def test_layers(graph):
 def test_module_length(graph):
     offenders = long_modules(graph, MAX_LINES)
     assert not offenders, report(f"modules longer than {MAX_LINES} lines", offenders)
+
+
+def test_every_plan_derives_from_the_plan_base(graph):
+    offenders = plans_off_base(graph, f"{PACKAGE}.core.plans")
+    assert not offenders, report("plan classes not derived from clpatch.core.plans.Plan",
+                                 offenders)
+    assert "clpatch.core.plans" in graph.modules
 
 
 def test_reference_oracles_import_nothing_from_clpatch():
@@ -624,6 +660,21 @@ def test_checker_finds_long_modules(tmp_path):
     pkg = write_package(tmp_path, {"__init__.py": "", "short.py": "x = 1\n" * 10,
                                    "long.py": "x = 1\n" * 11})
     assert long_modules(import_graph(pkg, "pkg"), 10) == ["pkg/long.py: 11 lines"]
+
+
+def test_checker_finds_plans_off_the_base(tmp_path):
+    pkg = write_package(tmp_path, {
+        "__init__.py": "",
+        "core/__init__.py": "",
+        "core/plans.py": "class Plan:\n    pass\n\nclass PlanCache(dict):\n    pass\n",
+        "match/__init__.py": "",
+        "match/a.py": "from ..core import plans\nfrom ..core.plans import Plan\n\n"
+                      "class SearchPlan(Plan):\n    pass\n\nclass PairPlan(SearchPlan):\n"
+                      "    pass\n\nclass OtherPlan(plans.Plan):\n    pass\n\n"
+                      "class LostPlan:\n    pass\n\nclass CyclePlan(CyclePlan):\n    pass\n",
+    })
+    assert plans_off_base(import_graph(pkg, "pkg"), "pkg.core.plans") == [
+        "pkg.match.a.CyclePlan", "pkg.match.a.LostPlan"]
 
 
 def test_checker_finds_package_imports_in_oracles(tmp_path):

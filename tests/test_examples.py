@@ -50,3 +50,13 @@ def test_gallery_writes_three_small_pictures(tmp_path, capsys):
             image.load()
             width, height = image.size
         assert 300 <= width <= 2000 and 150 <= height <= 1000, (path.name, image.size)
+
+
+def test_pipeline_on_one_queue_gives_the_round_trips_result(runtime, capsys):
+    """examples/pipeline.py: the frames through its kernels and make_plan("bm3d") on one
+    queue equal the NumPy round trips (it exits with an error when they differ)."""
+    example = load_example("pipeline")
+    result = example.main(["--size", "40", "56", "--frames", "2", "--repeats", "1"],
+                          device=runtime.device)
+    assert result["same"] and result["busy_ms"] > 0
+    assert "outputs equal: True" in capsys.readouterr().out

@@ -36,13 +36,13 @@ BURST_OPTIONS = (("reference", "reference", "reference frame"), ("tile", "tile",
                  ("k", "k", "k"), ("patch_size", "patch_size", "patch"), ("step", "step", "step"),
                  ("h", "h", "h"))
 # Options of `denoise` that only --method burst takes (argparse dest, option).
-BURST_ONLY = (("reference", "--reference"), ("tile", "--tile"), ("k", "--k"),
+BURST_ONLY = (("reference", "--reference"), ("tile", "--tile"),
               ("burst_method", "--burst-method"))
 # What each burst method does to the candidates, for the report.
 METHOD_LINES = {"nlmeans": "nlmeans", "bm3d": "bm3d (hard thresholding, then Wiener)"}
 # Options of `denoise` that --method burst refuses, and why.
 NOT_FOR_BURST = {"preset": "", "window": " (the ANN searches tiles: --tile)",
-                 "n": " (its candidates per patch are --k)", "aggregation": "",
+                 "aggregation": "",
                  "temporal_radius": " (every frame is searched)",
                  "search": " (a burst is always searched with the clustering ANN)"}
 SOURCES = ("a directory of images, a multi-page TIFF, a (T, H, W[, 3]) .npy array or a video "
@@ -73,7 +73,7 @@ def burst_options(args: argparse.Namespace) -> dict[str, Any]:
     of another method."""
     for dest, why in NOT_FOR_BURST.items():
         if getattr(args, dest, None) is not None:
-            option = "-n" if dest == "n" else f"--{dest.replace('_', '-')}"
+            option = f"--{dest.replace('_', '-')}"
             raise CommandError(f"{option} does not apply to --method burst{why}")
     kwargs = {key: getattr(args, dest) for dest, key, _ in BURST_OPTIONS
               if getattr(args, dest, None) is not None}

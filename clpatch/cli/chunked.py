@@ -28,7 +28,7 @@ __all__ = ["denoise_chunked"]
 
 #: Options of `denoise` passed on to the method when given: (argparse dest, keyword).
 _OPTIONS = (("preset", "preset"), ("patch_size", "patch_size"), ("step", "step"),
-            ("window", "window"), ("n", "n"), ("h", "h"), ("aggregation", "aggregation"))
+            ("window", "window"), ("k", "k"), ("h", "h"), ("aggregation", "aggregation"))
 
 
 def _check(args: argparse.Namespace) -> None:

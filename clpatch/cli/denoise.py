@@ -56,7 +56,7 @@ BM3D_PRESETS = ("fast", "reference")
 _FUNCTIONS: dict[str, Callable[..., Any]] = {"nlmeans": nlmeans, "bm3d": bm3d, "vbm3d": vbm3d}
 # Options of `denoise` passed on to the method when given: (argparse dest, keyword, label).
 METHOD_OPTIONS = (("preset", "preset", "preset"), ("patch_size", "patch_size", "patch"),
-                  ("step", "step", "step"), ("window", "window", "window"), ("n", "n", "n"),
+                  ("step", "step", "step"), ("window", "window", "window"), ("k", "k", "k"),
                   ("h", "h", "h"), ("aggregation", "aggregation", "aggregation"),
                   ("temporal_radius", "temporal_radius", "temporal radius"),
                   ("search", "search", "search"))
@@ -78,14 +78,15 @@ def method_line(name: str, function: Any, sigma: float, kwargs: dict[str, Any],
     parts = [name, f"sigma {sigma:g}"]
     ann = kwargs.get("search") == "ann"
     if name == "bm3d":
-        given = {k: v for k, v in kwargs.items() if k in ("patch_size", "step", "window", "n")}
+        given = {("n" if k == "k" else k): v for k, v in kwargs.items()
+                 if k in ("patch_size", "step", "window", "k")}
         preset = kwargs.get("preset", defaults["preset"])
         s1, s2, _ = stage_params(preset, noise, **given)
         patch = (f"{s1.patch_size}" if s1.patch_size == s2.patch_size
                  else f"{s1.patch_size}/{s2.patch_size}")
         parts += [f"preset {preset}" + settings_note(preset, noise),
                   f"patch {patch}", f"step {s1.step}/{s2.step}",
-                  *([] if ann else [f"window {s1.window}/{s2.window}"]), f"n {s1.n}/{s2.n}",
+                  *([] if ann else [f"window {s1.window}/{s2.window}"]), f"k {s1.n}/{s2.n}",
                   f"transforms {s1.transform_2d}/{s2.transform_2d}, {s1.transform_1d}",
                   f"aggregation {kwargs.get('aggregation') or 'auto'}"]
     else:
@@ -340,9 +341,10 @@ def add_command(commands: argparse._SubParsersAction) -> None:
     denoise.add_argument("--window", "-w", type=int, default=None,
                          help="search window side (default: the method's; nlmeans 21, bm3d by "
                               "preset)")
-    denoise.add_argument("-n", "--n", type=int, default=None, dest="n",
+    denoise.add_argument("-k", "--k", "-n", "--n", type=int, default=None, dest="k",
                          help="similar patches per reference (default: the method's; nlmeans 16, "
-                              "bm3d by preset; a power of 2 for bm3d)")
+                              "bm3d by preset, a power of 2; burst 16, from every frame, at "
+                              "most 32); -n is its former name")
     denoise.add_argument("--h", type=positive_number, default=None,
                          help="NL-means filtering parameter (default: derived from sigma; "
                               "burst: sigma)")
@@ -354,9 +356,6 @@ def add_command(commands: argparse._SubParsersAction) -> None:
                          help="burst: the frame to denoise, counted from 0 (default 0)")
     denoise.add_argument("--tile", type=int, default=None,
                          help=f"burst: side of the ANN's tiles (default {DEFAULT_TILE})")
-    denoise.add_argument("--k", "-k", type=int, default=None,
-                         help="burst: similar patches per reference patch, from every frame "
-                              "(default 16, at most 32)")
     denoise.add_argument("--aggregation", choices=AGGREGATIONS, default=None,
                          help="how overlapping patch estimates are summed (default: the "
                               "scheduler's choice for the device)")

@@ -30,7 +30,7 @@ from .common import CommandError, first_line
 # The search `devices --check` runs on every device: small, on the default (rule) path, with
 # the last grid row and column off the step-4 lattice so the border kernel runs too.
 CHECK_SHAPE = (22, 27)
-CHECK_PARAMS = dict(patch_size=8, step=4, window=9, n=4)
+CHECK_PARAMS = dict(patch_size=8, step=4, window=9, k=4)
 
 
 def _kib(nbytes: int) -> str:
@@ -89,21 +89,21 @@ def check_device(entry: DeviceEntry) -> str | None:
 
 
 def brute_force_distances(image: np.ndarray, patch_size: int, step: int, window: int,
-                          n: int) -> np.ndarray:
-    """The n smallest L2 distances of every reference of a small 2-D image, in NumPy."""
+                          k: int) -> np.ndarray:
+    """The k smallest L2 distances of every reference of a small 2-D image, in NumPy."""
     rows, cols = image.shape
     data = image.astype(np.float64)
     half = window // 2
     gy = grid_positions(rows, patch_size, step)
     gx = grid_positions(cols, patch_size, step)
-    out = np.empty((len(gy), len(gx), n))
+    out = np.empty((len(gy), len(gx), k))
     for i, y in enumerate(gy):
         for j, x in enumerate(gx):
             ref = data[y:y + patch_size, x:x + patch_size]
             found = [float(((data[cy:cy + patch_size, cx:cx + patch_size] - ref) ** 2).sum())
                      for cy in range(max(0, y - half), min(rows - patch_size, y + half) + 1)
                      for cx in range(max(0, x - half), min(cols - patch_size, x + half) + 1)]
-            out[i, j] = np.sort(found)[:n]
+            out[i, j] = np.sort(found)[:k]
     return out
 
 

@@ -41,7 +41,7 @@ def save(path: str, result: Any, runtime: Runtime) -> None:
     config = result.config
     fields = dict(positions=np.asarray(result.positions), distances=np.asarray(result.distances),
                   grid_y=np.asarray(result.grid_y), grid_x=np.asarray(result.grid_x),
-                  patch_size=result.patch_size, step=result.step, k=result.n,
+                  patch_size=result.patch_size, step=result.step, k=result.k,
                   metric=result.metric,
                   config=config.describe() if hasattr(config, "describe") else str(config),
                   device=runtime.device.name.strip())
@@ -53,7 +53,7 @@ def summary(result: Any, reference: np.ndarray, seconds: float, builds: int) -> 
     """The line `clpatch knn` prints: queries, candidates, k, metric and time."""
     queries = len(result.grid_y) * len(result.grid_x)
     return (f"knn: {queries} queries x {candidates(reference, result.patch_size)} candidates, "
-            f"k {result.n}, {result.metric}, patch {result.patch_size}, step {result.step}: "
+            f"k {result.k}, {result.metric}, patch {result.patch_size}, step {result.step}: "
             f"{seconds:.3f} s" + builds_note(builds))
 
 
@@ -88,7 +88,7 @@ def add_command(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("reference", metavar="REFERENCE", nargs="?", default=None,
                         help="image file or .npy array searched (default: QUERY)")
     parser.add_argument("--patch-size", "-p", type=int, default=8, help="patch side (default 8)")
-    parser.add_argument("-k", type=int, default=16, help="neighbours per query patch "
+    parser.add_argument("-k", "--k", type=int, default=16, help="neighbours per query patch "
                         "(default 16)")
     parser.add_argument("--metric", choices=KNN_METRICS, default="l2",
                         help="sum of squared (l2) or absolute (l1) differences, or the Chamfer "

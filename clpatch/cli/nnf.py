@@ -153,7 +153,7 @@ def add_command(commands: argparse._SubParsersAction) -> None:
                         "matched")
     parser.add_argument("b", metavar="B", help="image file or .npy array searched")
     parser.add_argument("--patch-size", "-p", type=int, default=8, help="patch side (default 8)")
-    parser.add_argument("-k", type=int, default=1, help="neighbours per patch of A (default 1)")
+    parser.add_argument("-k", "--k", type=int, default=1, help="neighbours per patch of A (default 1)")
     parser.add_argument("--pca-dims", type=int, default=10,
                         help="dimensions of the reduced space the tree is built in (default 10)")
     parser.add_argument("--candidates", "-m", type=int, default=8,

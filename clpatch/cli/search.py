@@ -36,7 +36,7 @@ def summary(name: str, image: np.ndarray, video: bool, result: Any, runtime: Run
     lines = [
         f"image:      {name}: {shape} {image.dtype} {layout}",
         f"search:     patch {result.patch_size}, step {result.step}, window {result.window}, "
-        f"n {result.n}, {result.metric}"
+        f"k {result.k}, {result.metric}"
         + (f", temporal window {result.temporal_window}" if video else ""),
         f"grid:       {gy} x {gx} references" + (f" x {frames} frames" if video else "")
         + f" = {refs}",
@@ -46,7 +46,7 @@ def summary(name: str, image: np.ndarray, video: bool, result: Any, runtime: Run
         f"wall time:  {seconds:.3f} s" + builds_note(builds),
     ]
     distances = np.asarray(result.distances)
-    shown = [1, 2, result.n] if result.n > 2 else list(range(1, result.n + 1))
+    shown = [1, 2, result.k] if result.k > 2 else list(range(1, result.k + 1))
     for k in shown:
         lines.append(f"{f'neighbour {k}:':<11} distance {_stats(distances[..., k - 1])}")
     return lines
@@ -57,7 +57,7 @@ def _run_search(image: np.ndarray, video: bool, args: argparse.Namespace) -> tup
     runtime = Runtime(args.device)
     builds = runtime.programs.builds
     start = time.perf_counter()
-    result = search_patches(image, args.patch_size, args.step, args.window, args.n,
+    result = search_patches(image, args.patch_size, args.step, args.window, args.k,
                             metric=args.metric, variant=args.variant,
                             temporal_window=args.temporal_window, runtime=runtime,
                             video=True if video else None)
@@ -69,7 +69,7 @@ def _save(path: str, result: Any, runtime: Runtime) -> None:
     with TemporaryOutput(path) as output, open(output.temporary, "wb") as fh:
         np.savez(fh, positions=np.asarray(result.positions), distances=np.asarray(result.distances),
                  grid_y=result.grid_y, grid_x=result.grid_x, patch_size=result.patch_size,
-                 step=result.step, window=result.window, n=result.n, metric=result.metric,
+                 step=result.step, window=result.window, n=result.k, metric=result.metric,
                  temporal_window=result.temporal_window, config=result.config.describe(),
                  device=runtime.device.name.strip())
 
@@ -101,8 +101,8 @@ def add_command(commands: argparse._SubParsersAction) -> None:
                         help="grid step of the reference patches (default 4)")
     search.add_argument("--window", "-w", type=int, default=21,
                         help="search window side, half-width window//2 (default 21)")
-    search.add_argument("-n", "--n", type=int, default=16, dest="n",
-                        help="neighbours per reference (default 16)")
+    search.add_argument("-k", "--k", "-n", "--n", type=int, default=16, dest="k",
+                        help="neighbours per reference (default 16; -n is its former name)")
     search.add_argument("--metric", choices=("l2", "l1"), default="l2",
                         help="sum of squared (l2) or absolute (l1) differences (default l2)")
     search.add_argument("--variant", choices=SEARCH_VARIANTS, default=None,

@@ -66,7 +66,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     runtime = Runtime(args.device)
     if args.tuning:
         runtime.use_tuning(args.tuning)
-    print(explain_choice(args.operation, patch_size=args.patch_size, step=args.step, n=args.n,
+    print(explain_choice(args.operation, patch_size=args.patch_size, step=args.step, k=args.k,
                          window=args.window, channels=args.channels, metric=args.metric,
                          video=args.video, variant=args.variant, preset=args.preset,
                          pca_dims=args.pca_dims, candidates=args.candidates,
@@ -160,8 +160,9 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
                          help="default 8")
     explain.add_argument("--step", "-s", type=int, default=None,
                          help="default 4 (bm3d: the preset's)")
-    explain.add_argument("--n", "-n", type=int, default=None, dest="n",
-                         help="default 16 (bm3d: the preset's)")
+    explain.add_argument("-k", "--k", "-n", "--n", type=int, default=None, dest="k",
+                         help="matches per reference: default 16 (bm3d: the preset's); -n is "
+                              "its former name")
     explain.add_argument("--window", "-w", type=int, default=None,
                          help="default 21 (bm3d: the preset's; vbm3d: its window in the "
                               "reference's frame, 7)")

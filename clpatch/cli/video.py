@@ -41,11 +41,11 @@ from .sigma import first_frame_sigma
 
 # Command-line options (argparse dest) each video method accepts, and its keyword.
 VIDEO_OPTIONS = {
-    "vbm3d": {"patch_size": "patch_size", "step": "step", "n": "n", "aggregation": "aggregation",
+    "vbm3d": {"patch_size": "patch_size", "step": "step", "k": "k", "aggregation": "aggregation",
               "temporal_radius": "temporal_radius"},
     "bm3d": {"preset": "preset", "patch_size": "patch_size", "step": "step", "window": "window",
-             "n": "n", "aggregation": "aggregation"},
-    "nlmeans": {"patch_size": "patch_size", "step": "step", "window": "window", "n": "n",
+             "k": "k", "aggregation": "aggregation"},
+    "nlmeans": {"patch_size": "patch_size", "step": "step", "window": "window", "k": "k",
                 "h": "h", "aggregation": "aggregation", "temporal_radius": "temporal_window"},
 }
 
@@ -53,7 +53,7 @@ VIDEO_OPTIONS = {
 def _options(args: argparse.Namespace) -> dict[str, Any]:
     accepted = VIDEO_OPTIONS[args.method]
     given = {dest: getattr(args, dest) for dest in
-             ("preset", "patch_size", "step", "window", "n", "h", "aggregation",
+             ("preset", "patch_size", "step", "window", "k", "h", "aggregation",
               "temporal_radius") if getattr(args, dest, None) is not None}
     for dest in given:
         if dest not in accepted:
@@ -84,7 +84,7 @@ def _method_line(args: argparse.Namespace, kwargs: dict[str, Any], runtime: Runt
         variant, _ = choose_video_search(runtime.profile)
         parts += [f"temporal radius {radius}", f"patch {s1.patch_size}",
                   f"step {s1.step}/{s2.step}", f"windows {s1.window_ref}/{s1.window_pred}",
-                  f"q {s1.q}", f"n {s1.n}/{s2.n}", f"search {variant}"]
+                  f"q {s1.q}", f"k {s1.n}/{s2.n}", f"search {variant}"]
     elif args.method == "bm3d":
         parts.append(f"frame by frame, preset {kwargs.get('preset', 'fast')}")
     else:

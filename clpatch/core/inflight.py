@@ -30,11 +30,12 @@ waiting), never from an OpenCL callback thread.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 import weakref
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -96,13 +97,31 @@ class InFlight:
         self._finished = 0          # launches seen finished since the hook was set
         self._reported = 0
         self._stage = ""
+        self._unbounded = 0         # `unbounded()` blocks entered and not left
+
+    @contextlib.contextmanager
+    def unbounded(self) -> Iterator[None]:
+        """Launches made inside do not wait for room (a plan's `enqueue`, which must return
+        without waiting for the device: its caller waits, with events); they are still
+        recorded, so the next bounded launch or `settle` waits for them."""
+        with self._lock:
+            self._unbounded += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._unbounded -= 1
 
     # ---- the launch path (`clpatch.core.kernels.CachedKernel`) -----------------------------
 
     def before_launch(self) -> None:
-        """Make room for one launch: wait (interruptibly) while `limit` are unfinished."""
+        """Make room for one launch: wait (interruptibly) while `limit` are unfinished
+        (inside `unbounded()`, only forget the finished ones)."""
         if len(self._events) >= self.limit:
-            self._make_room()
+            if self._unbounded:
+                self._prune()
+            else:
+                self._make_room()
 
     def launched(self, event: Any, name: str) -> None:
         """Record a launch just enqueued; report progress; raise `Cancelled` if asked."""

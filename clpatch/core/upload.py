@@ -152,11 +152,11 @@ class Uploader:
         block = np.ascontiguousarray(volume.array)
         return [("upload", cl.enqueue_copy(self.runtime.queue, dst, block, wait_for=wait_for))]
 
-    def read_peak(self, host: np.ndarray) -> Any:
-        """Start copying the check word (see `peak`) into the uint32 array `host`, without
-        waiting; returns the copy's event."""
+    def read_peak(self, host: np.ndarray, wait_for: list[Any] | None = None) -> Any:
+        """Start copying the check word (see `peak`) into the uint32 array `host`, after
+        `wait_for`, without waiting; returns the copy's event."""
         return cl.enqueue_copy(self.runtime.queue, host, self._check, src_offset=4 * self._word,
-                               is_blocking=False)
+                               wait_for=wait_for, is_blocking=False)
 
     def peak(self, wait_for: list[Any] | None = None) -> float:
         """The largest |value| converted since `begin()` (waits for it): NaN or inf when any

@@ -8,6 +8,7 @@ booleans never do.
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -52,6 +53,19 @@ def check_choice(name: str, value: Any, choices: Sequence[str], *,
         extra = " or None" if allow_none else ""
         raise ValueError(f"{name} must be one of {tuple(choices)}{extra}, got {value!r}")
     return value
+
+
+def k_or_n(k: Any, n: Any, default: Any, where: str) -> Any:
+    """The number of matches of a call that takes `k`, where the deprecated `n` (its name
+    before 0.x) is still accepted with a DeprecationWarning; TypeError when both are given
+    (`k` other than its `default`)."""
+    if n is None:
+        return k
+    warnings.warn(f"{where}: n= is deprecated, pass k= (the number of matches)",
+                  DeprecationWarning, stacklevel=3)
+    if k is not default and k != default:
+        raise TypeError(f"{where}: pass k (or the deprecated n), not both")
+    return n
 
 
 def check_bool(name: str, value: Any) -> bool:

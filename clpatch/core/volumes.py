@@ -124,6 +124,30 @@ def as_volume(image: Any, *, name: str = "image", video: bool | None = None,
     return Volume(image, frames, rows, cols, channels, bool(video), on_device)
 
 
+def planned_volume(shape: Any, dtype: Any = np.float32, *, name: str = "image",
+                   video: bool | None = None, temporal_window: int = 0) -> Volume:
+    """The Volume of a device input of `shape` and `dtype` that a plan is made for
+    (`clpatch.make_plan`), checked as `as_volume` checks an array; its `array` is a
+    read-only NumPy view of one zero of `dtype` (it holds no data)."""
+    if isinstance(shape, (int, np.integer)) or not isinstance(shape, (tuple, list)):
+        raise TypeError(f"shape must be a tuple of ints, got {shape!r}")
+    dims = []
+    for size in shape:
+        if isinstance(size, (bool, np.bool_)) or not isinstance(size, (int, np.integer)):
+            raise TypeError(f"shape must be a tuple of ints, got {tuple(shape)!r}")
+        if size < 1:
+            raise ValueError(f"shape must hold positive sizes, got {tuple(shape)}")
+        dims.append(int(size))
+    try:
+        dtype = np.dtype(dtype)
+    except TypeError:
+        raise TypeError(f"dtype must be a NumPy dtype, got {dtype!r}") from None
+    stand_in = np.broadcast_to(np.zeros((), dtype), tuple(dims))
+    volume = as_volume(stand_in, name=name, video=video, temporal_window=temporal_window)
+    return Volume(volume.array, volume.frames, volume.rows, volume.cols, volume.channels,
+                  volume.video, True)
+
+
 def default_data_range(dtype: Any, peak: float | None) -> float:
     """The nominal range of data of `dtype` whose largest |value| is `peak` (None: unknown):
     the type's maximum for integers wider than 8 bits, 1 for floats within [-1, 1], else

@@ -21,6 +21,7 @@ from dask.highlevelgraph import HighLevelGraph
 from dask.task_spec import Task, TaskRef
 
 from ..core.runtime import Runtime
+from ..core.validate import k_or_n
 from ..match.matches import Matches, grid_positions
 from ..match.search import search_patches as search_image
 from ..match.window_params import check_fits, check_search_request
@@ -55,15 +56,16 @@ def _run_search(sources: list[Any], *, layout: list[Any], ya: int, xa: int, ys: 
     return positions, found.distances[iy][:, ix]
 
 
-def search_patches(image: Any, patch_size: int = 8, step: int = 4, window: int = 21, n: int = 16,
-                   metric: str = "l2") -> Matches:
+def search_patches(image: Any, patch_size: int = 8, step: int = 4, window: int = 21, k: int = 16,
+                   metric: str = "l2", *, n: int | None = None) -> Matches:
     """`clpatch.search_patches` on a Dask array (H, W) or (H, W, C) chunked in space.
 
-    Returns `Matches` with lazy Dask arrays: positions int32 (gy, gx, n, 2) in the image's
-    coordinates and distances float32 (gy, gx, n), equal to one in-memory call's; `config`
+    Returns `Matches` with lazy Dask arrays: positions int32 (gy, gx, k, 2) in the image's
+    coordinates and distances float32 (gy, gx, k), equal to one in-memory call's; `config`
     is None (each worker's scheduler chooses its own variant: the results do not depend on
-    it). Images only (no video).
+    it). Images only (no video). `n` is the deprecated name of `k`.
     """
+    n = k_or_n(k, n, 16, "clpatch.dask.search_patches")
     x = check_dask_array(image, "image", (2, 3))
     channels = x.shape[2] if x.ndim == 3 else 1
     if x.ndim == 3 and len(x.chunks[2]) > 1:
@@ -73,13 +75,13 @@ def search_patches(image: Any, patch_size: int = 8, step: int = 4, window: int =
     rows, cols = x.shape[:2]
     available = check_fits(request, 1, rows, cols, 0)
     if request.n > available:
-        raise ValueError(f"n={request.n} is larger than the number of candidates of a corner "
+        raise ValueError(f"k={request.n} is larger than the number of candidates of a corner "
                          f"reference ({available} with window={request.window}, "
                          f"patch_size={request.patch_size})")
     p, s = request.patch_size, request.step
     grid_y, grid_x = grid_positions(rows, p, s), grid_positions(cols, p, s)
     halo = search_halo(p, s, request.window)
-    kwargs = dict(patch_size=p, step=s, window=request.window, n=request.n, metric=request.metric)
+    kwargs = dict(patch_size=p, step=s, window=request.window, k=request.n, metric=request.metric)
     token = dask.base.tokenize(x, kwargs)
     row_spans, col_spans = _spans(x.chunks[0], grid_y), _spans(x.chunks[1], grid_x)
 

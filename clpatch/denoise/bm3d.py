@@ -126,6 +126,7 @@ import numpy as np
 from ..core.buffers import BufferPool
 from ..core.runtime import Runtime, resolve_runtime
 from ..core.upload import Uploader
+from ..core.validate import k_or_n
 from ..core.volumes import Volume, as_volume, channels_last
 from ..match.matcher import available_candidates, check_search
 from ..match.matches import usable_n
@@ -144,14 +145,14 @@ PEAK_SCRATCH_BYTES = 16 << 20
 
 
 def bm3d(image: Any, sigma: float, *, preset: str = "fast", patch_size: int | None = None,
-         step: Any = None, window: Any = None, n: Any = None, transform_2d: Any = None,
+         step: Any = None, window: Any = None, k: Any = None, transform_2d: Any = None,
          transform_1d: Any = None, stages: int | None = None, lambda_3d: float | None = None,
          mu2: float | None = None, tau_match: Any = None, stagger: bool | None = None,
          exact_variance: bool | None = None,
          aggregation: str | None = None, data_range: float | None = None,
          channel_axis: int | None = None, variant: str | SearchConfig | None = None,
          search: str = "window", peak: float | None = None, guide: Any = None,
-         guide_role: str = "match", runtime: Runtime | None = None) -> Any:
+         guide_role: str = "match", runtime: Runtime | None = None, n: Any = None) -> Any:
     """Denoise an image with BM3D (grayscale) or CBM3D (RGB), Davy–Ehret's GPU design.
 
     image: (H, W), (H, W, 1) or (H, W, 3) RGB, any real dtype, NumPy or pyopencl array.
@@ -163,15 +164,16 @@ def bm3d(image: Any, sigma: float, *, preset: str = "fast", patch_size: int | No
         The reference preset's stage-1 tau_match is 3000 + 2σ² at every σ (σ in 0–255
         units); the fast one's is 3.125σ² from σ ≈ 28.28 to 40 (5000 at 40), and above 40
         it takes its high-noise settings (see the module doc). Every other argument
-        overrides the preset; patch_size, window, step, n, transform_2d ("bior1.5" | "dct"),
+        overrides the preset; patch_size, window, step, k, transform_2d ("bior1.5" | "dct"),
         transform_1d ("hadamard" | "haar") and tau_match take one value or a (stage 1,
         stage 2) pair.
     patch_size: 8 (2 to 16; a stage whose size is not 8 uses the DCT; the preset's step is
         capped at it; a preset's size larger than a tiny image is lowered to the image's,
-        down to 8); n: powers of 2 up to 32 (capped for tiny images); stages: 2, or 1 for the
-        basic estimate only; lambda_3d: hard threshold in units of sigma (3.0 in both
-        presets); mu2: Wiener regularisation, w = B² / (B² + mu2·σ²) (fast 1, the
-        original's; reference 0.4, the `bm3d` package's for white noise);
+        down to 8); k: the group size, a power of 2 up to 32 (capped for tiny images; n is
+        its deprecated name); stages: 2, or 1 for the basic estimate only; lambda_3d: hard
+        threshold in units of sigma (3.0 in both presets); mu2: Wiener regularisation, w =
+        B² / (B² + mu2·σ²) (fast 1, the original's; reference 0.4, the `bm3d` package's for
+        white noise);
         tau_match: matching thresholds (fast 2500, 400; reference 3000 + 2σ², 400; see
         preset for the noise-dependent defaults), mean squared difference per pixel on a
         0–255 scale; stagger: the reference patches of consecutive grid rows start 0, 1,
@@ -216,7 +218,8 @@ def bm3d(image: Any, sigma: float, *, preset: str = "fast", patch_size: int | No
     plan = plan_for(rt, volume.rows, volume.cols, volume.channels,
                     device_output=volume.on_device, preset=preset,
                     noise=noise_255(volume, strength, rt, preset), patch_size=patch_size,
-                    step=step, window=window, n=n, transform_2d=transform_2d,
+                    step=step, window=window, n=k_or_n(k, n, None, "bm3d"),
+                    transform_2d=transform_2d,
                     transform_1d=transform_1d, stages=stages, lambda_3d=lambda_3d, mu2=mu2,
                     tau_match=tau_match, stagger=stagger, exact_variance=exact_variance,
                     aggregation=aggregation, variant=variant, search=search)
@@ -279,6 +282,20 @@ def plan_for(runtime: Runtime, rows: int, cols: int, channels: int, *,
     preset's; `noise`: σ in 0–255 units that picks the preset's defaults, see
     `stage_params`); n is lowered on images too small to offer it (the project's policy for n),
     and a preset's patch size (not a given one) on images smaller than it."""
+    capped, count = sized_stages(rows, cols, preset=preset, noise=noise, search=search,
+                                 **params)
+    key = ("bm3d", rows, cols, channels, device_output, capped, count, aggregation, variant,
+           search)
+    return runtime.plan_cache().plan(key, lambda: BM3DPlan(
+        runtime, rows, cols, channels, capped, count, aggregation=aggregation, variant=variant,
+        device_output=device_output, search=search), PLANS_KEPT)
+
+
+
+def sized_stages(rows: int, cols: int, *, preset: str, noise: float | None, search: str,
+                 **params: Any) -> tuple[tuple[Any, Any], int]:
+    """(the two stages' parameters, the stage count) of `bm3d`'s arguments on images of
+    (rows, cols) (see `plan_for`), every argument checked."""
     check_search(search)
     p1, p2, count = stage_params(preset, noise, **params)
     side = min(rows, cols)
@@ -296,9 +313,4 @@ def plan_for(runtime: Runtime, rows: int, cols: int, channels: int, *,
     capped = tuple(replace(sp, n=usable_n(sp.n, available_candidates(
         search, rows, cols, 1, sp.patch_size, sp.window, 0), power_of_two=True))
         for sp in (p1, p2))
-    key = ("bm3d", rows, cols, channels, device_output, capped, count, aggregation, variant,
-           search)
-    return runtime.plan_cache().plan(key, lambda: BM3DPlan(
-        runtime, rows, cols, channels, capped, count, aggregation=aggregation, variant=variant,
-        device_output=device_output, search=search), PLANS_KEPT)
-
+    return capped, count

@@ -147,9 +147,9 @@ def merge_params(defaults: dict[str, Any], overrides: dict[str, Any],
 def group_and_transforms(per: dict[str, tuple[Any, Any]], s: int,
                          patch_size: int) -> tuple[int, str, str]:
     """(n, transform_2d, transform_1d) of stage s + 1, checked, from per-stage pairs."""
-    n = check_int("n", per["n"][s], 1, MAX_GROUP)
+    n = check_int("k", per["n"][s], 1, MAX_GROUP)
     if n & (n - 1):
-        raise ValueError(f"n must be a power of 2 (1, 2, 4, 8, 16 or 32), got {n}")
+        raise ValueError(f"k must be a power of 2 (1, 2, 4, 8, 16 or 32), got {n}")
     t2, t1 = per["transform_2d"][s], per["transform_1d"][s]
     check_choice("transform_2d", t2, TRANSFORMS_2D)
     check_choice("transform_1d", t1, TRANSFORMS_1D)
@@ -233,7 +233,8 @@ def stage_params(preset: str = "fast", noise: float | None = None,
             raise TypeError(f"unknown BM3D parameter {key!r}; accepted: {sorted(cfg)}")
         if value is not None:
             cfg[key] = value
-    per = {k: stage_pair(k, cfg[k]) for k in _PER_STAGE}
+    # (n, the group size, is `k` to the caller: the errors name it so)
+    per = {k: stage_pair("k" if k == "n" else k, cfg[k]) for k in _PER_STAGE}
     sizes = tuple(check_int("patch_size", v, 2, MAX_PATCH) for v in per["patch_size"])
     if overrides.get("transform_2d") is None:
         per["transform_2d"] = tuple(t if p == 8 else "dct"

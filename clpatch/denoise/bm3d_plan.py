@@ -6,20 +6,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pyopencl as cl
 
-from ..core.buffers import BufferPool, halve_until_fits, int_buffer, memory_limits
+from ..core.buffers import int_buffer
+from ..core.plans import Plan, check_out
 from ..core.runtime import Runtime
 from ..core.staging import download
 from ..core.transfer import Transfers
 from ..core.upload import Uploader, check_peak
 from ..core.volumes import Volume, as_volume, check_planned, default_data_range
-from ..match.matcher import make_matcher
-from ..match.window_config import SearchConfig, SearchRequest, choose_search
+from ..match.window_config import SearchConfig
 from . import bm3d_stream
 from .bm3d_guide import check_guide_role, guide_volume, upload_guide
 from .bm3d_params import (
@@ -27,9 +26,9 @@ from .bm3d_params import (
     channel_sigmas,
     choose_aggregation,
     fixed_point_scales,
-    stagger_shifts,
 )
-from .collaborative import FilterKernels
+from .bm3d_stage import Stage, Tile, plan_tiles
+from .peaks import peak_judge
 from .strength import Strength
 
 __all__ = ["BM3DPlan"]
@@ -40,48 +39,10 @@ PINNED_BYTES = 4 << 20
 GROUPS_PER_LAUNCH = 1 << 20
 
 
-@dataclass(frozen=True)
-class _Tile:
-    """Output rows [a, b) and, per stage, the search chunk of the references they need."""
-
-    a: int
-    b: int
-    chunks: tuple[Any, ...]
-
-
-class _Stage:
-    """The search plan and kernels of one stage."""
-
-    def __init__(self, plan: BM3DPlan, params: StageParams, variant: Any) -> None:
-        rt = plan.runtime
-        self.params = params
-        request = SearchRequest(params.patch_size, params.step, params.n, params.window, 1, "l2",
-                                False)
-        # (size: the rules fit the square search's tile to a small image, to fill the device)
-        config = choose_search(request, rt.profile, variant, rt.tuning,
-                               size=(plan.rows, plan.cols))
-        shifts = stagger_shifts(params.step) if params.stagger else ()
-        self.search = make_matcher(plan.search_engine, rt, 1, plan.rows, plan.cols, 1, request,
-                                   config, stagger=shifts)
-        self.staggered = bool(self.search.stagger)
-        kernels = FilterKernels(rt, params, channels=plan.channels,
-                                aggregation=plan.aggregation, colour=plan.colour,
-                                stagger=self.staggered, exact_variance=params.exact_variance)
-        self.filter, self.group = kernels.filter, kernels.group
-        self.finalize, self.finalize_planar = kernels.finalize, kernels.finalize_planar
-        self.clear, self.opponent = kernels.clear, kernels.opponent
-
-    def rows_for(self, a: int, b: int) -> tuple[int, int]:
-        """Grid rows [g0, g1) whose groups can reach output rows [a, b)."""
-        p, h = self.params.patch_size, self.search.reach
-        gy = self.search.grid_y
-        g0 = int(np.searchsorted(gy, a - h - p + 1, side="left"))
-        g1 = int(np.searchsorted(gy, b - 1 + h, side="right"))
-        return g0, max(g1, g0 + 1)
-
-
-class BM3DPlan:
-    """A compiled BM3D/CBM3D for one image shape and parameter set, reusable across calls.
+class BM3DPlan(Plan):
+    """A compiled BM3D/CBM3D for one image shape and parameter set, reusable across calls (a
+    `clpatch.core.plans.Plan`: `clpatch.make_plan("bm3d", ...)` makes one, its strength and
+    guide role fixed in `strength` and `guide_role`).
 
     `run(image, sigma)` denoises one image of the planned shape. Images larger than the
     device's memory are processed in bands of output rows; a band searches and filters every
@@ -92,6 +53,9 @@ class BM3DPlan:
     A guided run's bands count the guide's buffer (`tiles_for(True)`), so may be lower.
     """
 
+    method = "bm3d"
+    input_names = ("image", "guide")
+
     def __init__(self, runtime: Runtime, rows: int, cols: int, channels: int,
                  params: tuple[StageParams, StageParams], stages: int = 2, *,
                  aggregation: str | None = None, variant: str | SearchConfig | None = None,
@@ -100,14 +64,17 @@ class BM3DPlan:
         if channels not in (1, 3):
             raise ValueError(f"BM3D filters grayscale (1 channel) or RGB (3 channels), got {channels}")
         self.search_engine = search      # checked by make_matcher
-        self.runtime = runtime
+        super().__init__(runtime)
+        #: The strength and guide role of `enqueue` (`clpatch.make_plan` sets them).
+        self.strength: Strength | None = None
+        self.guide_role = "match"
         self.rows, self.cols, self.channels = rows, cols, channels
         self.colour = channels == 3
         self.device_output = device_output
         self.params = params[:stages]
         self.aggregation, self.aggregation_reason = choose_aggregation(runtime.profile, aggregation)
-        self.stages = [_Stage(self, p, variant) for p in self.params]
-        self.pool = BufferPool(runtime.context)
+        self.stages = [Stage(self, p, variant) for p in self.params]
+        self.uploader = self.stages[0].search.uploader      # the image's check
         # The guide's conversion has its own check word: its peak is never the image's.
         self.guide_uploader = Uploader(runtime, self.pool)
         # Large NumPy images move through pinned memory on a transfer queue (Transfers).
@@ -119,58 +86,17 @@ class BM3DPlan:
                     for s in self.stages]
         self._ys: dict[tuple[int, int, int], Any] = {}
         self._tile_budget = tile_bytes
-        self.tiles = self._plan_tiles(tile_bytes)
-        self._guided_tiles: list[_Tile] | None = None
-        self.last_events: list[tuple[str, Any]] = []
+        self.tiles = plan_tiles(self, tile_bytes)
+        self._guided_tiles: list[Tile] | None = None
 
-    # ---- memory plan -----------------------------------------------------------------------
+    # ---- memory plan (`clpatch.denoise.bm3d_stage`) ----------------------------------------
 
-    def _tile(self, a: int, b: int) -> _Tile:
-        return _Tile(a, b, tuple(s.search.chunk(0, 1, *s.rows_for(a, b)) for s in self.stages))
-
-    def _tile_bytes(self, tile: _Tile, guided: bool = False) -> tuple[int, int]:
-        """(largest buffer, all buffers) of a tile, in bytes (`guided`: with a guide's band
-        and its host staging)."""
-        w, ch = self.cols, self.channels
-        item = 8 if self.aggregation == "fixed" else 4
-        largest = whole = 0
-        for stage, chunk in zip(self.stages, tile.chunks, strict=True):
-            hb = chunk.y_hi - chunk.y_lo
-            refs = (chunk.g1 - chunk.g0) * len(stage.search.grid_x)
-            sizes = [ch * hb * w * 4,                       # planar band
-                     ch * hb * w * 8,                       # host staging
-                     ch * hb * w * 4,                       # basic estimate band
-                     refs * stage.params.n * 12,            # positions and distances
-                     ch * hb * w * 2 * item,                # numerator and denominator
-                     (tile.b - tile.a) * w * ch * 4]        # output rows
-            if guided:
-                sizes += [ch * hb * w * 4, ch * hb * w * 8]  # guide band and its staging
-            largest = max(largest, *sizes)
-            whole = max(whole, sum(sizes))
-        return largest, whole
-
-    def _plan_tiles(self, tile_bytes: int | None, guided: bool = False) -> list[_Tile]:
-        largest, total = memory_limits(self.runtime, tile_bytes)
-
-        def tiles(rc: int) -> list[_Tile]:
-            return [self._tile(a, min(self.rows, a + rc)) for a in range(0, self.rows, rc)]
-
-        def fits(_: int, rc: int) -> bool:
-            return all(big <= largest and whole <= total
-                       for big, whole in (self._tile_bytes(t, guided) for t in tiles(rc)))
-
-        _, rows = halve_until_fits(
-            fits, 1, self.rows,
-            f"one image row of this input does not fit the device's memory ({largest} bytes per "
-            "buffer); reduce the image width, window or n")
-        return tiles(rows)
-
-    def tiles_for(self, guided: bool) -> list[_Tile]:
+    def tiles_for(self, guided: bool) -> list[Tile]:
         """The bands of a run without (`tiles`) or with a guide image."""
         if not guided:
             return self.tiles
         if self._guided_tiles is None:
-            self._guided_tiles = self._plan_tiles(self._tile_budget, guided=True)
+            self._guided_tiles = plan_tiles(self, self._tile_budget, guided=True)
         return self._guided_tiles
 
     # ---- running ---------------------------------------------------------------------------
@@ -207,10 +133,57 @@ class BM3DPlan:
         """`run` with the strength arguments checked already (`Strength.check`)."""
         role = check_guide_role(guide_role, guide is not None, len(self.stages))
         volume = as_volume(image, video=False)
-        image = volume.array            # an array-like is an array from here on
         check_planned(volume, (1, self.rows, self.cols, self.channels), self.device_output,
                       self.runtime.context)
         guided = None if guide is None else guide_volume(guide, volume, self.runtime)
+        output = self._launch(volume, strength, guided, role, None)
+        limit = self.stages[0].search.check_limit()
+        if guided is not None:
+            check_peak(self.guide_uploader.peak(), limit, "guide")
+        if strength.peak is not None:
+            self._judge(strength.peak)(self.uploader.peak())
+        return output
+
+    @property
+    def waits_for_peak(self) -> bool:
+        """Whether `enqueue` waits for the image's peak |value| (it then reads it before
+        the filters): when no peak was given and the fixed-point aggregation or a float
+        image's default data range needs it (`clpatch.make_plan` sets `strength`)."""
+        strength, dtype = self.strength, self.input_dtype
+        if strength is None or strength.peak is not None:
+            return False
+        float_range = strength.data_range is None and (dtype is None or dtype.kind == "f")
+        return self.aggregation == "fixed" or float_range
+
+    def enqueue_arrays(self, image: Any, guide: Any = None, *, out: Any,
+                       wait_for: list[Any] | None) -> tuple[Any, list[Any]]:
+        """The plan's `enqueue` (`clpatch.core.plans.Plan`) with its `strength` and
+        `guide_role`: the denoised device image (in `out` when given), the value checks
+        deferred (see `waits_for_peak` for when it waits)."""
+        if self.strength is None or not self.device_output:
+            raise TypeError("enqueue needs a plan from clpatch.make_plan('bm3d', ...)")
+        volume = as_volume(image, video=False)
+        guided = None if guide is None else guide_volume(guide, volume, self.runtime)
+        output = self._launch(volume, self.strength, guided, self.guide_role, out)
+        last = [self.last_events[-1][1]]
+        limit = self.stages[0].search.check_limit()
+        if guided is not None:
+            self.defer_check(last, limit, "guide", uploader=self.guide_uploader)
+        if self.strength.peak is not None:
+            self.defer_check(last, self._judge(self.strength.peak))
+        return output, last
+
+    def _judge(self, given: float | None) -> Any:
+        """The check of a run's measured peak (`clpatch.denoise.peaks.peak_judge`)."""
+        limit = self.stages[0].search.check_limit()
+        return peak_judge(lambda peak: check_peak(peak, limit), given)
+
+    def _launch(self, volume: Volume, strength: Strength, guided: Volume | None, role: str,
+                out: Any) -> Any:
+        """Enqueue a run (for NumPy output, and copy it back); returns the output. Without
+        a given peak it first waits for the image's; the caller reads or defers the other
+        checks."""
+        image = volume.array            # an array-like is an array from here on
         tiles = self.tiles_for(guided is not None)
         # The upload measures the peak |value| (the fixed-point scales need it before any
         # filter runs): a single tile's upload is kept for both stages; a tiled image is
@@ -243,7 +216,9 @@ class BM3DPlan:
         scales = self.scales(peak, sigmas)
         tau_unit = (data_range / 255.0) ** 2
 
-        if self.device_output:
+        if out is not None:
+            output = check_out(out, tuple(image.shape), np.float32, self.runtime.context)
+        elif self.device_output:
             output = self.runtime.empty(tuple(image.shape), np.float32)
         else:
             output = np.empty(tuple(image.shape), np.float32)
@@ -259,27 +234,27 @@ class BM3DPlan:
                 self.run_stage(s, self.stages[s], volume, tile, sigmas, scales[s], tau_unit,
                                last, output, kept, events, guide=guided, guide_role=role)
         self.last_events = events
-        if guided is not None:
-            check_peak(self.guide_uploader.peak(), search.check_limit(), "guide")
-        if given is not None:
-            measured = uploader.peak()
-            check_peak(measured, search.check_limit())
-            if measured > given:
-                raise ValueError(f"image values reach |x| = {measured:.6g}, above the peak "
-                                 f"{given:.6g} passed")
         return output
 
-    def stream(self, frames: Iterable[Any], sigma: float, *, data_range: float | None = None,
-               peak: float | None = None, guide: Iterable[Any] | None = None,
-               guide_role: str = "match") -> Iterator[np.ndarray]:
+    def stream(self, frames: Iterable[Any], sigma: float | None = None, *,
+               data_range: float | None = None, peak: float | None = None,
+               guide: Iterable[Any] | None = None,
+               guide_role: str | None = None) -> Iterator[Any]:
         """Denoise frames of the planned shape one at a time (a video frame by frame),
         overlapping each frame's copies with its neighbours' kernels; yields float32 frames
         in order. guide: None, or an iterable of guide frames in step with `frames` (one
-        per frame, as `run`'s guide). See `clpatch.denoise.bm3d_stream.stream`."""
+        per frame, as `run`'s guide). See `clpatch.denoise.bm3d_stream.stream`. With no
+        sigma, the frames of a plan of `clpatch.make_plan` (its strength) go through
+        `Plan.stream` (NumPy or device frames)."""
+        if sigma is None:
+            if self.strength is None or guide is not None:
+                raise TypeError("stream needs sigma (a plan of clpatch.make_plan takes "
+                                "frames alone)")
+            return Plan.stream(self, frames)
         return bm3d_stream.stream(self, frames, sigma, data_range=data_range, peak=peak,
-                                  guide=guide, guide_role=guide_role)
+                                  guide=guide, guide_role=guide_role or "match")
 
-    def upload_noisy(self, stage: _Stage, volume: Volume, chunk: Any,
+    def upload_noisy(self, stage: Stage, volume: Volume, chunk: Any,
                      events: list[tuple[str, Any]], *, staging: str = "staging",
                      transfers: Any = None) -> Any:
         """Convert the chunk of `volume` into the planar "noisy" buffer (opponent colours
@@ -295,7 +270,7 @@ class BM3DPlan:
                 np.int32(self.cols), planar, np.int32(0))))
         return planar
 
-    def run_stage(self, s: int, stage: _Stage, volume: Volume, tile: _Tile, sigmas: np.ndarray,
+    def run_stage(self, s: int, stage: Stage, volume: Volume, tile: Tile, sigmas: np.ndarray,
                   scales: tuple[float, float], tau_unit: float, last: bool, output: Any,
                   kept: dict[str, Any], events: list[tuple[str, Any]], *,
                   slot: int | None = None, guide: Volume | None = None,
@@ -343,7 +318,7 @@ class BM3DPlan:
 
         pos = self.pool.get("pos", gy * gx * p.n * 8)
         dist = self.pool.get("dist", gy * gx * p.n * 4)
-        searched = stage.search.enqueue(match_on, chunk, pos, dist, out_rows=gy)
+        searched = stage.search.enqueue_chunk(match_on, chunk, pos, dist, out_rows=gy)
         events.extend(("search" + tag, e) for e in searched)
 
         item = 8 if self.aggregation == "fixed" else 4

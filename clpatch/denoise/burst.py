@@ -21,7 +21,7 @@ from typing import Any
 
 from ..core.runtime import Runtime, resolve_runtime
 from ..core.validate import check_choice, check_float, check_int
-from ..core.volumes import as_volume
+from ..core.volumes import Volume, as_volume
 from ..match.ann import DEFAULT_TILE
 from ..match.ann_params import check_ann_request
 from .burst_bm3d import BurstBM3DPlan, check_group_size
@@ -82,20 +82,51 @@ def burst_denoise(frames: Any, sigma: float, *, reference: int = 0, method: str 
     Returns the denoised reference frame, float32 (H, W[, C]), NumPy for NumPy input,
     device array for device input.
     """
+    volume = as_volume(frames, name="frames", video=True)
+    rt = resolve_runtime(runtime, frames)
+    # Keyed by the arguments as given, each with its type (equal values of other types,
+    # 16 and 16.0, are checked anew: the checks accept one and refuse the other).
+    key = ("burst", volume.frames, volume.rows, volume.cols, volume.channels,
+           volume.on_device, *((type(v), v) for v in (reference, method, tile, k, patch_size,
+                                                      step, h, stages)))
+    made: list[Strength] = []
+
+    def make() -> Any:
+        plan, strength = plan_burst(rt, volume, sigma, reference=reference, method=method,
+                                    tile=tile, k=k, patch_size=patch_size, step=step, h=h,
+                                    stages=stages)
+        made.append(strength)
+        return plan
+
+    plan = rt.plan_cache().plan(key, make, PLANS_KEPT)
+    strength = made[0] if made else burst_strength(method, sigma, h)
+    return plan.apply(frames, strength)
+
+
+def burst_strength(method: Any, sigma: Any, h: Any) -> Strength:
+    """The checked filter strength of a burst call."""
+    method = check_choice("method", method, BURST_METHODS)
+    sigma = check_float("sigma", sigma)
+    if method == "bm3d":
+        return Strength.check(sigma)
+    return Strength.check(sigma, h=H_FACTOR * sigma if h is None else h)
+
+
+def plan_burst(rt: Runtime, volume: Volume, sigma: Any, *, reference: Any, method: Any,
+               tile: Any, k: Any, patch_size: Any, step: Any, h: Any,
+               stages: Any) -> tuple[Any, Strength]:
+    """A new plan of `burst_denoise`'s arguments for frames like `volume` (device output for
+    a device volume), and the call's checked strength; every argument checked."""
     method = check_choice("method", method, BURST_METHODS)
     defaults = burst_defaults(method)
-    sigma = check_float("sigma", sigma)
     if method == "bm3d":
         if h is not None:
             raise ValueError("h is NL-means' bandwidth: it applies to method='nlmeans' only")
         k = check_group_size(k)
         n_stages = check_int("stages", defaults["stages"] if stages is None else stages, 1, 2)
-        strength = Strength.check(sigma)
-    else:
-        if stages is not None:
-            raise ValueError("stages applies to method='bm3d' only")
-        strength = Strength.check(sigma, h=H_FACTOR * sigma if h is None else h)
-    volume = as_volume(frames, name="frames", video=True)
+    elif stages is not None:
+        raise ValueError("stages applies to method='bm3d' only")
+    strength = burst_strength(method, sigma, h)
     ref = check_int("reference", reference, 0, volume.frames - 1)
     p = check_int("patch_size", defaults["patch_size"] if patch_size is None else patch_size,
                   1, 32)
@@ -107,18 +138,12 @@ def burst_denoise(frames: Any, sigma: float, *, reference: int = 0, method: str 
     request = check_ann_request(patch_size=p, step=s, k=k, tile=tile, neighbour_clusters=0,
                                 channels=search_c, rows=volume.rows, cols=volume.cols,
                                 frames=volume.frames)
-    rt = resolve_runtime(runtime, frames)
-    key = ("burst", method, volume.frames, volume.rows, volume.cols, volume.channels,
-           volume.on_device, ref, request)
     if method == "bm3d":
-        key += (n_stages,)
-        bm3d_plan = rt.plan_cache().plan(key, lambda: BurstBM3DPlan(
-            rt, volume.frames, volume.rows, volume.cols, volume.channels, request, ref,
-            stages=n_stages, device_output=volume.on_device), PLANS_KEPT)
-        return bm3d_plan.apply(frames, strength)
-    plan = rt.plan_cache().plan(key, lambda: NLMeansPlan(
+        return BurstBM3DPlan(rt, volume.frames, volume.rows, volume.cols, volume.channels,
+                             request, ref, stages=n_stages,
+                             device_output=volume.on_device), strength
+    return NLMeansPlan(
         rt, volume.frames, volume.rows, volume.cols, volume.channels, patch_size=p, step=s,
         window=request.tile, n=request.k, video=True, device_output=volume.on_device,
         search="ann", reference=ref, search_options={"tile": request.tile,
-                                                     "reference": ref}), PLANS_KEPT)
-    return plan.apply(frames, strength)
+                                                     "reference": ref}), strength

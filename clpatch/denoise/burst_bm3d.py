@@ -46,12 +46,13 @@ from typing import Any
 
 import numpy as np
 
-from ..core.buffers import BufferPool, int_buffer, memory_limits
+from ..core.buffers import int_buffer, memory_limits
 from ..core.errors import DeviceResourceError
+from ..core.plans import Plan, check_out
 from ..core.runtime import Runtime
 from ..core.staging import download
 from ..core.upload import check_peak
-from ..core.volumes import as_volume, check_planned, default_data_range
+from ..core.volumes import Volume, as_volume, check_planned, default_data_range
 from ..match.ann_params import AnnRequest
 from ..match.ann_plan import AnnPlan
 from .bm3d_params import (
@@ -83,14 +84,21 @@ def check_group_size(k: Any) -> int:
     return k
 
 
-class BurstBM3DPlan:
+class BurstBM3DPlan(Plan):
     """BM3D of frame `reference` of bursts of (frames, rows, cols, channels) (channels 1 or
     3), with groups from the clustering ANN of `request` (a checked `AnnRequest`: patch
     size, step, k (the largest group, a power of 2), tile; channels 1: colour is matched on
     Y). stages: 2, or 1 for the basic estimate only. aggregation: None (the device's best),
     "fixed" or "cas" (see `clpatch.denoise.bm3d`). `run(frames, sigma)` or `apply(frames,
-    strength)`; `last_events` holds the (stage, event) pairs of the last run.
+    strength)`; `last_events` holds the (stage, event) pairs of the last run. A
+    `clpatch.core.plans.Plan` (`clpatch.make_plan("burst", ..., method="bm3d")`), whose
+    `enqueue` waits for the frames' peak (the fixed-point scales and the data range need
+    it: `burst_denoise` takes no peak).
     """
+
+    method = "burst"
+    input_names = ("frames",)
+    waits_for_peak = True
 
     def __init__(self, runtime: Runtime, frames: int, rows: int, cols: int, channels: int,
                  request: AnnRequest, reference: int, *, stages: int = 2,
@@ -102,7 +110,9 @@ class BurstBM3DPlan:
             raise ValueError(f"the burst's ANN matches on one channel (Y for colour), got "
                              f"{request.channels}")
         check_group_size(request.k)
-        self.runtime = runtime
+        super().__init__(runtime)
+        #: The strength of `enqueue` (`clpatch.make_plan` sets it).
+        self.strength: Strength | None = None
         self.frames, self.rows, self.cols, self.channels = frames, rows, cols, channels
         self.colour = channels == 3
         self.reference = reference
@@ -122,9 +132,8 @@ class BurstBM3DPlan:
         ctx = runtime.context
         self.ys = int_buffer(ctx, self.matcher.grid_y)
         self.xs = int_buffer(ctx, self.matcher.grid_x)
-        self.pool = BufferPool(ctx)
+        self.uploader = self.matcher.uploader       # the frames' check is the ANN's
         self._check_memory()
-        self.last_events: list[tuple[str, Any]] = []
 
     def _check_memory(self) -> None:
         plane = self.frames * self.channels * self.rows * self.cols
@@ -160,12 +169,26 @@ class BurstBM3DPlan:
         NumPy for NumPy input, device array for device input."""
         return self.apply(frames, Strength.check(sigma))
 
+    def enqueue_arrays(self, frames: Any, *, out: Any,
+                       wait_for: list[Any] | None) -> tuple[Any, list[Any]]:
+        """The plan's `enqueue` (`clpatch.core.plans.Plan`) with its `strength`: the denoised
+        reference frame (in `out` when given); it waits for the frames' peak."""
+        if self.strength is None or not self.device_output:
+            raise TypeError("enqueue needs a plan from clpatch.make_plan('burst', ...)")
+        output = self._launch(as_volume(frames, name="frames", video=True), self.strength,
+                              out)
+        return output, [self.last_events[-1][1]]
+
     def apply(self, frames: Any, strength: Strength) -> Any:
         """`run` with sigma checked already (`Strength.check`; its data_range, when given,
         scales the matching threshold, else the frames' dtype and peak decide it)."""
         volume = as_volume(frames, name="frames", video=True)
         check_planned(volume, (self.frames, self.rows, self.cols, self.channels),
                       self.device_output, self.runtime.context)
+        return self._launch(volume, strength, None)
+
+    def _launch(self, volume: Volume, strength: Strength, out: Any) -> Any:
+        """A run on `volume` (it reads the frames' peak before the filters)."""
         queue, i32, f32 = self.runtime.queue, np.int32, np.float32
         rt, h, w, ch, nf = self.runtime, self.rows, self.cols, self.channels, self.frames
         matcher = self.matcher
@@ -185,7 +208,7 @@ class BurstBM3DPlan:
                 i32(1))))
         pos = self.pool.get("pos", gy * gx * k * 12)
         dist = self.pool.get("dist", gy * gx * k * 4)
-        searched = matcher.enqueue(match_on, chunk, pos, dist, out_rows=gy)
+        searched = matcher.enqueue_chunk(match_on, chunk, pos, dist, out_rows=gy)
         events.extend(("search", e) for e in searched)
         peak = strength.peak if strength.peak is not None else matcher.uploader.peak()
         check_peak(peak, matcher.check_limit())
@@ -234,7 +257,8 @@ class BurstBM3DPlan:
             shape = (h, w) if ch == 1 else (h, w, ch)
             head = (acc, i32(h), i32(w), i32(self.reference), i32(1), i32(0), i32(h), *inv)
             if self.device_output:
-                output = rt.empty(shape, np.float32)
+                output = (rt.empty(shape, np.float32) if out is None
+                          else check_out(out, shape, np.float32, rt.context))
                 events.append(("finalize" + tag, kern.finalize(
                     queue, (w, h, 1), None, *head, output.data, i32(h), i32(0), i32(0))))
             else:

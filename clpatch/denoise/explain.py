@@ -55,7 +55,7 @@ class AnnExplanation:
         r = self.request
         return "\n".join([
             f"{self.operation} on {self.device}: patch {r.patch_size}, step {r.step}, "
-            f"n {r.k}, {r.channels} channel(s) searched, l2",
+            f"k {r.k}, {r.channels} channel(s) searched, l2",
             f"runs: {self.config.describe()}",
             f"why:  {self.config.source} — {self.config.reason}", *self.notes])
 
@@ -160,7 +160,7 @@ def _bm3d_window(runtime: Any, preset: str, stages: tuple[StageParams, ...],
         else:
             stage2 = explain_search_request(runtime, "", request, variant).config
             out.notes.append(f"stage 2 search: patch {params.patch_size}, step {params.step}, "
-                             f"n {params.n}, window {params.window}: {stage2.describe()} "
+                             f"k {params.n}, window {params.window}: {stage2.describe()} "
                              f"[{stage2.source}] — {stage2.reason}")
         out.notes.append(_filter_line(params, runtime))
     assert out is not None
@@ -180,7 +180,7 @@ def _bm3d_ann(runtime: Any, preset: str, stages: tuple[StageParams, ...],
                                  runtime.device.name.strip(), request, config)
         else:
             out.notes.append(f"stage 2 search: patch {params.patch_size}, step {params.step}, "
-                             f"n {params.n}: {config.describe()} [{config.source}] — "
+                             f"k {params.n}: {config.describe()} [{config.source}] — "
                              f"{config.reason}")
         out.notes.append(_filter_line(params, runtime))
     assert out is not None
@@ -224,7 +224,7 @@ def explain_vbm3d(runtime: Any, *, patch_size: int | None = None, step: Any = No
         out.notes.append(
             f"stage {params.stage}: patch {params.patch_size}, step {params.step}, window "
             f"{params.window_ref} then {params.window_pred} around the {params.q} best of each "
-            f"frame, n {params.n}, +-{radius} frames; search {lanes} work-item(s) per reference"
+            f"frame, k {params.n}, +-{radius} frames; search {lanes} work-item(s) per reference"
             f"; filter: {filter_layout(params, runtime.profile)}")
     kind, why = bm3d_aggregation(runtime.profile)
     out.notes.append(f"aggregation '{kind}' — rule: {why}")

@@ -46,8 +46,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..core.runtime import Runtime, resolve_runtime
-from ..core.validate import check_int
-from ..core.volumes import as_volume, channels_last
+from ..core.validate import check_int, k_or_n
+from ..core.volumes import Volume, as_volume, channels_last
 from ..match.matcher import available_candidates, check_search
 from ..match.matches import usable_n
 from ..match.window_config import SearchConfig
@@ -80,6 +80,24 @@ def _denoise(image: Any, sigma: float, *, video: bool, patch_size: int, step: in
     if guide is not None:       # checked against the caller's layout, then moved alike
         guide = guide_like(guide, original, channel_axis, video,
                            "frames" if video else "image")
+    options = nlmeans_options(volume, video=video, patch_size=patch_size, step=step,
+                              window=window, n=n, temporal_window=temporal_window,
+                              aggregation=aggregation, search_channels=search_channels,
+                              variant=variant, averaging=averaging, search=search)
+    rt = resolve_runtime(runtime, image, guide)
+    key = ("nlmeans", volume.frames, volume.rows, volume.cols, volume.channels, video,
+           volume.on_device, *options.values())
+    plan = rt.plan_cache().plan(key, lambda: NLMeansPlan(
+        rt, volume.frames, volume.rows, volume.cols, volume.channels, video=video,
+        device_output=volume.on_device, **options), PLANS_KEPT)
+    return restore(plan.apply(image, strength, guide=guide))
+
+
+def nlmeans_options(volume: Volume, *, video: bool, patch_size: Any, step: Any, window: Any,
+                    n: Any, temporal_window: Any, aggregation: Any, search_channels: Any,
+                    variant: Any, averaging: Any, search: Any) -> dict[str, Any]:
+    """The checked `NLMeansPlan` options of an NL-means call on an input like `volume`
+    (n capped at the candidates a corner reference has); `search` checked already."""
     request = check_search_request(patch_size=patch_size, step=step, n=n, window=window,
                                    channels=volume.channels, video=video, max_step=None)
     p = request.patch_size
@@ -87,33 +105,27 @@ def _denoise(image: Any, sigma: float, *, video: bool, patch_size: int, step: in
     check_fits(request, volume.frames, volume.rows, volume.cols, tw)
     k = usable_n(request.n, available_candidates(search, volume.rows, volume.cols,
                                                  volume.frames, p, request.window, tw))
-    rt = resolve_runtime(runtime, image, guide)
-    key = ("nlmeans", volume.frames, volume.rows, volume.cols, volume.channels, video,
-           volume.on_device, p, request.step, request.window, k, tw, aggregation,
-           search_channels, variant, averaging, search)
-    plan = rt.plan_cache().plan(key, lambda: NLMeansPlan(
-        rt, volume.frames, volume.rows, volume.cols, volume.channels, patch_size=p,
-        step=request.step, window=request.window, n=k, temporal_window=tw, video=video,
-        search_channels=search_channels, aggregation=aggregation, averaging=averaging,
-        variant=variant, device_output=volume.on_device, search=search), PLANS_KEPT)
-    return restore(plan.apply(image, strength, guide=guide))
+    return dict(patch_size=p, step=request.step, window=request.window, n=k,
+                temporal_window=tw, aggregation=aggregation, search_channels=search_channels,
+                variant=variant, averaging=averaging, search=search)
 
 
 def nlmeans(image: Any, sigma: float, *, patch_size: int = 8, step: int = 4, window: int = 21,
-            n: int = 16, h: float | None = None, flat_beta: float = 1.05,
+            k: int = 16, h: float | None = None, flat_beta: float = 1.05,
             aggregation: str | None = None, channel_axis: int | None = None,
             search_channels: str = "luminance", variant: str | SearchConfig | None = None,
             averaging: str | None = None, search: str = "window", peak: float | None = None,
             guide: Any = None, guide_sigma: float | None = None,
-            runtime: Runtime | None = None) -> Any:
+            runtime: Runtime | None = None, n: int | None = None) -> Any:
     """Denoise an image with the improved patchwise NL-means (Davy–Ehret Algorithm 1).
 
     image: (H, W) grayscale or (H, W, C) with C ≤ 8 channels (C = 3 is colour: filtered in an
            opponent colour space), any real dtype, NumPy or pyopencl array.
     sigma: standard deviation of the noise, in the image's units (20 for a 0–255 image).
     patch_size, step: patch side p and reference grid step (1 ≤ step ≤ p).
-    window, n: search window side and number of nearest patches averaged (n is capped at
-           the candidates a corner reference has, for tiny images).
+    window, k: search window side and number of nearest patches averaged (k is capped at
+           the candidates a corner reference has, for tiny images); n: k's former name
+           (deprecated).
     h: weight bandwidth in image units (default sigma); flat_beta: β of the flat-patch test.
     aggregation: None (device's best), "buffers", "fixed" or "cas" (see the module doc).
     channel_axis: where the channels are (like scikit-image); None means last for 3-D input.
@@ -134,19 +146,21 @@ def nlmeans(image: Any, sigma: float, *, patch_size: int = 8, step: int = 4, win
     Returns float32 of the input's shape, NumPy for NumPy input, device array for device input.
     """
     return _denoise(image, sigma, video=False, patch_size=patch_size, step=step, window=window,
-                    n=n, temporal_window=0, h=h, flat_beta=flat_beta, aggregation=aggregation,
+                    n=k_or_n(k, n, 16, "nlmeans"), temporal_window=0, h=h,
+                    flat_beta=flat_beta, aggregation=aggregation,
                     channel_axis=channel_axis, search_channels=search_channels, variant=variant,
                     averaging=averaging, search=search, peak=peak, guide=guide,
                     guide_sigma=guide_sigma, runtime=runtime)
 
 
 def nlmeans_video(frames: Any, sigma: float, *, temporal_window: int = 4, patch_size: int = 16,
-                  step: int = 8, window: int = 21, n: int = 16, h: float | None = None,
+                  step: int = 8, window: int = 21, k: int = 16, h: float | None = None,
                   flat_beta: float = 1.05, aggregation: str | None = None,
                   channel_axis: int | None = None, search_channels: str = "luminance",
                   variant: str | SearchConfig | None = None, averaging: str | None = None,
                   search: str = "window", peak: float | None = None, guide: Any = None,
-                  guide_sigma: float | None = None, runtime: Runtime | None = None) -> Any:
+                  guide_sigma: float | None = None, runtime: Runtime | None = None,
+                  n: int | None = None) -> Any:
     """Video NL-means: the search spans frames t − temporal_window … t + temporal_window
     (the paper's video NL-means, Table 11: 4 past and 4 future frames, 16 × 16 patches).
 
@@ -156,7 +170,8 @@ def nlmeans_video(frames: Any, sigma: float, *, temporal_window: int = 4, patch_
     `nlmeans`.
     """
     return _denoise(frames, sigma, video=True, patch_size=patch_size, step=step, window=window,
-                    n=n, temporal_window=temporal_window, h=h, flat_beta=flat_beta,
+                    n=k_or_n(k, n, 16, "nlmeans_video"), temporal_window=temporal_window,
+                    h=h, flat_beta=flat_beta,
                     aggregation=aggregation, channel_axis=channel_axis,
                     search_channels=search_channels, variant=variant, averaging=averaging,
                     search=search, peak=peak, guide=guide, guide_sigma=guide_sigma,

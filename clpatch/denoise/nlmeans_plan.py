@@ -11,8 +11,9 @@ from typing import Any
 import numpy as np
 import pyopencl as cl
 
-from ..core.buffers import BufferPool, int_buffer
+from ..core.buffers import int_buffer
 from ..core.kernels import kernel, max_group_size
+from ..core.plans import Plan, check_out
 from ..core.runtime import Runtime
 from ..core.staging import download
 from ..core.transfer import Transfers
@@ -32,6 +33,7 @@ from .nlm_aggregation import (
 )
 from .nlmeans_guide import GuideUpload, check_guide_sigma_use
 from .nlmeans_tiles import PIPELINE_BYTES, Tile, reference_frames, run_tiles
+from .peaks import peak_judge
 from .strength import Strength
 
 __all__ = ["NLMeansPlan"]
@@ -43,8 +45,10 @@ MAX_CHANNELS = 8
 COLUMNS_GROUP = 64
 
 
-class NLMeansPlan:
-    """A compiled NL-means for one input shape and parameter set, reusable across calls.
+class NLMeansPlan(Plan):
+    """A compiled NL-means for one input shape and parameter set, reusable across calls (a
+    `clpatch.core.plans.Plan`: `clpatch.make_plan("nlmeans", ...)` makes one, its filter
+    strength fixed in `strength`).
 
     `run(image, sigma, h=None, flat_beta=1.05, guide=None, guide_sigma=None)` denoises one
     image or video of the planned shape, searching on `guide` when given (see
@@ -57,6 +61,9 @@ class NLMeansPlan:
     convert, scale, transform, search, clear, average, finalize ("guide upload", "guide convert"
     for a guide).
     """
+
+    method = "nlmeans"
+    input_names = ("image", "guide")
 
     def __init__(self, runtime: Runtime, frames: int, rows: int, cols: int, channels: int, *,
                  patch_size: int = 8, step: int = 4, window: int = 21, n: int = 16,
@@ -77,7 +84,9 @@ class NLMeansPlan:
         if step > patch_size:
             raise ValueError(f"step must be at most patch_size (pixels between patches would "
                              f"get no estimate), got step={step}, patch_size={patch_size}")
-        self.runtime = runtime
+        super().__init__(runtime)
+        #: The filter strength of `enqueue` (`clpatch.make_plan` sets it).
+        self.strength: Strength | None = None
         self.frames, self.rows, self.cols, self.channels = frames, rows, cols, channels
         self.video = video
         self.device_output = device_output
@@ -101,6 +110,7 @@ class NLMeansPlan:
         self.search = make_matcher(search, runtime, frames, rows, cols, search_c, request,
                                    config, temporal_window=temporal_window, video=video,
                                    **options)
+        self.uploader = self.search.uploader        # the run's check is the search's
         self.n = n
         self.aggregation, self.aggregation_reason = choose_aggregation(
             patch_size, step, runtime.profile, aggregation)
@@ -119,9 +129,8 @@ class NLMeansPlan:
         self._cover_y = cl.Buffer(ctx, flags, hostbuf=cover_y)
         self._cover_x = cl.Buffer(ctx, flags, hostbuf=cover_x)
         self._xs = cl.Buffer(ctx, flags, hostbuf=self.grid_x.astype(np.int32))
-        self._pool = BufferPool(runtime.context)
         # The fixed-point scale and its inverse, written by nlm_scale each run ("fixed").
-        self._scales = self._pool.get("scales", 8)
+        self._scales = self.pool.get("scales", 8)
         self._ys: dict[tuple[int, int], Any] = {}
         # Pipelined: a NumPy image large enough, gray, and not "fixed" (whose scale needs all
         # of a tiled image's values converted before the first tile is averaged).
@@ -137,8 +146,7 @@ class NLMeansPlan:
         self.tile_bytes = tile_bytes
         self.tiles = run_tiles(self, False)
         self._guided_tiles: list[Tile] | None = None
-        self._guide = GuideUpload(runtime, self._pool)
-        self.last_events: list[tuple[str, Any]] = []
+        self._guide = GuideUpload(runtime, self.pool)
 
     # ---- kernels -------------------------------------------------------------------------
 
@@ -185,7 +193,7 @@ class NLMeansPlan:
         return self._guided_tiles
 
     def _buffer(self, name: str, nbytes: int) -> Any:
-        return self._pool.get(name, nbytes)
+        return self.pool.get(name, nbytes)
 
     # ---- running ---------------------------------------------------------------------------
 
@@ -215,12 +223,43 @@ class NLMeansPlan:
     def apply(self, image: Any, strength: Strength, *, guide: Any = None) -> Any:
         """`run` with the strength arguments checked already (`Strength.check`)."""
         check_guide_sigma_use(guide, strength)
-        sigma, h, flat_beta = strength.sigma, strength.nlm_h, strength.flat_beta
         volume = as_volume(image, video=self.video)
-        image = volume.array            # an array-like is an array from here on
         check_planned(volume, (self.frames, self.rows, self.cols, self.channels),
                       self.device_output, self.runtime.context)
         guided = None if guide is None else self._guide.check(guide, volume)
+        output = self._launch(volume, strength, guided, None)
+        measured = self.search.uploader.peak()
+        self._judge(strength.peak)(measured)
+        if guided is not None:
+            self._check_peak(self._guide.peak(), "guide")
+        return output
+
+    def enqueue_arrays(self, image: Any, guide: Any = None, *, out: Any,
+                       wait_for: list[Any] | None) -> tuple[Any, list[Any]]:
+        """The plan's `enqueue` (`clpatch.core.plans.Plan`) with its `strength`: the
+        denoised device image (in `out` when given), the value checks deferred."""
+        if self.strength is None or not self.device_output:
+            raise TypeError("enqueue needs a plan from clpatch.make_plan('nlmeans', ...)")
+        volume = as_volume(image, video=self.video)
+        guided = None if guide is None else self._guide.check(guide, volume)
+        output = self._launch(volume, self.strength, guided, out)
+        last = [self.last_events[-1][1]]
+        self.defer_check(last, self._judge(self.strength.peak))
+        if guided is not None:
+            self.defer_check(last, lambda peak: self._check_peak(peak, "guide"),
+                             uploader=self._guide.uploader)
+        return output, last
+
+    def _judge(self, given: float | None) -> Any:
+        """The check of a run's measured peak (`clpatch.denoise.peaks.peak_judge`)."""
+        return peak_judge(self._check_peak, given)
+
+    def _launch(self, volume: Volume, strength: Strength, guided: Volume | None,
+                out: Any) -> Any:
+        """Enqueue a run (and, for NumPy output, copy it back); returns the output. The
+        caller reads or defers the value checks."""
+        sigma, h, flat_beta = strength.sigma, strength.nlm_h, strength.flat_beta
+        image = volume.array            # an array-like is an array from here on
         tiles = self.tiles_for(guided is not None)
         # Values are checked by the conversion kernel, after the run (the kernels stay in
         # bounds whatever the values). The fixed-point scale comes from the peak on the
@@ -261,7 +300,9 @@ class NLMeansPlan:
         shape = tuple(image.shape)
         if self.reference is not None:
             shape = shape[1:]
-        if self.device_output:
+        if out is not None:
+            output = check_out(out, shape, np.float32, self.runtime.context)
+        elif self.device_output:
             output = self.runtime.empty(shape, np.float32)
         else:
             output = np.empty(shape, np.float32)
@@ -277,13 +318,6 @@ class NLMeansPlan:
         if pending is not None:
             self.transfers.finish_download(f"out{pending[0]}", pending[1])
         self.last_events = events
-        measured = uploader.peak()
-        self._check_peak(measured)
-        if given is not None and measured > given:
-            raise ValueError(f"image values reach |x| = {measured:.6g}, above the peak "
-                             f"{given:.6g} passed")
-        if guided is not None:
-            self._check_peak(self._guide.peak(), "guide")
         return output
 
     def _run_tile(self, volume: Volume, tile: Tile, scalars: tuple, output: Any,
@@ -331,7 +365,7 @@ class NLMeansPlan:
         pos = self._buffer("pos", nr * gy * gx * n * dim * 4)
         dist = self._buffer("dist", nr * gy * gx * n * 4)
         if word is None:
-            events.extend(("search", e) for e in search.enqueue(searched, chunk, pos, dist,
+            events.extend(("search", e) for e in search.enqueue_chunk(searched, chunk, pos, dist,
                                                                  out_rows=gy))
         else:
             events.extend(("search", e) for e in search.template(chunk, gy).fire(

@@ -61,10 +61,11 @@ from typing import Any
 import numpy as np
 import pyopencl as cl
 
-from ..core.buffers import BufferPool, halve_until_fits, memory_limits
+from ..core.buffers import halve_until_fits, memory_limits
 from ..core.kernels import kernel, max_group_size
+from ..core.plans import Plan
 from ..core.runtime import Runtime, resolve_runtime
-from ..core.upload import Uploader, check_peak
+from ..core.upload import check_peak
 from ..core.volumes import FLT_MAX, Volume, as_array, as_volume, channels_last
 from .noise_stats import (
     BINS,
@@ -107,16 +108,19 @@ class _Band:
     groups: int     # scatter work-groups per channel
 
 
-class NoiseLevelPlan:
+class NoiseLevelPlan(Plan):
     """The compiled estimator for one image shape: `run(volume)` returns the per-channel
     sigma; `statistics(volume, thresholds)` one pass's statistics (for checks). Images too
     large for the device (or for `tile_bytes`, which tests use to force it) are processed
     in bands of patch rows (module doc). `last_events` holds the (stage, event) pairs of
-    the last call."""
+    the last call. A `clpatch.core.plans.Plan` for its pool, uploader and events; it has
+    no `enqueue`: the estimate iterates on the host (`clpatch.estimate_sigma`)."""
+
+    method = "estimate_sigma"
 
     def __init__(self, runtime: Runtime, rows: int, cols: int, channels: int, *,
                  patch: int = PATCH, tile_bytes: int | None = None) -> None:
-        self.runtime = runtime
+        super().__init__(runtime)
         self.rows, self.cols, self.channels, self.patch = rows, cols, channels, patch
         self.ph, self.pw = rows - patch + 1, cols - patch + 1
         d = patch * patch
@@ -129,12 +133,9 @@ class NoiseLevelPlan:
                                      total // (16 * channels * self.entries)))
         self.bands = self._plan_bands(tile_bytes)
         self._build()
-        self._pool = BufferPool(runtime.context)
-        self.uploader = Uploader(runtime, self._pool)
         self._zeros = np.zeros(channels * BINS, np.uint32)
         self._thr = np.zeros(channels, np.float32)
         self._basis = dc_free_basis(d)
-        self.last_events: list[tuple[str, Any]] = []
 
     def _band(self, y0: int, ph: int) -> _Band:
         tiles = -(-ph // TILE) * -(-self.pw // TILE)
@@ -177,7 +178,7 @@ class NoiseLevelPlan:
         self._reduce = kernel(program, "nl_reduce")
 
     def _buffer(self, name: str, nbytes: int) -> Any:
-        return self._pool.get(name, nbytes)
+        return self.pool.get(name, nbytes)
 
     # ---- passes ----------------------------------------------------------------------------
 

@@ -53,8 +53,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..core.runtime import Runtime, resolve_runtime
-from ..core.validate import check_choice
-from ..core.volumes import as_volume, channels_last
+from ..core.validate import check_choice, k_or_n
+from ..core.volumes import Volume, as_volume, channels_last
 from .bm3d_params import AGGREGATIONS
 from .strength import Strength
 from .vbm3d_params import VIDEO_SEARCHES, check_guide_role, video_stage_params
@@ -68,12 +68,12 @@ PLANS_KEPT = 2
 
 def vbm3d(frames: Any, sigma: float, *, patch_size: int | None = None,
           temporal_radius: int | None = None, step: Any = None, window_ref: Any = None,
-          window_pred: Any = None, q: Any = None, n: Any = None, tau_match: Any = None,
+          window_pred: Any = None, q: Any = None, k: Any = None, tau_match: Any = None,
           transform_2d: Any = None, transform_1d: Any = None, lambda_3d: float | None = None,
           stages: int | None = None, aggregation: str | None = None,
           data_range: float | None = None, channel_axis: int | None = None,
           variant: str | None = None, peak: float | None = None, guide: Any = None,
-          guide_role: str = "match", runtime: Runtime | None = None) -> Any:
+          guide_role: str = "match", runtime: Runtime | None = None, n: Any = None) -> Any:
     """Denoise a video with VBM3D (grayscale) or its colour version (RGB, opponent space).
 
     frames: (T, H, W) or (T, H, W, 3), any real dtype, NumPy or pyopencl array.
@@ -81,10 +81,11 @@ def vbm3d(frames: Any, sigma: float, *, patch_size: int | None = None,
     patch_size: 8 (2 to 16; other sizes use the DCT); temporal_radius: 4 (frames searched on
         each side of the reference's); step (6, 4); window_ref (7): search window in the
         reference's frame; window_pred (5): windows around the q (2) best positions of the
-        neighbouring frame; n (8): largest group, a power of 2 up to 32; tau_match
-        (3000, 1500): matching thresholds, mean squared difference per pixel on a 0–255 scale;
-        transform_2d ("bior1.5", "dct"); transform_1d "haar" (or "hadamard"); lambda_3d 2.7;
-        stages 2 (1: the basic estimate). Per-stage parameters take a value or a pair.
+        neighbouring frame; k (8): largest group, a power of 2 up to 32 (n: its deprecated
+        name); tau_match (3000, 1500): matching thresholds, mean squared difference per
+        pixel on a 0–255 scale; transform_2d ("bior1.5", "dct"); transform_1d "haar" (or
+        "hadamard"); lambda_3d 2.7; stages 2 (1: the basic estimate). Per-stage parameters
+        take a value or a pair.
     aggregation: None (device's best), "fixed" or "cas" (see clpatch.bm3d).
     data_range: as in clpatch.bm3d. channel_axis: where the colour channels are (None: last).
     variant: the search variant, "naive", "window" or "patch" (None: the device's rule).
@@ -100,26 +101,35 @@ def vbm3d(frames: Any, sigma: float, *, patch_size: int | None = None,
     strength = Strength.check(sigma, data_range=data_range, peak=peak)
     frames, restore = channels_last(frames, channel_axis, video=True)
     volume = as_volume(frames, name="frames", video=True)
-    if volume.channels not in (1, 3):
-        raise ValueError(f"frames must be (T, H, W), (T, H, W, 1) or (T, H, W, 3), "
-                         f"got shape {tuple(frames.shape)}")
-    p1, p2, count, radius = video_stage_params(
-        patch_size=patch_size, temporal_radius=temporal_radius, step=step, window_ref=window_ref,
-        window_pred=window_pred, q=q, n=n, tau_match=tau_match, transform_2d=transform_2d,
-        transform_1d=transform_1d, lambda_3d=lambda_3d, stages=stages)
-    check_choice("aggregation", aggregation, AGGREGATIONS, allow_none=True)
-    check_choice("variant", variant, VIDEO_SEARCHES, allow_none=True)
-    check_guide_role(guide_role, guide is not None, count)
+    options = vbm3d_options(volume, patch_size=patch_size, temporal_radius=temporal_radius,
+                            step=step, window_ref=window_ref, window_pred=window_pred, q=q,
+                            n=k_or_n(k, n, None, "vbm3d"),
+                            tau_match=tau_match, transform_2d=transform_2d,
+                            transform_1d=transform_1d, lambda_3d=lambda_3d, stages=stages,
+                            aggregation=aggregation, variant=variant)
+    check_guide_role(guide_role, guide is not None, options["stages"])
     if guide is not None:
         guide, _ = channels_last(guide, channel_axis, video=True)
+    rt = resolve_runtime(runtime, frames)
+    key = ("vbm3d", volume.rows, volume.cols, volume.channels, *options.values())
+    plan = rt.plan_cache().plan(key, lambda: VBM3DPlan(
+        rt, volume.rows, volume.cols, volume.channels, **options), PLANS_KEPT)
+    return restore(plan.apply(frames, strength, guide=guide, guide_role=guide_role))
+
+
+def vbm3d_options(volume: Volume, *, aggregation: Any, variant: Any,
+                  **params: Any) -> dict[str, Any]:
+    """The checked `VBM3DPlan` arguments (params, stages, temporal_radius, aggregation,
+    variant) of `vbm3d`'s parameters (`params`: patch_size, temporal_radius, step, ...) on
+    frames like `volume`."""
+    if volume.channels not in (1, 3):
+        raise ValueError(f"frames must be (T, H, W), (T, H, W, 1) or (T, H, W, 3), "
+                         f"got shape {tuple(volume.array.shape)}")
+    p1, p2, count, radius = video_stage_params(**params)
+    check_choice("aggregation", aggregation, AGGREGATIONS, allow_none=True)
+    check_choice("variant", variant, VIDEO_SEARCHES, allow_none=True)
     p = p1.patch_size
     if p > volume.rows or p > volume.cols:
         raise ValueError(f"patch_size {p} is larger than the frames ({volume.rows}x{volume.cols})")
-    rt = resolve_runtime(runtime, frames)
-    key = ("vbm3d", volume.rows, volume.cols, volume.channels, (p1, p2), count, radius,
-           aggregation, variant)
-    plan = rt.plan_cache().plan(key, lambda: VBM3DPlan(
-        rt, volume.rows, volume.cols, volume.channels, (p1, p2), count, radius,
-        aggregation=aggregation, variant=variant), PLANS_KEPT)
-    return restore(plan.apply(frames, strength, guide=guide, guide_role=guide_role))
-
+    return dict(params=(p1, p2), stages=count, temporal_radius=radius,
+                aggregation=aggregation, variant=variant)

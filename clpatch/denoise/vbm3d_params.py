@@ -55,7 +55,8 @@ def video_stage_params(**overrides: Any) -> tuple[VideoStageParams, VideoStagePa
     stages = check_int("stages", cfg["stages"], 1, 2)
     radius = check_int("temporal_radius", cfg["temporal_radius"], 0, MAX_TEMPORAL_RADIUS)
     lam = check_float("lambda_3d", cfg["lambda_3d"])
-    per = {k: stage_pair(k, cfg[k]) for k in _PER_STAGE}
+    # (n, the group size, is `k` to the caller: the errors name it so)
+    per = {k: stage_pair("k" if k == "n" else k, cfg[k]) for k in _PER_STAGE}
     out = []
     for s in (0, 1):
         n, t2, t1 = group_and_transforms(per, s, p)

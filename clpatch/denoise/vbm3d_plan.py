@@ -12,13 +12,15 @@ import numpy as np
 import pyopencl as cl
 
 from ..core.buffers import BufferPool
+from ..core.plans import Plan, check_out
 from ..core.runtime import Runtime
 from ..core.transfer import Transfers
-from ..core.upload import Uploader, check_peak
+from ..core.upload import check_peak
 from ..core.validate import check_float, check_int
 from ..core.volumes import Volume, as_volume, default_data_range, magnitude_limit
 from .bm3d_params import channel_sigmas, choose_aggregation, fixed_point_scales
 from .guide import guide_volume
+from .peaks import peak_judge
 from .strength import Strength
 from .vbm3d_params import VideoStageParams, check_guide_role, choose_video_search, contributions
 from .vbm3d_pass import BandPass, FrameRef, VideoSettings
@@ -29,8 +31,10 @@ from .vbm3d_tiles import Layout, chunk_frames, plan_layout
 __all__ = ["VBM3DPlan"]
 
 
-class VBM3DPlan:
-    """A compiled VBM3D for one frame shape and parameter set, reusable across videos.
+class VBM3DPlan(Plan):
+    """A compiled VBM3D for one frame shape and parameter set, reusable across videos (a
+    `clpatch.core.plans.Plan`: `clpatch.make_plan("vbm3d", ...)` makes one for a video
+    shape, its strength and guide role fixed in `strength` and `guide_role`).
 
     `stream(frames, sigma)` denoises any iterable of frames (H, W[, C]) and yields float32
     frames; `run(video, sigma)` denoises a whole (T, H, W[, C]) array. Frames whose rings
@@ -49,6 +53,9 @@ class VBM3DPlan:
     `bands`, `band_rows` and `band_refs` are those of runs without a guide.
     """
 
+    method = "vbm3d"
+    input_names = ("frames", "guide")
+
     def __init__(self, runtime: Runtime, rows: int, cols: int, channels: int,
                  params: tuple[VideoStageParams, VideoStageParams], stages: int = 2,
                  temporal_radius: int = 4, *, aggregation: str | None = None,
@@ -59,7 +66,10 @@ class VBM3DPlan:
         p = params[0].patch_size
         if rows < p or cols < p:
             raise ValueError(f"frames of {rows}x{cols} are smaller than the patch size {p}")
-        self.runtime = runtime
+        super().__init__(runtime)
+        #: The strength and guide role of `enqueue` (`clpatch.make_plan` sets them).
+        self.strength: Strength | None = None
+        self.guide_role = "match"
         self.rows, self.cols, self.channels = rows, cols, channels
         self.colour = channels == 3
         self.params = params[:stages]
@@ -78,11 +88,8 @@ class VBM3DPlan:
         #: Output frames per chunk of a stream through several bands.
         self.chunk_frames = chunk_frames(temporal_radius, len(self.params))
         self.stages = [VideoStage(self, sp) for sp in self.params]
-        self.pool = BufferPool(runtime.context)
-        self.uploader = Uploader(runtime, self.pool)
         self.transfers: Transfers | None = None     # made by the first host frame
         self.keep_events = False
-        self.last_events: list[tuple[str, Any]] = []
 
     def layout(self, guided: bool) -> Layout:
         """The bands of runs with (`guided`: a ring of guide frames to match on) or without
@@ -138,29 +145,61 @@ class VBM3DPlan:
               guide_role: str = "match") -> Any:
         """`run` with the strength arguments checked already (`Strength.check`)."""
         role = check_guide_role(guide_role, guide is not None, len(self.stages))
-        volume = as_volume(video, name="frames", video=True)
+        return self._launch(as_volume(video, name="frames", video=True), strength, guide,
+                            role, None)
+
+    @property
+    def waits_for_peak(self) -> bool:
+        """Whether `enqueue` waits for the video's peak |value| before its passes: unless
+        the plan has a peak and no guide (`clpatch.make_plan` sets `strength`)."""
+        return self.strength is None or self.strength.peak is None or len(self.input_shapes) > 1
+
+    def enqueue_arrays(self, video: Any, guide: Any = None, *, out: Any,
+                       wait_for: list[Any] | None) -> tuple[Any, list[Any]]:
+        """The plan's `enqueue` (`clpatch.core.plans.Plan`) with its `strength` and
+        `guide_role`: the denoised device video (in `out` when given); see `waits_for_peak`
+        for when it waits, else the value check is deferred."""
+        if self.strength is None:
+            raise TypeError("enqueue needs a plan from clpatch.make_plan('vbm3d', ...)")
+        role = check_guide_role(self.guide_role, guide is not None, len(self.stages))
+        output = self._launch(as_volume(video, name="frames", video=True), self.strength,
+                              guide, role, out)
+        return output, [self.last_events[-1][1]]
+
+    def _launch(self, volume: Volume, strength: Strength, guide: Any, role: str | None,
+                out: Any) -> Any:
+        """Enqueue a whole video's passes (for NumPy frames, and copy them back); returns
+        the output. A device video with a given peak and no guide is checked after the
+        passes, without waiting (`defer_check`); otherwise its peak is read first."""
         video = volume.array            # an array-like is an array from here on
         if (volume.rows, volume.cols, volume.channels) != (self.rows, self.cols, self.channels):
             raise ValueError(f"frames shape {tuple(video.shape)} differs from the planned frame "
                              f"shape {(self.rows, self.cols, self.channels)}")
         limit = magnitude_limit(self.params[0].patch_size, 1)
         layout = self.layout(role == "match")
+        defer = volume.on_device and strength.peak is not None and role is None
         if volume.on_device:
             if volume.array.context != self.runtime.context:
                 raise ValueError("frames live in another OpenCL context than the runtime's")
-            peak = self._device_peak(volume, layout)
-            output = self.runtime.empty(tuple(video.shape), np.float32)
+            output = (self.runtime.empty(tuple(video.shape), np.float32) if out is None else
+                      check_out(out, tuple(video.shape), np.float32, self.runtime.context))
         else:
-            # One pass for the fixed-point scale's peak; NaN and inf carry through min/max.
-            peak = max(abs(float(np.min(video))), abs(float(np.max(video))))
             output = np.empty(tuple(video.shape), np.float32)
-        check_peak(peak, limit, "frames")
-        guided = None if role is None else self._guide_volume(guide, volume, layout, limit)
-        if strength.peak is not None:        # a larger video's peak (clpatch.dask's pieces)
-            if peak > strength.peak:
-                raise ValueError(f"frames values reach |x| = {peak:.6g}, above the peak "
-                                 f"{strength.peak:.6g} passed")
+        guided = None
+        if defer:
             peak = strength.peak
+            self.uploader.begin()           # the passes' conversions check the frames
+        else:
+            if volume.on_device:
+                peak = self._device_peak(volume, layout)
+            else:
+                # One pass for the fixed-point scale's peak; NaN and inf carry through min/max.
+                peak = max(abs(float(np.min(video))), abs(float(np.max(video))))
+            check_peak(peak, limit, "frames")
+            guided = None if role is None else self._guide_volume(guide, volume, layout, limit)
+            if strength.peak is not None:    # a larger video's peak (clpatch.dask's pieces)
+                self._judge(strength.peak, limit)(peak)
+                peak = strength.peak
         settings = self.settings(strength, peak, volume.dtype)
         events: list[tuple[str, Any]] = []
         self.last_events = events
@@ -178,9 +217,16 @@ class VBM3DPlan:
                     pass
             for _ in band_pass.advance(True):
                 pass
+        if defer:
+            self.defer_check([events[-1][1]], self._judge(strength.peak, limit))
         if not self.keep_events:
-            self.last_events = []
+            self.last_events = events[-1:]
         return output
+
+    @staticmethod
+    def _judge(given: float, limit: float) -> Any:
+        """The check of the frames' measured peak (`clpatch.denoise.peaks.peak_judge`)."""
+        return peak_judge(lambda peak: check_peak(peak, limit, "frames"), given, "frames")
 
     def _device_peak(self, volume: Volume, layout: Layout) -> float:
         """The largest |value| of a device video (converted frame by frame, band by band,
@@ -206,11 +252,14 @@ class VBM3DPlan:
 
     # ---- streams ---------------------------------------------------------------------------
 
-    def stream(self, frames: Iterable[Any], sigma: float, *, data_range: float | None = None,
-               peak: float | None = None, guide: Iterable[Any] | None = None,
-               guide_role: str = "match") -> Iterator[np.ndarray]:
+    def stream(self, frames: Iterable[Any], sigma: float | None = None, *,
+               data_range: float | None = None, peak: float | None = None,
+               guide: Iterable[Any] | None = None,
+               guide_role: str | None = None) -> Iterator[np.ndarray]:
         """Denoise frames one at a time: yields float32 frames (H, W) or (H, W, 3) in order.
 
+        sigma: as in `clpatch.vbm3d`; None: the plan's `strength` and `guide_role` (a plan
+        of `clpatch.make_plan`, whose shape's frame count does not bound the stream).
         data_range: as in `clpatch.bm3d` (None: from the first frame's dtype and values).
         peak: the largest |value| of the video, for the fixed-point aggregation's scale
         (None: 4 · data_range; a frame beyond it raises ValueError).
@@ -220,6 +269,12 @@ class VBM3DPlan:
         Frames of one band come out 4 · temporal_radius frames behind the input; frames in
         several bands by chunks of `chunk_frames`, once the frames a chunk needs are in.
         """
+        if sigma is None:
+            if self.strength is None:
+                raise TypeError("stream needs sigma (or a plan of clpatch.make_plan)")
+            sigma, data_range, peak = (self.strength.sigma, self.strength.data_range,
+                                       self.strength.peak)
+        guide_role = guide_role or self.guide_role
         strength = Strength.check(sigma, data_range=data_range)
         if peak is not None:
             peak = check_float("peak", peak)

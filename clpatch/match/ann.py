@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..core.runtime import Runtime, resolve_runtime
-from ..core.volumes import as_volume
+from ..core.volumes import Volume, as_volume
 from .ann_pair import AnnPair
 from .ann_params import AnnRequest, check_ann_request, largest_k
 from .ann_plan import AnnPlan
@@ -69,15 +69,22 @@ def ann_search(image: Any, *, patch_size: int = 8, k: int = 16, tile: int = DEFA
     device out.
     """
     volume = as_volume(image, video=False)
-    request = check_ann_request(patch_size=patch_size, step=step, k=k, tile=tile,
-                                neighbour_clusters=neighbour_clusters,
-                                channels=volume.channels, rows=volume.rows, cols=volume.cols)
+    request = ann_request(volume, patch_size=patch_size, k=k, tile=tile, step=step,
+                          neighbour_clusters=neighbour_clusters)
     rt = resolve_runtime(runtime, image)
     key = ("ann", volume.rows, volume.cols, volume.channels, volume.on_device, request)
     plan = rt.plan_cache().plan(key, lambda: AnnPlan(
         rt, 1, volume.rows, volume.cols, volume.channels, request,
         device_output=volume.on_device), PLANS_KEPT)
     return plan.run(image)
+
+
+def ann_request(volume: Volume, *, patch_size: Any, k: Any, tile: Any, step: Any,
+                neighbour_clusters: Any) -> AnnRequest:
+    """The ANN request of `ann_search`'s arguments on an input like `volume`, checked."""
+    return check_ann_request(patch_size=patch_size, step=step, k=k, tile=tile,
+                             neighbour_clusters=neighbour_clusters, channels=volume.channels,
+                             rows=volume.rows, cols=volume.cols)
 
 
 def filter_request(*, patch_size: int, step: int, n: int, channels: int, rows: int,

@@ -61,14 +61,15 @@ class AnnPair(AnnPlan):
         return dataclasses.replace(mine, y_lo=min(mine.y_lo, other.y_lo),
                                    y_hi=max(mine.y_hi, other.y_hi))
 
-    def enqueue(self, planar: Any, chunk: Chunk, out_pos: Any, out_dist: Any, *, out_rows: int,
-                out_row0: int = 0, out_f0: int = 0,
-                wait_for: list[Any] | None = None) -> list[Any]:
-        """Both tilings' launches (see `AnnPlan.enqueue`), the second's after the first's."""
-        events = super().enqueue(planar, chunk, out_pos, out_dist, out_rows=out_rows,
-                                 out_row0=out_row0, out_f0=out_f0, wait_for=wait_for)
+    def enqueue_chunk(self, planar: Any, chunk: Chunk, out_pos: Any, out_dist: Any, *,
+                      out_rows: int, out_row0: int = 0, out_f0: int = 0,
+                      wait_for: list[Any] | None = None) -> list[Any]:
+        """Both tilings' launches (see `AnnPlan.enqueue_chunk`), the second's after the
+        first's."""
+        events = super().enqueue_chunk(planar, chunk, out_pos, out_dist, out_rows=out_rows,
+                                       out_row0=out_row0, out_f0=out_f0, wait_for=wait_for)
         if self.second is not None:
-            events += self.second.enqueue(planar, chunk, out_pos, out_dist, out_rows=out_rows,
-                                          out_row0=out_row0, out_f0=out_f0,
-                                          wait_for=events[-1:])
+            events += self.second.enqueue_chunk(planar, chunk, out_pos, out_dist,
+                                                out_rows=out_rows, out_row0=out_row0,
+                                                out_f0=out_f0, wait_for=events[-1:])
         return events

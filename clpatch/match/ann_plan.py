@@ -14,12 +14,13 @@ from typing import Any
 
 import numpy as np
 
-from ..core.buffers import BufferPool, int_buffer, memory_limits
+from ..core.buffers import int_buffer, memory_limits
 from ..core.errors import DeviceResourceError
 from ..core.kernels import kernel, render
+from ..core.plans import Plan
 from ..core.runtime import Runtime
-from ..core.staging import download
-from ..core.upload import Uploader, check_peak
+from ..core.sinks import MatchesSink
+from ..core.upload import check_peak
 from ..core.volumes import Volume, as_volume, check_planned, magnitude_limit
 from .ann_layout import REGISTER_VOTE, ann_config, pitch_order, query_bytes, split_nodes
 from .ann_params import (
@@ -47,8 +48,9 @@ TILE_ROWS_PER_LAUNCH = 256
 RANK_SELECT = 256
 
 
-class AnnPlan:
-    """A compiled clustering ANN for inputs of (frames, rows, cols, channels).
+class AnnPlan(Plan):
+    """A compiled clustering ANN for inputs of (frames, rows, cols, channels) (a
+    `clpatch.core.plans.Plan`: `clpatch.make_plan("ann", ...)` makes one).
 
     video: a burst of `frames` frames: every frame's patches at a tile location are
     clustered together and the references are those of frame `reference` (positions
@@ -61,6 +63,8 @@ class AnnPlan:
     clustering, query).
     """
 
+    method = "ann"
+
     def __init__(self, runtime: Runtime, frames: int, rows: int, cols: int, channels: int,
                  request: AnnRequest, config: AnnConfig | None = None, *, video: bool = False,
                  reference: int = 0, stagger: tuple[int, ...] = (),
@@ -71,7 +75,7 @@ class AnnPlan:
             raise ValueError(f"an image has one frame, got {frames} (pass video=True for a burst)")
         if not 0 <= reference < frames:
             raise ValueError(f"reference must be a frame index in [0, {frames}), got {reference}")
-        self.runtime = runtime
+        super().__init__(runtime)
         self.frames, self.rows, self.cols, self.channels = frames, rows, cols, channels
         self.request = request
         self.reference = reference
@@ -126,11 +130,8 @@ class AnnPlan:
             centres = [centre_distance(n, t, o) | centre_distance(n, t, v) << 16
                        for n, o, v in zip((self.py, self.px), self.origin, versus, strict=True)]
         self._centres = [int_buffer(ctx, c) for c in centres]
-        self.pool = BufferPool(ctx)
-        self.uploader = Uploader(runtime, self.pool)
         self._cluster, self._query = self._build()
         self.units = self._query_units()
-        self.last_events: list[tuple[str, Any]] = []
         self.chunks = self._plan_chunks(tile_bytes)
 
     # ---- kernels ---------------------------------------------------------------------------
@@ -230,11 +231,11 @@ class AnnPlan:
         return upload_chunk(self.pool, self.uploader, volume, chunk, name, staging=staging,
                             transfers=transfers, wait_for=wait_for)
 
-    def enqueue(self, planar: Any, chunk: Chunk, out_pos: Any, out_dist: Any, *, out_rows: int,
-                out_row0: int = 0, out_f0: int = 0,
-                wait_for: list[Any] | None = None) -> list[Any]:
+    def enqueue_chunk(self, planar: Any, chunk: Chunk, out_pos: Any, out_dist: Any, *,
+                      out_rows: int, out_row0: int = 0, out_f0: int = 0,
+                      wait_for: list[Any] | None = None) -> list[Any]:
         """Cluster the chunk's tiles and write its grid rows' matches (see
-        `SearchPlan.enqueue` for the output arguments)."""
+        `SearchPlan.enqueue_chunk` for the output arguments)."""
         i32 = np.int32
         a, b = self._tile_rows(chunk.g0, chunk.g1)
         nty, ntx = len(self.edges_y) - 1, len(self.edges_x) - 1
@@ -315,45 +316,48 @@ class AnnPlan:
 
     def run(self, image: Any, *, wait_for: list[Any] | None = None) -> Matches:
         """Search `image` (the planned shape; a burst as (T, H, W[, C])): NumPy in → NumPy
-        out, device in → device out."""
+        out, device in → device out; waits for the value check."""
         volume = as_volume(image, video=self.video)
         check_planned(volume, (self.frames, self.rows, self.cols, self.channels),
                       self.device_output, self.runtime.context)
+        matches, last = self._launch(volume, None, wait_for)
+        check_peak(self.uploader.peak(last), self.check_limit())
+        return matches
+
+    def enqueue_arrays(self, image: Any, *, out: Any,
+                       wait_for: list[Any] | None) -> tuple[Matches, list[Any]]:
+        """The plan's `enqueue` (`clpatch.core.plans.Plan`): the ANN of device array
+        `image` into device Matches (`out`: a Matches or (positions, distances) of the
+        caller's), its value check deferred."""
+        if not self.device_output:
+            raise TypeError("this plan was made for NumPy arrays; make_plan's plans take both")
+        matches, last = self._launch(as_volume(image, video=self.video), out, wait_for)
+        self.defer_check(last, self.check_limit())
+        return matches, last
+
+    def _launch(self, volume: Volume, out: Any,
+                wait_for: list[Any] | None) -> tuple[Matches, list[Any]]:
+        """Enqueue the run on `volume` (uploads, the two kernels per band, copies back for
+        NumPy output); returns the Matches and the last launches' events."""
         gy, gx = len(self.grid_y), (len(self.grid_x) if self.ref_x is None
                                     else self.ref_x.shape[1])
-        k, dim = self.request.k, self.dim
-        if self.device_output:
-            positions = self.runtime.empty((gy, gx, k, dim), np.int32)
-            distances = self.runtime.empty((gy, gx, k), np.float32)
-        else:
-            positions = np.empty((gy, gx, k, dim), np.int32)
-            distances = np.empty((gy, gx, k), np.float32)
+        k = self.request.k
+        sink = MatchesSink(self, (), gy, gx, k, self.dim, device=self.device_output, out=out)
         events: list[tuple[str, Any]] = []
         self.uploader.begin()
         last = wait_for
         for chunk in self.chunks:
             planar, uploads = self.upload(volume, chunk, wait_for=last)
             events.extend(uploads)
-            if self.device_output:
-                out_pos, out_dist, out_rows, out_row0 = positions.data, distances.data, gy, chunk.g0
-            else:
-                count = (chunk.g1 - chunk.g0) * gx * k
-                out_pos = self.pool.get("out_pos", count * dim * 4)
-                out_dist = self.pool.get("out_dist", count * 4)
-                out_rows, out_row0 = chunk.g1 - chunk.g0, 0
-            done = self.enqueue(planar, chunk, out_pos, out_dist, out_rows=out_rows,
-                                out_row0=out_row0, wait_for=[uploads[-1][1]])
+            out_pos, out_dist, out_rows, out_row0, _ = sink.target(0, 1, chunk.g0, chunk.g1)
+            done = self.enqueue_chunk(planar, chunk, out_pos, out_dist, out_rows=out_rows,
+                                      out_row0=out_row0, wait_for=[uploads[-1][1]])
             events.extend(("ann", e) for e in done)
             last = done
-            if not self.device_output:
-                shape = (chunk.g1 - chunk.g0, gx, k)
-                download(self.runtime.queue, positions[chunk.g0:chunk.g1], out_pos,
-                         shape=(*shape, dim), wait_for=done)
-                download(self.runtime.queue, distances[chunk.g0:chunk.g1], out_dist,
-                         shape=shape, wait_for=done)
+            sink.store(0, 1, chunk.g0, chunk.g1, (out_pos, out_dist), done)
         self.last_events = events
-        check_peak(self.uploader.peak(last), self.check_limit())
+        positions, distances = sink.arrays()
         r = self.request
         grid_x = self.ref_x.copy() if self.ref_x is not None else self.grid_x.copy()
-        return Matches(positions, distances, self.grid_y.copy(), grid_x, r.patch_size, r.step,
-                       r.tile, r.k, "l2", 0, self.config)
+        return (Matches(positions, distances, self.grid_y.copy(), grid_x, r.patch_size, r.step,
+                        r.tile, r.k, "l2", 0, self.config), last)

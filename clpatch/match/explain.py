@@ -46,7 +46,7 @@ class Explanation:
     def __str__(self) -> str:
         r = self.request
         lines = [
-            f"{self.operation} on {self.device}: patch {r.patch_size}, step {r.step}, n {r.n}, "
+            f"{self.operation} on {self.device}: patch {r.patch_size}, step {r.step}, k {r.n}, "
             f"window {r.window}, {r.channels} channel(s), {r.metric}"
             + (", video" if r.video else ""),
             f"runs: {self.config.describe()}",

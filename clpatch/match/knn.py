@@ -25,7 +25,9 @@ by float32 rounding may change places at the k-th.
 
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyopencl.array as cla
@@ -47,7 +49,7 @@ from .knn_config import (
 from .knn_plan import KnnPlan, query_bytes
 from .matches import Matches
 
-__all__ = ["MAX_CHANNELS", "MAX_PATCH", "KnnPlan", "knn", "knn_vectors"]
+__all__ = ["MAX_CHANNELS", "MAX_PATCH", "KnnPlan", "KnnVectors", "knn", "knn_vectors"]
 
 #: kNN plans kept per runtime.
 PLANS_KEPT = 8
@@ -87,6 +89,47 @@ def _knn(query: Any, reference: Any, *, patch_size: Any, k: Any, metric: Any, st
     qn, rn = names
     q = as_volume(query, name=qn, video=False)
     r = q if reference is None else as_volume(reference, name=rn, video=False)
+    rt = resolve_runtime(runtime, query, reference)
+    for name, volume in ((qn, q), (rn, r)):
+        if volume.on_device and volume.array.context != rt.context:
+            raise ValueError(f"{name} lives in another OpenCL context than the runtime's")
+    request = knn_request(rt, q, r, reference is None, patch_size=patch_size, k=k,
+                          metric=metric, step=step, method=method, names=names)
+    if request.layout is None:
+        return _plan(rt, q, r, request).run(query, reference, names=names)
+
+    def pair(window: Any, band: Any, k_band: int) -> Matches:
+        qw = as_volume(window, name=qn, video=False)
+        rb = as_volume(band, name=rn, video=False)
+        banded = dataclasses.replace(request, self_search=False, k=k_band)
+        return _plan(rt, qw, rb, banded).run(window, band, names=names)
+
+    return run_banded(request.layout, rt, q, r, patch=request.patch_size, step=request.step,
+                      k=request.k, metric=request.metric, search=pair)
+
+
+@dataclass(frozen=True)
+class KnnRequest:
+    """A kNN call's checked parameters and what follows from them on a device: the engine's
+    configuration, whether distances are rescored (float inputs), and the reference bands
+    (`layout`, None when the whole reference fits one pass)."""
+
+    self_search: bool
+    patch_size: int
+    k: int
+    metric: str
+    step: int
+    config: KnnConfig
+    rescore: bool
+    layout: Any
+
+
+def knn_request(rt: Runtime, q: Volume, r: Volume, self_search: bool, *, patch_size: Any,
+                k: Any, metric: Any, step: Any, method: Any,
+                names: tuple[str, str] = ("query", "reference")) -> KnnRequest:
+    """`knn`'s parameters checked for a query like `q` in a reference like `r` (the same
+    volume for a self-search), and the configuration chosen for them on `rt`."""
+    qn, rn = names
     if r.channels != q.channels:
         raise ValueError(f"{rn} has {r.channels} channels, {qn} has {q.channels}: "
                          f"they must be equal")
@@ -98,37 +141,28 @@ def _knn(query: Any, reference: Any, *, patch_size: Any, k: Any, metric: Any, st
     candidates = (r.rows - p + 1) * (r.cols - p + 1)
     kk = check_int("k", k, 1, candidates)
     method = check_choice("method", method, KNN_METHODS, allow_none=True)
-    rt = resolve_runtime(runtime, query, reference)
-    for name, volume in ((qn, q), (rn, r)):
-        if volume.on_device and volume.array.context != rt.context:
-            raise ValueError(f"{name} lives in another OpenCL context than the runtime's")
     rescore = q.dtype.kind == "f" or r.dtype.kind == "f"
     config = choose_knn(rt.profile, metric=metric, patch=p, channels=q.channels, step=s,
                         method=method, tuning=rt.tuning)
     layout = band_layout(rt, q, r, patch=p, step=s,
                          heap_bytes=query_bytes(config, kk, candidates))
-    if layout is None:
-        return _plan(rt, q, r, reference is None, p, kk, metric, s, config,
-                     rescore).run(query, reference, names=names)
-
-    def pair(window: Any, band: Any, k_band: int) -> Matches:
-        qw = as_volume(window, name=qn, video=False)
-        rb = as_volume(band, name=rn, video=False)
-        return _plan(rt, qw, rb, False, p, k_band, metric, s, config, rescore).run(
-            window, band, names=names)
-
-    return run_banded(layout, rt, q, r, patch=p, step=s, k=kk, metric=metric, search=pair)
+    return KnnRequest(self_search, p, kk, metric, s, config, rescore, layout)
 
 
-def _plan(rt: Runtime, q: Volume, r: Volume, self_search: bool, p: int, k: int, metric: str,
-          step: int, config: KnnConfig, rescore: bool) -> KnnPlan:
+def plan_knn(rt: Runtime, q: Volume, r: Volume, request: KnnRequest) -> KnnPlan:
+    """A new plan of `request` (device output for a device query)."""
+    return KnnPlan(rt, q.rows, q.cols, q.channels, r.rows, r.cols,
+                   patch_size=request.patch_size, k=request.k, metric=request.metric,
+                   step=request.step, config=request.config, self_search=request.self_search,
+                   device_output=q.on_device, rescore=request.rescore)
+
+
+def _plan(rt: Runtime, q: Volume, r: Volume, request: KnnRequest) -> KnnPlan:
     """The runtime's cached plan for these shapes and parameters."""
-    key = ("knn", q.rows, q.cols, q.channels, r.rows, r.cols, self_search, p, k, metric,
-           step, config, q.on_device, rescore)
-    return rt.plan_cache().plan(key, lambda: KnnPlan(
-        rt, q.rows, q.cols, q.channels, r.rows, r.cols, patch_size=p, k=k, metric=metric,
-        step=step, config=config, self_search=self_search, device_output=q.on_device,
-        rescore=rescore), PLANS_KEPT)
+    key = ("knn", q.rows, q.cols, q.channels, r.rows, r.cols, request.self_search,
+           request.patch_size, request.k, request.metric, request.step, request.config,
+           q.on_device, request.rescore)
+    return rt.plan_cache().plan(key, lambda: plan_knn(rt, q, r, request), PLANS_KEPT)
 
 
 def _vectors(name: str, array: Any) -> Any:
@@ -139,15 +173,25 @@ def _vectors(name: str, array: Any) -> Any:
     return array.reshape(1, array.shape[0], array.shape[1])
 
 
+class KnnVectors(NamedTuple):
+    """`knn_vectors`' result, in the order of FAISS, scikit-learn, SciPy and torch.topk:
+    distances first."""
+
+    distances: Any      # float32 (N, k), ascending
+    indices: Any        # int32 (N, k), rows of the references
+
+
 def knn_vectors(queries: Any, references: Any, k: int, metric: str = "l2", *,
                 method: str | None = None,
-                runtime: Runtime | None = None) -> tuple[Any, Any]:
+                runtime: Runtime | None = None) -> KnnVectors:
     """The k nearest rows of `references` (M, D) of every row of `queries` (N, D).
 
     metric: "l2" (sum of squared differences) or "l1". Ties: the smaller row index first.
     method: None (l2: the GEMM engine; l1: direct), or one of `knn`'s.
-    Returns (indices int32 (N, k), distances float32 (N, k) ascending), NumPy arrays for a
-    NumPy `queries`, device arrays for a device one.
+    Returns `KnnVectors(distances, indices)`: distances float32 (N, k) ascending and
+    indices int32 (N, k), distances first as in FAISS, scikit-learn and torch.topk (before
+    0.x, clpatch returned (indices, distances)); NumPy arrays for a NumPy `queries`, device
+    arrays for a device one.
     """
     metric = _metric(metric)
     if metric not in ("l2", "l1"):
@@ -166,8 +210,8 @@ def knn_vectors(queries: Any, references: Any, k: int, metric: str = "l2", *,
         rt = resolve_runtime(runtime, queries)
         column = rt.plan_cache().plan(("knn-column",), lambda: _column(rt.context), 1)
         column(indices, positions.reshape(n * k * 2), queue=positions.queue)
-        return indices, distances.reshape(n, k)
-    return np.ascontiguousarray(positions[0, :, :, 1]), distances[0]
+        return KnnVectors(distances.reshape(n, k), indices)
+    return KnnVectors(distances[0], np.ascontiguousarray(positions[0, :, :, 1]))
 
 
 def _column(context: Any) -> Any:

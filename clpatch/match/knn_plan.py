@@ -13,14 +13,14 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import pyopencl as cl
 
-from ..core.buffers import BufferPool, int_buffer, memory_limits
+from ..core.buffers import int_buffer, memory_limits
 from ..core.kernels import kernel
+from ..core.plans import Plan
 from ..core.runtime import Runtime
-from ..core.staging import download
-from ..core.upload import Uploader, check_peak
-from ..core.volumes import as_volume, magnitude_limit
+from ..core.sinks import MatchesSink
+from ..core.upload import check_peak
+from ..core.volumes import Volume, as_volume, magnitude_limit
 from .knn_config import TOPK_HEAP, KnnConfig, heap_level_fits, team_buffer, team_rows, topk_variant
 from .knn_gemm import GemmSearch
 from .matches import Matches, grid_positions
@@ -99,17 +99,26 @@ def query_bytes(config: KnnConfig, k: int, candidates: int) -> int:
         * planned_sets(config)
 
 
-class KnnPlan:
+class KnnPlan(Plan):
     """kNN of every grid patch of a (rows, cols, channels) query image among all patches of
     a (ref_rows, ref_cols, channels) reference (`self_search`: the query is the reference).
     `run(query, reference=None)` returns Matches (NumPy or device arrays like the input);
-    `last_events` holds the (stage, event) pairs of the last run."""
+    `last_events` holds the (stage, event) pairs of the last run. A
+    `clpatch.core.plans.Plan`: `clpatch.make_plan("knn", ...)` makes one; its `enqueue`
+    waits for the inputs' value check before the search (`waits_for_peak`): a NaN reaching
+    the search kernels (the heaps' comparisons) is not safe on every device."""
+
+    method = "knn"
+    input_names = ("query", "reference")
+    #: `enqueue` reads the inputs' value check back before launching the search.
+    waits_for_peak = True
 
     def __init__(self, runtime: Runtime, rows: int, cols: int, channels: int,
                  ref_rows: int, ref_cols: int, *, patch_size: int, k: int, metric: str,
                  step: int, config: KnnConfig, self_search: bool, device_output: bool,
                  rescore: bool, memory_bytes: int | None = None) -> None:
-        self.runtime, self.config = runtime, config
+        super().__init__(runtime)
+        self.config = config
         self.rows, self.cols, self.channels = rows, cols, channels
         self.ref_rows, self.ref_cols = ref_rows, ref_cols
         self.p, self.k, self.metric, self.step = patch_size, k, metric, step
@@ -121,8 +130,6 @@ class KnnPlan:
         self.kept = kept_entries(config, k, self.candidates)
         self.slots = heap_slots(self.kept)
         ctx = runtime.context
-        self.pool = BufferPool(ctx)
-        self.uploader = Uploader(runtime, self.pool)
         self._grid_y = int_buffer(ctx, self.grid_y)
         self._grid_x = int_buffer(ctx, self.grid_x)
         p, c = patch_size, channels
@@ -178,7 +185,6 @@ class KnnPlan:
         self._finish = kernel(finish, "knn_finish_sorted" if self.sorted_finish
                               else "knn_finish")
         self._clear = kernel(finish, "knn_clear")
-        self.last_events: list[tuple[str, Any]] = []
 
     # ---- memory and work ---------------------------------------------------------------
 
@@ -240,27 +246,42 @@ class KnnPlan:
     def run(self, query: Any, reference: Any = None, *,
             names: tuple[str, str] = ("query", "reference")) -> Matches:
         """The matches of `query` in `reference` (None: in itself); errors name the inputs
-        `names`."""
+        `names`. Waits for the value check."""
         q = as_volume(query, name=names[0], video=False)
         r = q if reference is None else as_volume(reference, name=names[1], video=False)
+        return self._launch(q, r, None, None, names)[0]
+
+    def enqueue_arrays(self, query: Any, reference: Any = None, *, out: Any,
+                       wait_for: list[Any] | None) -> tuple[Matches, list[Any]]:
+        """The plan's `enqueue` (`clpatch.core.plans.Plan`): the kNN of device `query` in
+        device `reference` (none for a self-search plan) into device Matches; it waits for
+        the inputs' value check (`waits_for_peak`)."""
+        if not self.device_output:
+            raise TypeError("this plan was made for NumPy arrays; make_plan's plans take both")
+        q = as_volume(query, name="query", video=False)
+        r = q if reference is None else as_volume(reference, name="reference", video=False)
+        return self._launch(q, r, out, wait_for, ("query", "reference"))
+
+    def _launch(self, q: Volume, r: Volume, out: Any, wait_for: list[Any] | None,
+                names: tuple[str, str]) -> tuple[Matches, list[Any]]:
+        """Enqueue the run (uploads, blocks of grid rows, copies back for NumPy output);
+        returns the Matches and the last launches' events. The inputs' values are checked
+        (a wait) before any search kernel is launched."""
         events: list[tuple[str, Any]] = []
         self.uploader.begin()
         qbuf = self.pool.get("query", 4 * self.channels * self.rows * self.cols)
-        events += self.uploader.convert(q, 0, 1, 0, self.rows, qbuf, staging="stage_q")
+        events += self.uploader.convert(q, 0, 1, 0, self.rows, qbuf, staging="stage_q",
+                                        wait_for=wait_for)
         if self.self_search:
             rbuf = qbuf
         else:
             rbuf = self.pool.get("reference", 4 * self.channels * self.ref_rows * self.ref_cols)
-            events += self.uploader.convert(r, 0, 1, 0, self.ref_rows, rbuf, staging="stage_r")
+            events += self.uploader.convert(r, 0, 1, 0, self.ref_rows, rbuf, staging="stage_r",
+                                            wait_for=[events[-1][1]])
         check_peak(self.uploader.peak([events[-1][1]]), self.check_limit(),
-                   names[0] if reference is None else f"{names[0]} or {names[1]}")
+                   names[0] if self.self_search else f"{names[0]} or {names[1]}")
         gy, gx, k = len(self.grid_y), len(self.grid_x), self.k
-        if self.device_output:
-            positions = self.runtime.empty((gy, gx, k, 2), np.int32)
-            distances = self.runtime.empty((gy, gx, k), np.float32)
-        else:
-            positions = np.empty((gy, gx, k, 2), np.int32)
-            distances = np.empty((gy, gx, k), np.float32)
+        sink = MatchesSink(self, (), gy, gx, k, 2, device=self.device_output, out=out)
         images = (qbuf, np.int32(self.rows), np.int32(self.cols), rbuf,
                   np.int32(self.ref_rows), np.int32(self.ref_cols))
         last = [events[-1][1]]
@@ -270,16 +291,15 @@ class KnnPlan:
             last = [centred]
         for g0 in range(0, gy, self.block_rows):
             g1 = min(gy, g0 + self.block_rows)
-            last = self._block(g0, g1, images, positions, distances, events, last)
-        if not self.device_output:
-            cl.wait_for_events(last)
+            last = self._block(g0, g1, images, sink, events, last)
         self.last_events = events
-        return Matches(positions, distances, self.grid_y.copy(), self.grid_x.copy(), self.p,
-                       self.step, 0, k, self.metric, 0, self.config)
+        positions, distances = sink.arrays()
+        return (Matches(positions, distances, self.grid_y.copy(), self.grid_x.copy(), self.p,
+                        self.step, 0, k, self.metric, 0, self.config), last)
 
-    def _block(self, g0: int, g1: int, images: tuple, positions: Any, distances: Any,
+    def _block(self, g0: int, g1: int, images: tuple, sink: MatchesSink,
                events: list[tuple[str, Any]], wait: list[Any]) -> list[Any]:
-        queue, k, gx = self.runtime.queue, self.k, len(self.grid_x)
+        queue, gx = self.runtime.queue, len(self.grid_x)
         slots = (g1 - g0) * gx * self.slots        # heap slots of one set
         sets = self._gemm.heap_sets(self.splits) if self._gemm is not None else self.splits
         stored = slots * sets
@@ -296,12 +316,7 @@ class KnnPlan:
             last = self._offsets(g0, g1, images, heaps, slots, events, cleared)
         else:
             last = self._direct(g0, g1, images, heaps, slots, events, cleared)
-        if self.device_output:
-            out_pos, out_dist, out_row0 = positions.data, distances.data, g0
-        else:
-            out_pos = self.pool.get("out_pos", 8 * (g1 - g0) * gx * k)
-            out_dist = self.pool.get("out_dist", 4 * (g1 - g0) * gx * k)
-            out_row0 = 0
+        out_pos, out_dist, _, out_row0, _ = sink.target(0, 1, g0, g1)
         if self.sorted_finish:
             width, lx = gx * self.sorted_group, self.sorted_group
         else:
@@ -309,15 +324,10 @@ class KnnPlan:
         finished = self._finish(queue, (width, g1 - g0), (lx, 1), *images,
                                 self._grid_y, self._grid_x, np.int32(g0), np.int32(gx),
                                 np.int32(sets), np.int32(slots), np.int32(self.kept),
-                                np.int32(self.slots), np.int32(k), heaps,
+                                np.int32(self.slots), np.int32(self.k), heaps,
                                 out_pos, out_dist, np.int32(out_row0), wait_for=last)
         events.append(("finish", finished))
-        if self.device_output:
-            return [finished]
-        download(queue, positions[g0:g1], out_pos, shape=(g1 - g0, gx, k, 2),
-                 wait_for=[finished])
-        download(queue, distances[g0:g1], out_dist, shape=(g1 - g0, gx, k),
-                 wait_for=[finished])
+        sink.store(0, 1, g0, g1, (out_pos, out_dist), [finished])
         return [finished]
 
     def _offsets(self, g0: int, g1: int, images: tuple, heaps: Any, stride: int,

@@ -2,7 +2,7 @@
 
 A matcher is planned once for an input shape and a request (`make_matcher`), then driven
 chunk by chunk: `upload` converts a chunk of the input to planar float32 on the device
-(checking its values), `enqueue` writes the chunk's Matches into device buffers in the
+(checking its values), `enqueue_chunk` writes the chunk's Matches into device buffers in the
 layout of `clpatch.match.matches` (`cl_src/lib/matches.mako`); both take `wait_for` events
 and return events. The filters (`clpatch.denoise`) use nothing else, so a new engine (the
 exhaustive kNN, the clustering ANN, the k-d-tree NNF) plugs in by implementing this and
@@ -45,9 +45,9 @@ class Matcher(Protocol):
                staging: str = "staging", transfers: Any = None,
                wait_for: list[Any] | None = None) -> tuple[Any, list[tuple[str, Any]]]: ...
 
-    def enqueue(self, planar: Any, chunk: Chunk, out_pos: Any, out_dist: Any, *,
-                out_rows: int, out_row0: int = 0, out_f0: int = 0,
-                wait_for: list[Any] | None = None) -> list[Any]: ...
+    def enqueue_chunk(self, planar: Any, chunk: Chunk, out_pos: Any, out_dist: Any, *,
+                      out_rows: int, out_row0: int = 0, out_f0: int = 0,
+                      wait_for: list[Any] | None = None) -> list[Any]: ...
 
     def check_limit(self) -> float: ...
 

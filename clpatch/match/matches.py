@@ -1,10 +1,10 @@
 """The Matches contract: what every search engine returns and every filter consumes.
 
-For every reference patch (top-left corners on a grid), its `n` best candidates: positions
+For every reference patch (top-left corners on a grid), its `k` best candidates: positions
 (top-left corners) and distances, ascending. On the device the layout is fixed:
 
-    positions: int32, [frame][grid row][grid column][n][dim], dim 2 as (y, x) or 3 as (t, y, x)
-    distances: float32, [frame][grid row][grid column][n]
+    positions: int32, [frame][grid row][grid column][k][dim], dim 2 as (y, x) or 3 as (t, y, x)
+    distances: float32, [frame][grid row][grid column][k]
 
 Equal distances resolve to the candidate visited first in the engine's documented order,
 the same on every device (the windowed search: offsets in window order; see DESIGN.md).
@@ -12,6 +12,7 @@ the same on every device (the windowed search: offsets in window order; see DESI
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,16 +26,17 @@ INT32_MAX = 2**31 - 1
 
 @dataclass
 class Matches:
-    """The n nearest patches of every reference patch.
+    """The k nearest patches of every reference patch.
 
-    positions: int32, (gy, gx, n, 2) as (y, x), or (T, gy, gx, n, 3) as (t, y, x) for video;
+    positions: int32, (gy, gx, k, 2) as (y, x), or (T, gy, gx, k, 3) as (t, y, x) for video;
                top-left corners of the matched patches.
-    distances: float32, (gy, gx, n) or (T, gy, gx, n), ascending along the last axis;
+    distances: float32, (gy, gx, k) or (T, gy, gx, k), ascending along the last axis;
                sums of squared (l2) or absolute (l1) differences over patch and channels.
     grid_y, grid_x: int32, top-left rows / columns of the reference patches (grid_x is
                (gy, gx), one row of columns per grid row, for a plan's staggered grid).
     positions and distances are NumPy arrays for NumPy input, device arrays for device input.
-    The remaining fields say how the matches were found (`config`: the engine's configuration).
+    The remaining fields say how the matches were found (`k`: matches per reference;
+    `config`: the engine's configuration). `n` is the deprecated name of `k`.
     """
 
     positions: Any
@@ -44,10 +46,17 @@ class Matches:
     patch_size: int
     step: int
     window: int
-    n: int
+    k: int
     metric: str
     temporal_window: int
     config: Any
+
+    @property
+    def n(self) -> int:
+        """Deprecated: `k`."""
+        warnings.warn("Matches.n is deprecated, use Matches.k", DeprecationWarning,
+                      stacklevel=2)
+        return self.k
 
 
 #: The windowed search's name for its result (kept: the public API has always used it).

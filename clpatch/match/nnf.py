@@ -79,7 +79,7 @@ from ..core.kernels import kernel
 from ..core.runtime import Runtime, resolve_runtime
 from ..core.upload import Uploader, check_peak
 from ..core.validate import check_int
-from ..core.volumes import as_volume, magnitude_limit
+from ..core.volumes import Volume, as_volume, magnitude_limit
 from .matches import Matches
 from .nnf_plan import (
     BAND,
@@ -163,17 +163,9 @@ def nnf(a: Any, b: Any, *, patch_size: int = 8, k: int = 1, pca_dims: int = 10,
     """
     va = as_volume(a, name="a", video=False)
     vb = as_volume(b, name="b", video=False)
-    if va.channels != vb.channels:
-        raise ValueError(f"b has {vb.channels} channels, a has {va.channels}: they must be "
-                         f"equal")
-    p, kk, dims, m, leaf, s = check_nnf_params(patch_size, k, pca_dims, candidates, leaf_size,
-                                               seed, va.channels)
-    if p > min(va.rows, va.cols, vb.rows, vb.cols):
-        raise ValueError(f"patch_size {p} is larger than a ({va.rows}x{va.cols}) or b "
-                         f"({vb.rows}x{vb.cols})")
-    nb = (vb.rows - p + 1) * (vb.cols - p + 1)
-    if m > nb:
-        raise ValueError(f"candidates ({m}) must be at most the {nb} patches of b")
+    p, kk, dims, m, leaf, s = nnf_request(va, vb, patch_size=patch_size, k=k,
+                                          pca_dims=pca_dims, candidates=candidates,
+                                          leaf_size=leaf_size, seed=seed)
     rt = resolve_runtime(runtime, a, b)
     for name, volume in (("a", va), ("b", vb)):
         if volume.on_device and volume.array.context != rt.context:
@@ -185,6 +177,24 @@ def nnf(a: Any, b: Any, *, patch_size: int = 8, k: int = 1, pca_dims: int = 10,
         pca_dims=dims, candidates=m, leaf_size=leaf, seed=s, device_output=va.on_device),
         PLANS_KEPT)
     return plan.run(a, b)
+
+
+def nnf_request(va: Volume, vb: Volume, *, patch_size: Any, k: Any, pca_dims: Any,
+                candidates: Any, leaf_size: Any, seed: Any) -> tuple[int, ...]:
+    """`nnf`'s parameters checked for images like `va` and `vb`: (patch_size, k, pca_dims,
+    candidates, leaf_size, seed)."""
+    if va.channels != vb.channels:
+        raise ValueError(f"b has {vb.channels} channels, a has {va.channels}: they must be "
+                         f"equal")
+    p, kk, dims, m, leaf, s = check_nnf_params(patch_size, k, pca_dims, candidates, leaf_size,
+                                               seed, va.channels)
+    if p > min(va.rows, va.cols, vb.rows, vb.cols):
+        raise ValueError(f"patch_size {p} is larger than a ({va.rows}x{va.cols}) or b "
+                         f"({vb.rows}x{vb.cols})")
+    nb = (vb.rows - p + 1) * (vb.cols - p + 1)
+    if m > nb:
+        raise ValueError(f"candidates ({m}) must be at most the {nb} patches of b")
+    return p, kk, dims, m, leaf, s
 
 
 def reconstruct(matches: Matches, b: Any, *, runtime: Runtime | None = None) -> Any:

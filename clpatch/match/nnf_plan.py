@@ -20,12 +20,12 @@ from typing import Any
 import numpy as np
 import pyopencl as cl
 
-from ..core.buffers import BufferPool
 from ..core.kernels import kernel
+from ..core.plans import Plan
 from ..core.runtime import Runtime
-from ..core.staging import download
-from ..core.upload import Uploader, check_peak
-from ..core.volumes import as_volume, magnitude_limit
+from ..core.sinks import MatchesSink
+from ..core.upload import check_peak
+from ..core.volumes import Volume, as_volume, magnitude_limit
 from .matches import Matches
 from .nnf_pca import fit_rows, patch_vectors, sample_picks
 
@@ -81,14 +81,22 @@ def tree_levels(points: int, leaf: int) -> int:
     return levels
 
 
-class NnfPlan:
+class NnfPlan(Plan):
     """NNF of every patch of an (ha, wa, channels) image among the patches of an (hb, wb,
-    channels) one. `run(a, b)` returns Matches (NumPy or device arrays like `a`)."""
+    channels) one. `run(a, b)` returns Matches (NumPy or device arrays like `a`). A
+    `clpatch.core.plans.Plan` (`clpatch.make_plan("nnf", ...)` makes one), whose `enqueue`
+    waits once per run: the PCA model is fit on the host, to a sample of the inputs'
+    patches (`waits_for_sample`)."""
+
+    method = "nnf"
+    input_names = ("a", "b")
+    #: `enqueue` reads the inputs' value checks and the PCA sample back before the search.
+    waits_for_sample = True
 
     def __init__(self, runtime: Runtime, ha: int, wa: int, hb: int, wb: int, channels: int, *,
                  patch_size: int, k: int, pca_dims: int, candidates: int, leaf_size: int,
                  seed: int, device_output: bool) -> None:
-        self.runtime = runtime
+        super().__init__(runtime)
         self.ha, self.wa, self.hb, self.wb, self.channels = ha, wa, hb, wb, channels
         self.p, self.k, self.dims, self.m = patch_size, k, pca_dims, candidates
         self.leaf, self.seed, self.device_output = leaf_size, seed, device_output
@@ -122,14 +130,11 @@ class NnfPlan:
         self._program = program
         # One kernel object per bitonic step, so a rerun sets no argument again.
         self._steps: dict[tuple[int, int], Any] = {}
-        self.pool = BufferPool(runtime.context)
         # Two buffers serve two arrays each, one live while the other is not: the tree's
         # sort keys, then the candidate distances; the tree's order, then every query's
         # searched leaves. Each is sized once for both, so neither use reallocates it.
         self._keys_cand_d_bytes = max(8 * self.n_pad, 4 * self.na * candidates)
         self._order_searched_bytes = max(4 * self.n_pad, 8 * self.na)
-        self.uploader = Uploader(runtime, self.pool)
-        self.last_events: list[tuple[str, Any]] = []
 
     # ---- pieces ----------------------------------------------------------------------
 
@@ -271,8 +276,22 @@ class NnfPlan:
     # ---- running -----------------------------------------------------------------------
 
     def run(self, a: Any, b: Any) -> Matches:
-        va = as_volume(a, name="a", video=False)
-        vb = as_volume(b, name="b", video=False)
+        """The field of `a` in `b` (the planned shapes; NumPy in → NumPy out, device in →
+        device out)."""
+        return self._launch(as_volume(a, name="a", video=False),
+                            as_volume(b, name="b", video=False), None)[0]
+
+    def enqueue_arrays(self, a: Any, b: Any, *, out: Any,
+                       wait_for: list[Any] | None) -> tuple[Matches, list[Any]]:
+        """The plan's `enqueue` (`clpatch.core.plans.Plan`): the field of device `a` in
+        device `b` into device Matches (`out`: a Matches or (positions, distances) of the
+        caller's); it waits for the value checks and the PCA sample (`waits_for_sample`)."""
+        if not self.device_output:
+            raise TypeError("this plan was made for NumPy arrays; make_plan's plans take both")
+        return self._launch(as_volume(a, name="a", video=False),
+                            as_volume(b, name="b", video=False), out)
+
+    def _launch(self, va: Volume, vb: Volume, out: Any) -> tuple[Matches, list[Any]]:
         queue, i32 = self.runtime.queue, np.int32
         events: list[tuple[str, Any]] = []
         self.uploader.begin()
@@ -325,12 +344,13 @@ class NnfPlan:
                     i32(self.wbc), i32(colour), cd, ci, wait_for=last)]
                 events.append(("refine", last[0]))
         positions, distances, last = self._rerank(
-            abuf, bbuf, (ra, dims, med, leaf_pts, leaf_pid, leaf_of, cd, ci), events, last)
+            abuf, bbuf, (ra, dims, med, leaf_pts, leaf_pid, leaf_of, cd, ci), events, last,
+            out)
         self.last_events = events
         grid_y = np.arange(self.hac, dtype=np.int32)
         grid_x = np.arange(self.wac, dtype=np.int32)
-        return Matches(positions, distances, grid_y, grid_x, self.p, 1, 0, self.k, "l2", 0,
-                       None)
+        return (Matches(positions, distances, grid_y, grid_x, self.p, 1, 0, self.k, "l2", 0,
+                        None), last)
 
     def projections(self) -> tuple[np.ndarray, np.ndarray]:
         """The last run's reduced points of a and b: float32 (Na, pca_dims), (Nb, pca_dims)
@@ -343,22 +363,15 @@ class NnfPlan:
         return ra, rb
 
     def _rerank(self, abuf: Any, bbuf: Any, search: tuple, events: list,
-                wait: list) -> tuple[Any, Any, list]:
+                wait: list, out: Any = None) -> tuple[Any, Any, list]:
         """Re-ranking, expansion and polish: `search` is (ra, dims, med, leaf_pts, leaf_pid,
         leaf_of, cd, ci), the reduced points of a, the tree (split dimensions, medians,
-        leaves) and the candidate lists."""
+        leaves) and the candidate lists; into `out` (a Matches or pair) when given."""
         queue, i32, k = self.runtime.queue, np.int32, self.k
         ra, tdims, tmed, leaf_pts, leaf_pid, leaf_of, cd, ci = search
-        shape = (self.hac, self.wac, k)
-        if self.device_output:
-            positions = self.runtime.empty((*shape, 2), np.int32)
-            distances = self.runtime.empty(shape, np.float32)
-            out_pos, out_dist = positions.data, distances.data
-        else:
-            positions = np.empty((*shape, 2), np.int32)
-            distances = np.empty(shape, np.float32)
-            out_pos = self.pool.get("out_pos", positions.nbytes)
-            out_dist = self.pool.get("out_dist", distances.nbytes)
+        sink = MatchesSink(self, (), self.hac, self.wac, k, 2, device=self.device_output,
+                           out=out)
+        out_pos, out_dist = sink.target(0, 1, 0, self.hac)[:2]
         last = [self._k["nnf_rerank"](
             queue, (-(-self.wac // 64) * 64, self.hac), (64, 1), abuf, i32(self.ha),
             i32(self.wa), bbuf, i32(self.hb), i32(self.wb), i32(0), i32(self.hac),
@@ -381,9 +394,9 @@ class NnfPlan:
                     i32(k), out_pos, out_dist, wait_for=last)]
                 events.append(("polish", last[0]))
         if not self.device_output:     # blocking copies: nothing left to wait for
-            download(queue, positions, out_pos, shape=positions.shape, wait_for=last)
-            download(queue, distances, out_dist, shape=distances.shape, wait_for=last)
+            sink.store(0, 1, 0, self.hac, (out_pos, out_dist), last)
             last = []
+        positions, distances = sink.arrays()
         return positions, distances, last
 
 

@@ -3,7 +3,7 @@
 A plan is made once for an input shape and a request; it keeps its built kernels and device
 buffers. `run(image)` searches a whole input (NumPy or device array) and returns `Matches`;
 the filters drive the same plan piece by piece through its public face: `upload` converts a
-chunk of the input to planar float32 on the device, `enqueue` searches a chunk of it into
+chunk of the input to planar float32 on the device, `enqueue_chunk` searches a chunk of it into
 device buffers — both take `wait_for` events and return events.
 """
 
@@ -14,11 +14,12 @@ from typing import Any
 
 import numpy as np
 
-from ..core.buffers import BufferPool, int_buffer, memory_limits
+from ..core.buffers import int_buffer, memory_limits
 from ..core.kernels import kernel, max_group_size
+from ..core.plans import Plan
 from ..core.runtime import Runtime
-from ..core.staging import download
-from ..core.upload import Uploader, check_peak, needs_conversion
+from ..core.sinks import MatchesSink
+from ..core.upload import check_peak, needs_conversion
 from ..core.volumes import Volume, as_volume, check_planned, magnitude_limit
 from .matches import Matches, grid_positions, lattice_count
 from .window_config import SearchConfig, SearchRequest, choose_search
@@ -32,8 +33,9 @@ from .window_layout import (
 )
 
 
-class SearchPlan:
-    """A compiled windowed search for one input shape, reusable across calls.
+class SearchPlan(Plan):
+    """A compiled windowed search for one input shape, reusable across calls (a
+    `clpatch.core.plans.Plan`: `clpatch.make_plan("search", ...)` makes one).
 
     Inputs larger than the device's memory are processed in chunks of frames and bands of
     grid rows (`chunks`); every chunk uploads exactly the rows and frames its windows can
@@ -57,9 +59,9 @@ class SearchPlan:
         last column (x = cols - p) is always a border column of its own (the row-band
         kernels search it as their last column; the naive kernel reads a column table).
         `fused_check`: build kernels that can check the input themselves (`fused`), for a
-        plan driven through `run` (the filters, which `upload` and `enqueue`, leave it off
+        plan driven through `run` (the filters, which `upload` and `enqueue_chunk`, leave it off
         and keep their kernels as they are)."""
-        self.runtime = runtime
+        super().__init__(runtime)
         self.max_pairs = max_pairs_per_launch(runtime.profile.family)
         self.frames, self.rows, self.cols, self.channels = frames, rows, cols, channels
         self.request = request
@@ -94,9 +96,6 @@ class SearchPlan:
                     reason=config.reason + "; column instead of square: square has no "
                     "staggered grid"))
         self.dim = 3 if video else 2
-        self.last_events: list[tuple[str, Any]] = []
-        self.pool = BufferPool(runtime.context)
-        self.uploader = Uploader(runtime, self.pool)
         self._int_buffers: dict[tuple, Any] = {}
         self._templates: dict[tuple, LaunchTemplate] = {}    # see `prepare`
         self._kernel_objects: dict[tuple[int, Any], Any] = {}
@@ -224,9 +223,9 @@ class SearchPlan:
         return upload_chunk(self.pool, self.uploader, volume, chunk, name, staging=staging,
                             transfers=transfers, wait_for=wait_for)
 
-    def enqueue(self, planar: Any, chunk: Chunk, out_pos: Any, out_dist: Any, *, out_rows: int,
-                out_row0: int = 0, out_f0: int = 0,
-                wait_for: list[Any] | None = None) -> list[Any]:
+    def enqueue_chunk(self, planar: Any, chunk: Chunk, out_pos: Any, out_dist: Any, *,
+                      out_rows: int, out_row0: int = 0, out_f0: int = 0,
+                      wait_for: list[Any] | None = None) -> list[Any]:
         """Search one chunk of `planar` (the block `upload` made for it) into the Matches
         buffers `out_pos`/`out_dist`, laid out [frame][out_rows][grid column][n][dim]; the
         chunk's first grid row goes to row `out_row0`, its first frame to `out_f0`. Returns
@@ -236,7 +235,7 @@ class SearchPlan:
 
     def prepare(self, planar: Any, chunk: Chunk, out_pos: Any, out_dist: Any, *,
                 out_rows: int, out_row0: int = 0, out_f0: int = 0) -> BoundLaunches:
-        """The launches `enqueue` makes, computed but not enqueued: `fire(wait_for)` enqueues
+        """The launches `enqueue_chunk` makes, computed but not enqueued: `fire(wait_for)` enqueues
         them."""
         return BoundLaunches(self.template(chunk, out_rows, out_row0, out_f0), planar,
                              out_pos, out_dist)
@@ -261,25 +260,38 @@ class SearchPlan:
 
     # ---- running ---------------------------------------------------------------------------
 
-    def _results(self) -> tuple[Any, Any]:
-        """Empty (positions, distances) of a run: device arrays for device output (images
-        get no frame axis: the kernels write frame 0), NumPy arrays otherwise."""
-        gy, gx, n, dim = len(self.grid_y), len(self.grid_x), self.request.n, self.dim
-        if self.device_output:
-            lead = (self.frames,) if self.video else ()
-            return (self.runtime.empty((*lead, gy, gx, n, dim), np.int32),
-                    self.runtime.empty((*lead, gy, gx, n), np.float32))
-        return (np.empty((self.frames, gy, gx, n, dim), np.int32),
-                np.empty((self.frames, gy, gx, n), np.float32))
+    method = "search"
 
     def run(self, image: Any, *, wait_for: list[Any] | None = None) -> Matches:
         """Search `image` (same shape as planned; NumPy in → NumPy out, device in → device out;
-        a `clpatch.core.volumes.Volume` of it is taken as it is)."""
+        a `clpatch.core.volumes.Volume` of it is taken as it is); waits for the value check."""
         volume = image if isinstance(image, Volume) else as_volume(image, video=self.video)
         check_planned(volume, (self.frames, self.rows, self.cols, self.channels),
                       self.device_output, self.runtime.context)
-        queue = self.runtime.queue
-        gy, gx, n, dim = len(self.grid_y), len(self.grid_x), self.request.n, self.dim
+        matches, last = self._launch(volume, None, wait_for)
+        check_peak(self.uploader.peak(last), self.check_limit())
+        return matches
+
+    def enqueue_arrays(self, image: Any, *, out: Any,
+                       wait_for: list[Any] | None) -> tuple[Matches, list[Any]]:
+        """The plan's `enqueue` (`clpatch.core.plans.Plan`): the search of device array
+        `image` into device Matches (`out`: a Matches or (positions, distances) of the
+        caller's), its value check deferred."""
+        if not self.device_output:
+            raise TypeError("this plan was made for NumPy arrays; make_plan's plans take both")
+        matches, last = self._launch(as_volume(image, video=self.video), out, wait_for)
+        self.defer_check(last, self.check_limit())
+        return matches, last
+
+    def _launch(self, volume: Volume, out: Any,
+                wait_for: list[Any] | None) -> tuple[Matches, list[Any]]:
+        """Enqueue the run on `volume` (its uploads, searches and, for NumPy output, copies
+        back); returns the Matches and the last launches' events. The caller reads or
+        defers the value check (`uploader.peak`, `defer_check`)."""
+        gy, gx = len(self.grid_y), len(self.grid_x)
+        lead = (self.frames,) if self.video else ()
+        sink = MatchesSink(self, lead, gy, gx, self.request.n, self.dim,
+                           device=self.device_output, out=out)
         events: list[tuple[str, Any]] = []
         self.uploader.begin()
         # An input already in the planar layout is searched as it is: the first launch
@@ -287,16 +299,9 @@ class SearchPlan:
         word = self.uploader.check_words()[1] if (self.fused
                                                  and not needs_conversion(volume)) else None
         last = wait_for
-        positions, distances = self._results()
         for chunk in self.chunks:
-            if self.device_output:
-                out_pos, out_dist = positions.data, distances.data
-                out_rows, out_row0, out_f0 = gy, chunk.g0, chunk.r0
-            else:
-                count = (chunk.r1 - chunk.r0) * (chunk.g1 - chunk.g0) * gx * n
-                out_pos = self.pool.get("out_pos", count * dim * 4)
-                out_dist = self.pool.get("out_dist", count * 4)
-                out_rows, out_row0, out_f0 = chunk.g1 - chunk.g0, 0, 0
+            out_pos, out_dist, out_rows, out_row0, out_f0 = sink.target(chunk.r0, chunk.r1,
+                                                                        chunk.g0, chunk.g1)
             # Everything the host computes comes first: the search is enqueued right after
             # its conversion.
             template = self.template(chunk, out_rows, out_row0, out_f0)
@@ -313,20 +318,13 @@ class SearchPlan:
             searched = template.fire(planar, out_pos, out_dist, after, word)
             events.extend(("search", e) for e in searched)
             last = searched
-            if not self.device_output:
-                shape = (chunk.r1 - chunk.r0, chunk.g1 - chunk.g0, gx, n)
-                download(queue, positions[chunk.r0:chunk.r1, chunk.g0:chunk.g1], out_pos,
-                         shape=(*shape, dim), wait_for=searched)
-                download(queue, distances[chunk.r0:chunk.r1, chunk.g0:chunk.g1], out_dist,
-                         shape=shape, wait_for=searched)
+            sink.store(chunk.r0, chunk.r1, chunk.g0, chunk.g1, (out_pos, out_dist), searched)
         self.last_events = events
-        check_peak(self.uploader.peak(last), self.check_limit())
-        if not self.video and not self.device_output:
-            positions, distances = positions[0], distances[0]
+        positions, distances = sink.arrays()
         r = self.request
         grid_x = self.ref_x.copy() if self.stagger else self.grid_x.copy()
-        return Matches(positions, distances, self.grid_y.copy(), grid_x, r.patch_size, r.step,
-                       r.window, r.n, r.metric, self.temporal_window, self.config)
+        return (Matches(positions, distances, self.grid_y.copy(), grid_x, r.patch_size, r.step,
+                        r.window, r.n, r.metric, self.temporal_window, self.config), last)
 
 
 #: Launch templates a plan keeps (one per chunk and output placement in use).

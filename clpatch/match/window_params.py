@@ -30,7 +30,7 @@ def check_search_request(*, patch_size: Any, step: Any, n: Any, window: Any, cha
     p = check_int("patch_size", patch_size, 1, MAX_PATCH)
     s = check_int("step", step, 1, p if max_step is None else max_step)
     w = check_int("window", window, 1, MAX_WINDOW)
-    k = check_int("n", n, 1, MAX_N)
+    k = check_int("k", n, 1, MAX_N)
     c = check_int("channels", channels, 1, MAX_CHANNELS)
     if isinstance(metric, str):
         metric = metric.lower()

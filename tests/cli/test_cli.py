@@ -219,7 +219,7 @@ def test_unreadable_image(capsys, tmp_path):
 @pytest.mark.parametrize("argv,fragment", [
     (["--patch-size", "0"], "patch_size must be in [1, 32]"),
     (["--patch-size", "40"], "patch_size must be in [1, 32]"),
-    (["-n", "500"], "n must be in [1, 32]"),
+    (["-n", "500"], "k must be in [1, 32]"),
     (["--variant", "square", "-s", "2"], "variant 'square' needs patch_size=8 and step=4"),
     (["--temporal-window", "1"], "temporal_window > 0 needs a video input"),
     (["--patch-size", "eight"], "invalid int value"),

@@ -220,13 +220,10 @@ def test_burst_usage_errors(capsys, tmp_path, runtime):
                           "single image", "several frames")
     assert_one_error_line(error(single, out, *burst_args), "one image", "several frames")
     assert_one_error_line(error(src, src / "o.png", *burst_args), "inside the input directory")
-    assert_one_error_line(error(src, out, *burst_args, "-n", 8), "-n does not apply", "--k")
     assert_one_error_line(error(src, out, *burst_args, "-w", 11), "--window does not apply")
     assert_one_error_line(error(src, out, *burst_args, "--search", "ann"),
                           "--search does not apply to --method burst")
     assert_one_error_line(error(src, tmp_path / "o.mp4", *burst_args), "cannot write")
-    assert_one_error_line(error(src / "frame0.png", out, "--sigma", SIGMA, "--k", 8),
-                          "--k applies to --method burst only")
     assert_one_error_line(error(src / "frame0.png", out, "--sigma", SIGMA, "--reference", 1),
                           "--reference applies to --method burst only")
 

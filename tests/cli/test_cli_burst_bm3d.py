@@ -72,7 +72,6 @@ def test_burst_method_usage_errors(capsys, tmp_path, runtime):
                           "does not apply to --burst-method bm3d")
     assert_one_error_line(error(src, out, *bm3d_args, "--k", 12), "k must be a power of 2",
                           "got 12")
-    assert_one_error_line(error(src, out, *bm3d_args, "-n", 8), "-n does not apply", "--k")
     assert_one_error_line(error(src / "frame0.png", out, "--sigma", SIGMA, "--burst-method",
                                 "bm3d"), "--burst-method applies to --method burst only")
     assert_one_error_line(error(src, out, "-m", "burst", "--burst-method", "bm4d", "--sigma",

@@ -91,11 +91,11 @@ def test_denoise_rgb_png(capsys, tmp_path, runtime):
     code, out, err = run(capsys, "denoise", src, dst, "--sigma", 20, "-w", 11, "-n", 8,
                          "--device", spec_of(runtime))
     assert code == 0, err
-    assert "8-bit RGB PNG" in out and "window 11, n 8" in out and "(8-bit RGB TIFF)" in out
+    assert "8-bit RGB PNG" in out and "window 11, k 8" in out and "(8-bit RGB TIFF)" in out
     with Image.open(dst) as written:
         assert written.mode == "RGB"
         values = np.asarray(written)
-    expected = np.clip(np.rint(nlmeans(image.astype(np.float32), 20, window=11, n=8,
+    expected = np.clip(np.rint(nlmeans(image.astype(np.float32), 20, window=11, k=8,
                                        runtime=runtime)), 0, 255)
     assert_same_output(values, expected)
 
@@ -125,7 +125,7 @@ def test_npy_channels_are_all_filtered(capsys, tmp_path, runtime):
                          "--device", spec_of(runtime))
     assert code == 0, err
     assert "float32 4-channel NPY" in out
-    expected = nlmeans(image, 20, window=11, n=8, runtime=runtime)
+    expected = nlmeans(image, 20, window=11, k=8, runtime=runtime)
     np.testing.assert_array_equal(np.load(dst), expected)
     code, _, err = run(capsys, "denoise", src, tmp_path / "b.npy", "--method", "bm3d",
                        "--sigma", 20, "--device", spec_of(runtime))
@@ -205,7 +205,7 @@ def test_denoise_bm3d_gray_and_16_bit(capsys, tmp_path, runtime):
     code, out, err = run(capsys, "denoise", src, dst, "--sigma", 20, "--method", "bm3d",
                          "--device", spec_of(runtime))
     assert code == 0, err
-    assert "bm3d, sigma 20, preset fast, patch 8, step 6/5, window 35/21, n 16/16" in out
+    assert "bm3d, sigma 20, preset fast, patch 8, step 6/5, window 35/21, k 16/16" in out
     with Image.open(dst) as written:
         assert_same_output(np.asarray(written), np.clip(np.rint(
             bm3d(image.astype(np.float32), 20, runtime=runtime)), 0, 255))
@@ -231,7 +231,7 @@ def test_denoise_cbm3d_reference_preset(capsys, tmp_path, runtime):
     code, out, err = run(capsys, "denoise", src, dst, "--sigma", 20, "-m", "bm3d", "--preset",
                          "reference", "-w", 15, "--device", spec_of(runtime))
     assert code == 0, err
-    assert "preset reference, patch 8, step 3/3, window 15/15, n 16/32" in out
+    assert "preset reference, patch 8, step 3/3, window 15/15, k 16/32" in out
     with Image.open(dst) as written:
         assert written.mode == "RGB"
         values = np.asarray(written)
@@ -325,7 +325,7 @@ def test_truncated_png(capsys, tmp_path, small_png):
     (["--sigma", "20", "--preset", "reference"],
      "--preset does not apply to --method nlmeans (only to bm3d)"),
     (["--sigma", "20", "--method", "bm3d", "--preset", "slow"], "invalid choice: 'slow'"),
-    (["--sigma", "20", "--method", "bm3d", "-n", "12"], "n must be a power of 2"),
+    (["--sigma", "20", "--method", "bm3d", "-n", "12"], "k must be a power of 2"),
     (["--sigma", "20", "--method", "bm3d", "--aggregation", "buffers"],
      "aggregation must be one of"),
     (["--sigma", "20", "--aggregation", "atomic"], "invalid choice: 'atomic'"),

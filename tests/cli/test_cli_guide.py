@@ -104,8 +104,8 @@ def test_option_spellings_of_the_vocabulary_table(capsys, tmp_path, runtime):
     parser = build_parser()
     a = parser.parse_args(["denoise", "a.png", "b.png", "--n", "4", "--temporal-window", "2"])
     b = parser.parse_args(["denoise", "a.png", "b.png", "-n", "4", "--temporal-radius", "2"])
-    assert (a.n, a.temporal_radius) == (b.n, b.temporal_radius) == (4, 2)
+    assert (a.k, a.temporal_radius) == (b.k, b.temporal_radius) == (4, 2)
     c = parser.parse_args(["search", "a.png", "--n", "3", "--temporal-radius", "1"])
-    assert (c.n, c.temporal_window) == (3, 1)
+    assert (c.k, c.temporal_window) == (3, 1)
     d = parser.parse_args(["denoise", "a.png", "b.png", "-m", "burst", "-k", "8"])
     assert d.k == 8

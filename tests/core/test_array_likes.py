@@ -33,18 +33,18 @@ def assert_same_result(from_list, from_array):
 # function name -> call(image_or_list, runtime, scalar): `scalar` wraps every scalar argument
 CALLS = {
     "search_patches": lambda im, rt, s: clpatch.search_patches(
-        im, patch_size=s(4), step=s(2), window=s(5), n=s(3), runtime=rt),
+        im, patch_size=s(4), step=s(2), window=s(5), k=s(3), runtime=rt),
     "nlmeans": lambda im, rt, s: clpatch.nlmeans(
         im, s(20.0), h=s(18.0), flat_beta=s(1.0), patch_size=s(4), step=s(2), window=s(5),
-        n=s(4), runtime=rt),
+        k=s(4), runtime=rt),
     "bm3d": lambda im, rt, s: clpatch.bm3d(
-        im, s(20.0), data_range=s(255.0), patch_size=s(4), step=s(2), window=s(7), n=s(8),
+        im, s(20.0), data_range=s(255.0), patch_size=s(4), step=s(2), window=s(7), k=s(8),
         runtime=rt),
     "vbm3d": lambda im, rt, s: clpatch.vbm3d(
-        [im, im, im], s(20.0), data_range=s(255.0), patch_size=s(4), step=s(2), n=s(4),
+        [im, im, im], s(20.0), data_range=s(255.0), patch_size=s(4), step=s(2), k=s(4),
         temporal_radius=s(1), runtime=rt),
     "nlmeans_video": lambda im, rt, s: clpatch.nlmeans_video(
-        [im, im, im], s(20.0), patch_size=s(4), step=s(2), window=s(5), n=s(4),
+        [im, im, im], s(20.0), patch_size=s(4), step=s(2), window=s(5), k=s(4),
         temporal_window=s(1), runtime=rt),
     "knn": lambda im, rt, s: clpatch.knn(im, im, k=s(2), patch_size=s(3), step=s(2), runtime=rt),
     "knn_vectors": lambda im, rt, s: clpatch.knn_vectors(im, im, s(2), runtime=rt),

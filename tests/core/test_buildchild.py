@@ -104,7 +104,7 @@ def test_the_childs_binary_gives_the_same_bits_as_a_build_here(runtime, tmp_path
         buildchild.close_idle()
         rt = clpatch.Runtime(runtime.device)
         started = buildchild.children_started()
-        result = clpatch.search_patches(image, patch_size=5, window=9, n=6, variant="naive",
+        result = clpatch.search_patches(image, patch_size=5, window=9, k=6, variant="naive",
                                         runtime=rt)
         assert rt.programs.builds >= 1
         assert (buildchild.children_started() > started) == (where == "child")

@@ -21,8 +21,13 @@ SHAPE = (37, 53)          # last grid row and column off the step-4 lattice
 ARGS = dict(patch_size=8, step=4, window=21, n=16)
 
 
+def as_k(params):
+    """`params` (the oracle check's, with n) as search_patches takes them (k)."""
+    return {("k" if key == "n" else key): value for key, value in params.items()}
+
+
 def search(image, runtime, **kwargs):
-    return clpatch.search_patches(image, runtime=runtime, **{**ARGS, **kwargs})
+    return clpatch.search_patches(image, runtime=runtime, **as_k({**ARGS, **kwargs}))
 
 
 def on_host(result):
@@ -215,7 +220,7 @@ def test_device_array_without_runtime_uses_its_queue(runtime):
     image = random_image(SHAPE, seed=13)
     queue = cl.CommandQueue(runtime.context, runtime.device)
     device = cla.to_device(queue, image)
-    result = clpatch.search_patches(device, **ARGS)          # runtime=None
+    result = clpatch.search_patches(device, **as_k(ARGS))    # runtime=None
     assert result.positions.queue is queue and result.distances.queue is queue
     assert result.positions.context == runtime.context
     assert_same(result, search(image, runtime))
@@ -321,14 +326,14 @@ def test_n_up_to_the_number_of_candidates(runtime):
     image = random_image((8, 9), seed=18)
     result = search(image, runtime, n=2)
     check_search(result, image, **{**ARGS, "n": 2})
-    with pytest.raises(ValueError, match=r"n=3 is larger than the number of candidates .*\(2 "):
+    with pytest.raises(ValueError, match=r"k=3 is larger than the number of candidates .*\(2 "):
         search(image, runtime, n=3)
     # A window of 1 leaves one candidate (the reference itself).
-    with pytest.raises(ValueError, match=r"n=2 is larger .*\(1 with window=1"):
+    with pytest.raises(ValueError, match=r"k=2 is larger .*\(1 with window=1"):
         search(random_image(SHAPE, seed=18), runtime, window=1, n=2)
     # For video the temporal window adds candidates: 2 frames x 2 positions.
     video = random_image((3, 8, 9), seed=18)
-    with pytest.raises(ValueError, match=r"n=5 .*\(4 with .*temporal_window=1"):
+    with pytest.raises(ValueError, match=r"k=5 .*\(4 with .*temporal_window=1"):
         search(video, runtime, n=5, temporal_window=1)
 
 
@@ -346,9 +351,9 @@ BAD_ARGUMENTS = [
     (dict(window=128), ValueError, r"window must be in \[1, 127\]"),
     (dict(window=129), ValueError, r"window must be in \[1, 127\], got 129"),
     (dict(window=-21), ValueError, r"window must be in \[1, 127\]"),
-    (dict(n=0), ValueError, r"n must be in \[1, 32\], got 0"),
-    (dict(n=33), ValueError, r"n must be in \[1, 32\], got 33"),
-    (dict(n=np.float32(4)), TypeError, "n must be an integer"),
+    (dict(k=0), ValueError, r"k must be in \[1, 32\], got 0"),
+    (dict(k=33), ValueError, r"k must be in \[1, 32\], got 33"),
+    (dict(k=np.float32(4)), TypeError, "k must be an integer"),
     (dict(metric="l3"), ValueError, "metric must be one of"),
     (dict(metric=None), ValueError, "metric must be one of"),
     (dict(variant="fancy"), ValueError, "variant must be one of"),
@@ -371,15 +376,15 @@ def test_bad_arguments(runtime, kwargs, error, message):
     image = random_image(SHAPE, seed=19)
     kwargs = {"runtime": runtime, **kwargs}
     with pytest.raises(error, match=message):
-        clpatch.search_patches(image, **{**ARGS, **kwargs})
+        clpatch.search_patches(image, **{**as_k(ARGS), **kwargs})
 
 
 def test_numpy_integers_are_accepted(runtime):
     image = random_image(SHAPE, seed=20)
     result = clpatch.search_patches(image, np.int64(8), np.int32(4), np.uint8(21), np.int16(16),
                                     runtime=runtime)
-    assert (result.patch_size, result.step, result.window, result.n) == (8, 4, 21, 16)
-    assert all(type(v) is int for v in (result.patch_size, result.step, result.window, result.n))
+    assert (result.patch_size, result.step, result.window, result.k) == (8, 4, 21, 16)
+    assert all(type(v) is int for v in (result.patch_size, result.step, result.window, result.k))
     assert_same(result, search(image, runtime))
 
 

@@ -195,8 +195,8 @@ def test_vbm3d_guide_in_pieces(on_device, role):
 
 def test_search_matches_the_whole_image(on_device):
     image = noisy((41, 36), seed=5)
-    expected = clpatch.search_patches(image, patch_size=5, step=3, window=9, n=6, runtime=on_device)
-    got = cdask.search_patches(chunked(image, (10, 7)), patch_size=5, step=3, window=9, n=6)
+    expected = clpatch.search_patches(image, patch_size=5, step=3, window=9, k=6, runtime=on_device)
+    got = cdask.search_patches(chunked(image, (10, 7)), patch_size=5, step=3, window=9, k=6)
     np.testing.assert_array_equal(got.grid_y, expected.grid_y)
     np.testing.assert_array_equal(got.grid_x, expected.grid_x)
     np.testing.assert_array_equal(got.positions.compute(), expected.positions)
@@ -280,8 +280,8 @@ def test_bad_arguments_are_named():
         cdask.nlmeans(x, SIGMA, patch_size=0)
     with pytest.raises(ValueError, match="peak"):
         cdask.bm3d(x, SIGMA, peak=-1)
-    with pytest.raises(ValueError, match="n=20"):
-        cdask.search_patches(x, n=20, window=5)
+    with pytest.raises(ValueError, match="k=20"):
+        cdask.search_patches(x, k=20, window=5)
     with pytest.raises(ValueError, match=r"\(H, W\), \(H, W, 1\) or \(H, W, 3\)"):
         cdask.bm3d(da.zeros((20, 20, 2), chunks=10), SIGMA)
 

@@ -149,7 +149,7 @@ def test_tiny_image_caps_n(runtime):
     # 12 x 12, patch 8: one tile of 5 x 5 positions, so at most 25 candidates.
     assert available_candidates("ann", 12, 12, 1, 8, 21, 0) == 25 == largest_k(12, 12, 8, 15)
     image = _noisy(camera_crop(12, 12), SIGMA, seed=6)
-    out = clpatch.nlmeans(image, SIGMA, n=32, search="ann", runtime=runtime)
+    out = clpatch.nlmeans(image, SIGMA, k=32, search="ann", runtime=runtime)
     assert out.shape == image.shape and out.dtype == np.float32 and np.isfinite(out).all()
     # Exactly 25: the plan for n=25 gives the same (a plan for 26 would be refused).
     plan = NLMeansPlan(runtime, 1, 12, 12, 1, n=25, search="ann")

@@ -96,7 +96,7 @@ def test_settings_note_and_cli_line():
     assert settings_note("fast", 40.0) == " (stage-1 tau 5000)"
     assert settings_note("fast", 60.0) == " (high-noise settings, stage-1 tau 25000)"
     line = method_line("bm3d", clpatch.bm3d, 40.0, {}, 40.0)
-    assert "preset fast (stage-1 tau 5000), patch 8, step 6/5, window 35/21, n 16/16" in line
+    assert "preset fast (stage-1 tau 5000), patch 8, step 6/5, window 35/21, k 16/16" in line
     line = method_line("bm3d", clpatch.bm3d, 20.0, {}, 20.0)
     assert "preset fast, patch 8" in line
 

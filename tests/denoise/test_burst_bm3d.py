@@ -168,7 +168,7 @@ def test_one_frame_basic_estimate_is_bm3d_on_ann_matches(runtime, monkeypatch):
     monkeypatch.setattr(ann_module, "FILTER_TILINGS", 1)
     runtime.plan_cache().clear()        # no plan made with the filters' own ANN settings
     try:
-        want = clpatch.bm3d(noisy[0], SIGMA, search="ann", stages=1, n=8, step=4,
+        want = clpatch.bm3d(noisy[0], SIGMA, search="ann", stages=1, k=8, step=4,
                             patch_size=8, runtime=runtime)
     finally:
         runtime.plan_cache().clear()    # nor one with these left for later tests
@@ -183,7 +183,7 @@ def test_one_frame_two_stages_is_close_to_bm3d_on_ann_matches(runtime):
     matches again on the basic estimate; the results differ, the quality hardly."""
     noisy, clean = camera_burst(1, seed=3)
     out = clpatch.burst_denoise(noisy, SIGMA, method="bm3d", k=8, step=4, runtime=runtime)
-    want = clpatch.bm3d(noisy[0], SIGMA, search="ann", n=8, step=4, patch_size=8,
+    want = clpatch.bm3d(noisy[0], SIGMA, search="ann", k=8, step=4, patch_size=8,
                         runtime=runtime)
     got, ref = psnr(out, clean[0]), psnr(want, clean[0])
     print(f"one frame: burst bm3d {got:.2f} dB, bm3d(search='ann') {ref:.2f} dB")

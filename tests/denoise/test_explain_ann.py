@@ -34,17 +34,17 @@ def test_nlmeans_ann_says_which_engine_and_its_configuration(runtime):
     assert "search engine: window" not in text
     assert f"runs: {describe}" in text and reason in text
     assert "the window (21) and the search variant" in text
-    assert "patch 8, step 4, n 16" in text
+    assert "patch 8, step 4, k 16" in text
     assert "then: columns averaging" in text     # the filter's own choices follow
     assert out.source == "rule"
 
 
 def test_nlmeans_ann_takes_the_parameters(runtime):
-    text = str(clpatch.explain("nlmeans", search="ann", patch_size=5, step=2, n=8, window=9,
+    text = str(clpatch.explain("nlmeans", search="ann", patch_size=5, step=2, k=8, window=9,
                                channels=3, variant="naive", runtime=runtime))
     describe, reason = ann_lines(runtime, patch_size=5, step=2, n=8)
     assert f"runs: {describe}" in text and reason in text
-    assert "patch 5, step 2, n 8, 1 channel(s) searched" in text   # colour: the luminance
+    assert "patch 5, step 2, k 8, 1 channel(s) searched" in text   # colour: the luminance
     assert "the window (9)" in text and "naive, is ignored" in text
 
 
@@ -61,7 +61,7 @@ def test_bm3d_ann_explains_both_stages(runtime):
     assert "aggregation '" in text
     reference = str(clpatch.explain("bm3d", search="ann", preset="reference", channels=3,
                                     runtime=runtime))
-    assert "the window (39/39)" in reference and "n 32" in reference
+    assert "the window (39/39)" in reference and "k 32" in reference
     assert "colour: CBM3D" in reference
 
 
@@ -82,10 +82,10 @@ def test_every_operation_accepts_search_window(runtime):
     ({"operation": "nlmeans", "search": "kdtree"}, "search must be one of"),
     ({"operation": "vbm3d", "search": "ann"}, "vbm3d has no choice of search engine"),
     ({"operation": "search", "search": "ann"}, "search= applies to nlmeans, bm3d"),
-    ({"operation": "nlmeans", "search": "ann", "n": 33}, "[1, 32]"),
+    ({"operation": "nlmeans", "search": "ann", "k": 33}, "[1, 32]"),
     ({"operation": "nlmeans", "search": "ann", "video": True}, "burst_denoise"),
     ({"operation": "nlmeans", "search": "ann", "metric": "l1"}, "L2 distances only"),
-    ({"operation": "bm3d", "search": "ann", "n": 64}, "64"),
+    ({"operation": "bm3d", "search": "ann", "k": 64}, "64"),
 ])
 def test_ann_requests_are_checked(runtime, kwargs, fragment):
     with pytest.raises(ValueError, match=re.escape(fragment)):

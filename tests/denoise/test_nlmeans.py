@@ -57,7 +57,7 @@ def test_other_patch_sizes_and_steps(runtime, patch_size, step, window, n):
     expected = nlmeans_reference(image, SIGMA, patch_size=patch_size, step=step, window=window,
                                  n=n, h=25.0, flat_beta=1.2)
     for aggregation in aggregations(runtime, patch_size, step):
-        out = clpatch.nlmeans(image, SIGMA, patch_size=patch_size, step=step, window=window, n=n,
+        out = clpatch.nlmeans(image, SIGMA, patch_size=patch_size, step=step, window=window, k=n,
                               h=25.0, flat_beta=1.2, aggregation=aggregation, runtime=runtime)
         assert_close(out, expected, **TOL, what=f"p{patch_size} s{step} {aggregation}")
 
@@ -67,7 +67,7 @@ def test_colour_matches_reference(runtime, search_channels):
     image = noisy((23, 30, 3), seed=3)
     expected = nlmeans_reference(image, SIGMA, patch_size=6, step=3, window=9, n=8,
                                  search_channels=search_channels)
-    out = clpatch.nlmeans(image, SIGMA, patch_size=6, step=3, window=9, n=8,
+    out = clpatch.nlmeans(image, SIGMA, patch_size=6, step=3, window=9, k=8,
                           search_channels=search_channels, runtime=runtime)
     assert_close(out, expected, **TOL, what=f"colour, search on {search_channels}")
 
@@ -75,15 +75,15 @@ def test_colour_matches_reference(runtime, search_channels):
 def test_channel_axis_and_other_channel_counts(runtime):
     image = noisy((19, 21, 3), seed=4)
     first = np.ascontiguousarray(np.moveaxis(image, -1, 0))
-    a = clpatch.nlmeans(image, SIGMA, patch_size=5, step=2, window=7, n=6, runtime=runtime)
-    b = clpatch.nlmeans(first, SIGMA, patch_size=5, step=2, window=7, n=6, channel_axis=0,
+    a = clpatch.nlmeans(image, SIGMA, patch_size=5, step=2, window=7, k=6, runtime=runtime)
+    b = clpatch.nlmeans(first, SIGMA, patch_size=5, step=2, window=7, k=6, channel_axis=0,
                         runtime=runtime)
     assert b.shape == first.shape
     np.testing.assert_array_equal(np.moveaxis(b, 0, -1), a)
     # Four channels are filtered as they are (no colour transform), searched together.
     four = noisy((17, 20, 4), seed=5)
     expected = nlmeans_reference(four, SIGMA, patch_size=5, step=2, window=7, n=6)
-    out = clpatch.nlmeans(four, SIGMA, patch_size=5, step=2, window=7, n=6, runtime=runtime)
+    out = clpatch.nlmeans(four, SIGMA, patch_size=5, step=2, window=7, k=6, runtime=runtime)
     assert_close(out, expected, **TOL, what="4 channels")
 
 
@@ -95,7 +95,7 @@ def test_video_matches_reference(runtime, channels):
                                  temporal_window=2, video=True)
     for aggregation in aggregations(runtime, 6, 3):
         out = clpatch.nlmeans_video(frames, SIGMA, temporal_window=2, patch_size=6, step=3,
-                                    window=9, n=8, aggregation=aggregation, runtime=runtime)
+                                    window=9, k=8, aggregation=aggregation, runtime=runtime)
         assert out.shape == frames.shape
         assert_close(out, expected, **TOL, what=f"video {aggregation}")
 
@@ -228,7 +228,7 @@ def test_fixed_point_is_deterministic(runtime):
     if not runtime.profile.int64_atomics:
         pytest.skip("no 64-bit atomics")
     image = noisy((40, 40), seed=9)
-    runs = [clpatch.nlmeans(image, SIGMA, patch_size=5, step=1, window=9, n=8,
+    runs = [clpatch.nlmeans(image, SIGMA, patch_size=5, step=1, window=9, k=8,
                             aggregation="fixed", runtime=runtime) for _ in range(3)]
     for other in runs[1:]:
         np.testing.assert_array_equal(other, runs[0])
@@ -317,7 +317,7 @@ def test_real_photograph_is_denoised(runtime):
     (dict(flat_beta=-1), ValueError, "flat_beta"),
     (dict(step=9), ValueError, "step"),
     (dict(patch_size=0), ValueError, "patch_size"),
-    (dict(n=33), ValueError, "n must"),
+    (dict(k=33), ValueError, "k must"),
     (dict(aggregation="atomic"), ValueError, "aggregation"),
     (dict(patch_size=5, step=1, aggregation="buffers"), ValueError, "buffers"),
     (dict(averaging="fast"), ValueError, "averaging"),

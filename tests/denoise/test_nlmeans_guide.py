@@ -49,7 +49,7 @@ def test_naive_averaging_and_other_parameters(runtime):
     expected = nlmeans_reference(image, SIGMA, patch_size=5, step=2, window=11, n=8, h=25.0,
                                  flat_beta=1.2, guide=guide, guide_sigma=10.0)
     for aggregation in aggregations(runtime, 5, 2):
-        out = clpatch.nlmeans(image, SIGMA, patch_size=5, step=2, window=11, n=8, h=25.0,
+        out = clpatch.nlmeans(image, SIGMA, patch_size=5, step=2, window=11, k=8, h=25.0,
                               flat_beta=1.2, guide=guide, guide_sigma=10.0,
                               aggregation=aggregation, averaging="naive", runtime=runtime)
         assert_close(out, expected, **TOL, what=f"guided naive {aggregation}")
@@ -62,7 +62,7 @@ def test_colour_matches_reference(runtime, search_channels):
     expected = nlmeans_reference(image, SIGMA, patch_size=6, step=3, window=9, n=8,
                                  search_channels=search_channels, guide=guide, guide_sigma=8.0)
     for aggregation in aggregations(runtime, 6, 3):
-        out = clpatch.nlmeans(image, SIGMA, patch_size=6, step=3, window=9, n=8,
+        out = clpatch.nlmeans(image, SIGMA, patch_size=6, step=3, window=9, k=8,
                               search_channels=search_channels, guide=guide, guide_sigma=8.0,
                               aggregation=aggregation, runtime=runtime)
         assert_close(out, expected, **TOL,
@@ -73,13 +73,13 @@ def test_other_channel_counts_and_channel_axis(runtime):
     four = noisy((17, 20, 4), seed=7)
     guide = guide_for(four, seed=8)
     expected = nlmeans_reference(four, SIGMA, patch_size=5, step=3, window=7, n=6, guide=guide)
-    out = clpatch.nlmeans(four, SIGMA, patch_size=5, step=3, window=7, n=6, guide=guide,
+    out = clpatch.nlmeans(four, SIGMA, patch_size=5, step=3, window=7, k=6, guide=guide,
                           aggregation="buffers", runtime=runtime)
     assert_close(out, expected, **TOL, what="guided 4 channels")
     # Channels first: the guide is laid out like the image.
     first = np.ascontiguousarray(np.moveaxis(four, -1, 0))
     guide_first = np.ascontiguousarray(np.moveaxis(guide, -1, 0))
-    moved = clpatch.nlmeans(first, SIGMA, patch_size=5, step=3, window=7, n=6,
+    moved = clpatch.nlmeans(first, SIGMA, patch_size=5, step=3, window=7, k=6,
                             guide=guide_first, channel_axis=0, aggregation="buffers",
                             runtime=runtime)
     np.testing.assert_array_equal(np.moveaxis(moved, 0, -1), out)
@@ -94,7 +94,7 @@ def test_video_matches_reference(runtime, channels):
                                  temporal_window=2, video=True, guide=guide, guide_sigma=5.0)
     for aggregation in aggregations(runtime, 6, 3):
         out = clpatch.nlmeans_video(frames, SIGMA, temporal_window=2, patch_size=6, step=3,
-                                    window=9, n=8, aggregation=aggregation, guide=guide,
+                                    window=9, k=8, aggregation=aggregation, guide=guide,
                                     guide_sigma=5.0, runtime=runtime)
         assert out.shape == frames.shape
         assert_close(out, expected, **TOL, what=f"guided video {aggregation}")
@@ -144,8 +144,8 @@ def test_guide_is_searched_not_averaged(runtime):
     """A guide shifted in value leaves the search unchanged (distances are differences)
     and the averaged values are the image's: the result is the unguided one, to rounding."""
     image = noisy((30, 30), seed=13)
-    plain = clpatch.nlmeans(image, SIGMA, patch_size=6, step=3, window=9, n=8, runtime=runtime)
-    shifted = clpatch.nlmeans(image, SIGMA, patch_size=6, step=3, window=9, n=8,
+    plain = clpatch.nlmeans(image, SIGMA, patch_size=6, step=3, window=9, k=8, runtime=runtime)
+    shifted = clpatch.nlmeans(image, SIGMA, patch_size=6, step=3, window=9, k=8,
                               guide=image + 1000.0, runtime=runtime)
     np.testing.assert_allclose(shifted, plain, rtol=1e-4, atol=1e-2)
 
@@ -238,7 +238,7 @@ def test_guide_does_not_set_the_peak(runtime):
     image = noisy((30, 30), seed=22)
     peak = float(np.abs(image).max())
     guide = 4.0 * image
-    out = clpatch.nlmeans(image, SIGMA, patch_size=6, step=3, window=9, n=8, peak=peak,
+    out = clpatch.nlmeans(image, SIGMA, patch_size=6, step=3, window=9, k=8, peak=peak,
                           guide=guide, guide_sigma=4 * SIGMA, h=4 * SIGMA, runtime=runtime)
     expected = nlmeans_reference(image, SIGMA, patch_size=6, step=3, window=9, n=8,
                                  h=4 * SIGMA, guide=guide, guide_sigma=4 * SIGMA)
@@ -268,7 +268,7 @@ def test_bad_guides_are_named(runtime):
     image = noisy((20, 20), seed=25)
 
     def run(**kwargs):
-        return clpatch.nlmeans(image, SIGMA, patch_size=5, step=3, window=7, n=4,
+        return clpatch.nlmeans(image, SIGMA, patch_size=5, step=3, window=7, k=4,
                                aggregation="buffers", runtime=runtime, **kwargs)
 
     with pytest.raises(ValueError, match=r"guide.*\(20, 21\).*\(20, 20\)"):
@@ -292,7 +292,7 @@ def test_bad_guides_are_named(runtime):
         run(guide=np.zeros((20, 20), np.complex64))
     # The image is still named for its own bad values.
     with pytest.raises(ValueError, match="image contains NaN"):
-        clpatch.nlmeans(bad, SIGMA, patch_size=5, step=2, window=7, n=4, guide=image,
+        clpatch.nlmeans(bad, SIGMA, patch_size=5, step=2, window=7, k=4, guide=image,
                         runtime=runtime)
     # After a failed check, the next guided run checks its own guide only.
     np.testing.assert_array_equal(run(guide=image), run())
@@ -310,7 +310,7 @@ def test_bad_guide_sigma_is_named(runtime, kwargs, error, words):
     if kwargs.pop("guide", False):
         kwargs["guide"] = image
     with pytest.raises(error, match=words):
-        clpatch.nlmeans(image, SIGMA, patch_size=5, step=2, window=7, n=4, runtime=runtime,
+        clpatch.nlmeans(image, SIGMA, patch_size=5, step=2, window=7, k=4, runtime=runtime,
                         **kwargs)
     plan = NLMeansPlan(runtime, 1, 20, 20, 1, patch_size=5, step=2, window=7, n=4)
     with pytest.raises(error, match=words):
@@ -325,7 +325,7 @@ def test_plan_checks_the_guide(runtime):
         plan.run(frames, SIGMA, guide=frames[:2])
     with pytest.raises(ValueError, match="guide"):
         clpatch.nlmeans_video(frames, SIGMA, temporal_window=1, patch_size=5, step=2,
-                              window=7, n=4, guide=frames[..., None], runtime=runtime)
+                              window=7, k=4, guide=frames[..., None], runtime=runtime)
 
 
 def test_guide_sigma_checked_once_per_call(runtime, monkeypatch):

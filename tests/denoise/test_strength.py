@@ -65,7 +65,7 @@ def test_bad_sigma_refused_before_a_plan_is_made(runtime):
     img = np.zeros((20, 20), np.float32)
     kept = len(runtime.plan_cache())
     with pytest.raises(ValueError, match="sigma"):
-        clpatch.nlmeans(img, -1.0, patch_size=5, step=2, window=9, n=4, runtime=runtime)
+        clpatch.nlmeans(img, -1.0, patch_size=5, step=2, window=9, k=4, runtime=runtime)
     assert len(runtime.plan_cache()) == kept
 
 

@@ -102,7 +102,7 @@ def test_knn_vectors(runtime, data):
     out, error = call(clpatch.knn_vectors, qs.value, rs.value, k, metric, runtime=runtime)
     _outcome("knn_vectors", pick, error)
     if error is None:
-        i, d = (host(a) for a in out)
+        d, i = (host(a) for a in out)
         n, m = qs.shape[0], rs.shape[0]
         assert i.shape == (n, k) and d.shape == (n, k)
         assert i.dtype == np.int32 and d.dtype == np.float32

@@ -106,7 +106,7 @@ def test_equals_oracle(runtime, case):
     assert np.array_equal(found.positions, pos)
     assert np.array_equal(found.distances, dist)
     check_valid(found, image, patch_size=kw["patch_size"], k=kw["k"], tile=kw["tile"])
-    assert found.n == kw["k"] and found.window == kw["tile"] and found.metric == "l2"
+    assert found.k == kw["k"] and found.window == kw["tile"] and found.metric == "l2"
 
 
 @pytest.mark.parametrize("group,query_group,local", [(32, 32, False), (64, 96, True)])

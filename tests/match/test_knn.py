@@ -66,7 +66,7 @@ def check_knn(result, query, reference, *, patch_size, k, metric="l2", step=1,
     rh, rw = ref_img.shape[:2]
 
     assert isinstance(result, clpatch.Matches)
-    assert (result.patch_size, result.step, result.n, result.metric) == (p, step, k, metric)
+    assert (result.patch_size, result.step, result.k, result.metric) == (p, step, k, metric)
     assert result.window == 0 and result.temporal_window == 0
     np.testing.assert_array_equal(result.grid_y, grid(qh, p, step))
     np.testing.assert_array_equal(result.grid_x, grid(qw, p, step))
@@ -420,7 +420,7 @@ def test_engines_agree(runtime, kind):
 def test_defaults(runtime):
     image = labels((20, 21), 4, seed=48).astype(np.float32)
     result = clpatch.knn(image, runtime=runtime)
-    assert (result.patch_size, result.n, result.metric, result.step) == (8, 16, "l2", 1)
+    assert (result.patch_size, result.k, result.metric, result.step) == (8, 16, "l2", 1)
     check_knn(result, image, None, patch_size=8, k=16, exact=True)
 
 
@@ -437,7 +437,8 @@ VECTOR_CASES = [
 
 
 def check_vectors(got, queries, references, k, metric, *, exact: bool) -> None:
-    indices, distances = (host(a) for a in got)
+    assert isinstance(got, clpatch.KnnVectors)
+    distances, indices = (host(a) for a in got)
     exp_i, exp_d = knn_vectors_brute(queries, references, k, metric)
     assert indices.dtype == np.int32 and distances.dtype == np.float32
     assert indices.shape == exp_i.shape and distances.shape == exp_d.shape

@@ -88,9 +88,9 @@ def test_banded_vectors(runtime):
     assert len(layout.col_blocks) > 1 and len(layout.bands) > 1
     expected = clpatch.knn_vectors(queries, references, 9, runtime=runtime)
     got = clpatch.knn_vectors(queries, references, 9, runtime=small)
-    np.testing.assert_array_equal(got[0], expected[0])
-    np.testing.assert_array_equal(got[1], expected[1])
+    np.testing.assert_array_equal(got.indices, expected.indices)
+    np.testing.assert_array_equal(got.distances, expected.distances)
     on_device = clpatch.knn_vectors(cla.to_device(small.queue, queries),
                                     cla.to_device(small.queue, references), 9, runtime=small)
-    np.testing.assert_array_equal(host(on_device[0]), expected[0])
-    np.testing.assert_array_equal(host(on_device[1]), expected[1])
+    np.testing.assert_array_equal(host(on_device.indices), expected.indices)
+    np.testing.assert_array_equal(host(on_device.distances), expected.distances)

@@ -117,5 +117,5 @@ def test_topk_variant_rule(runtime):
     assert topk_variant(replace(warp, tile_x=8, tile_y=4), prof, k=64, **kw) == TOPK_WARP
     assert (fits(warp, prof, metric="l2", **{"patch": 5, "channels": 1}) == "") == ptx
     assert fits(replace(config, topk=7), prof, metric="l2", patch=5, channels=1)
-    text = str(clpatch.explain("knn", runtime=runtime, patch_size=5, n=200))
+    text = str(clpatch.explain("knn", runtime=runtime, patch_size=5, k=200))
     assert "top-k: per-work-item heaps" in text

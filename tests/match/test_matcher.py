@@ -29,9 +29,9 @@ class CountingEngine:
     def upload(self, *args, **kwargs):
         return self.inner.upload(*args, **kwargs)
 
-    def enqueue(self, *args, **kwargs):
+    def enqueue_chunk(self, *args, **kwargs):
         CountingEngine.enqueued += 1
-        return self.inner.enqueue(*args, **kwargs)
+        return self.inner.enqueue_chunk(*args, **kwargs)
 
     def check_limit(self):
         return self.inner.check_limit()

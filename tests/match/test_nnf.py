@@ -65,7 +65,7 @@ def check_valid(result, a, b, *, patch_size: int, k: int, exact_sums: bool) -> N
     hb, wb = host(b).shape[:2]
     hac, wac = ha - p + 1, wa - p + 1
     assert isinstance(result, clpatch.Matches)
-    assert (result.patch_size, result.step, result.n, result.metric) == (p, 1, k, "l2")
+    assert (result.patch_size, result.step, result.k, result.metric) == (p, 1, k, "l2")
     np.testing.assert_array_equal(result.grid_y, np.arange(hac))
     np.testing.assert_array_equal(result.grid_x, np.arange(wac))
     positions, distances = host(result.positions), host(result.distances)
@@ -301,7 +301,7 @@ def test_array_likes_are_accepted(runtime):
 def test_defaults(runtime):
     a, b = integers((20, 17, 3), seed=15), integers((16, 18, 3), seed=16)
     result = clpatch.nnf(a, b, runtime=runtime)
-    assert (result.patch_size, result.n) == (8, 1)
+    assert (result.patch_size, result.k) == (8, 1)
     check_valid(result, a, b, patch_size=8, k=1, exact_sums=True)
     check_oracle(result, a, b, patch_size=8, k=1, pca_dims=10, candidates=8, leaf_size=None)
 

@@ -37,7 +37,7 @@ def test_defaults_and_steps(runtime):
 
 
 def test_parameters_and_leaf_rule(runtime):
-    text = str(clpatch.explain("nnf", patch_size=5, n=4, channels=3, pca_dims=6, candidates=40,
+    text = str(clpatch.explain("nnf", patch_size=5, k=4, channels=3, pca_dims=6, candidates=40,
                                runtime=runtime))
     assert ("patch 5, k 4, 3 channel(s) (75 values per patch), pca_dims 6, candidates 40, leaf "
             "size 64 (default:") in text                    # 40 candidates: leaf 64
@@ -47,7 +47,7 @@ def test_parameters_and_leaf_rule(runtime):
     assert "leaf size 128 (given)" in text and "e.g. a 256x256 b: 9 levels" in text
 
 
-# (keyword arguments of clpatch.nnf; explain takes k as n)
+# (keyword arguments of clpatch.nnf, which explain takes alike)
 REFUSED = [
     dict(patch_size=0), dict(patch_size=33), dict(patch_size=2.5), dict(k=0), dict(k=33),
     dict(k=9), dict(candidates=0), dict(candidates=65), dict(pca_dims=0), dict(pca_dims=65),
@@ -61,9 +61,8 @@ def test_refused_as_nnf_refuses(runtime, kwargs):
     image = np.zeros((40, 40), np.float32)
     with pytest.raises((ValueError, TypeError)) as from_nnf:
         clpatch.nnf(image, image, runtime=runtime, **kwargs)
-    explain_kwargs = {("n" if key == "k" else key): value for key, value in kwargs.items()}
     with pytest.raises(from_nnf.type) as from_explain:
-        clpatch.explain("nnf", runtime=runtime, **explain_kwargs)
+        clpatch.explain("nnf", runtime=runtime, **kwargs)
     assert str(from_explain.value) == str(from_nnf.value)
 
 

@@ -167,7 +167,7 @@ def test_filters_every_profile_and_search_variant(runtime, variant):
     else:
         params = dict(patch_size=5, step=1 if variant == "convolution" else 3)
     expected = nlmeans_reference(image.astype(np.float64), SIGMA, window=11, n=16, **params)
-    outputs = {f: clpatch.nlmeans(image, SIGMA, window=11, n=16, variant=variant,
+    outputs = {f: clpatch.nlmeans(image, SIGMA, window=11, k=16, variant=variant,
                                   runtime=family_runtime(runtime, f), **params)
                for f in FAMILIES}
     check_filter(outputs, expected, f"nlmeans/{variant}")

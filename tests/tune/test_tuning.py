@@ -66,7 +66,7 @@ def test_untuned_request_uses_the_rules(runtime, tmp_path):
     rt.use_tuning(tmp_path / "missing.json")
     result = clpatch.search_patches(random_image((40, 44), seed=5), 5, 1, 9, 8, runtime=rt)
     assert result.config.source == "rule" and result.config.variant == "convolution"
-    text = str(explain("search", patch_size=5, step=1, n=8, window=9, runtime=rt))
+    text = str(explain("search", patch_size=5, step=1, k=8, window=9, runtime=rt))
     assert "rule" in text and "not tuned" in text
 
 
@@ -183,7 +183,7 @@ def test_cli_autotune_explain_bench(runtime, tmp_path, capsys):
     assert "bm3d" in out and "filter1" in out and "search2" in out
     assert cli.main(["explain", "bm3d", "--preset", "reference", "--device", spec]) == 0
     out = capsys.readouterr().out
-    assert "step 3, n 16, window 39" in out and "stage 2 filter" in out and "aggregation" in out
+    assert "step 3, k 16, window 39" in out and "stage 2 filter" in out and "aggregation" in out
     assert cli.main(["bench", "--size", "10x10", "--device", spec]) == 1
 
 
