@@ -5,9 +5,10 @@
 
 Each frame of a noisy RGB video (8-bit) is copied to the device, turned into luminance by
 a small kernel of this script, denoised by `clpatch.make_plan("bm3d", ...)`, scaled back
-to 8 bits by a second kernel of its own, and copied back: one queue, events only, no host
-wait until the last frame (every frame's copy back waits for its own kernels through
-`wait_for`). The plan is given `peak=`, so its `enqueue` waits for nothing.
+to 8 bits by a second kernel of its own, and copied back: one queue, events only (every
+frame's copy back waits for its own kernels through `wait_for`). Frames move through two
+page-locked host slots: the host waits only for frame t - 2's copy back before reusing its
+slot for frame t. The plan is given `peak=`, so its `enqueue` waits for nothing.
 
 It prints, per frame, the wall clock of the whole run divided by the frame count, the sum of
 the OpenCL profiling times of its kernels and copies (the device's busy time; the target
@@ -66,8 +67,23 @@ def noisy_video(frames: int, rows: int, cols: int, sigma: float, seed: int = 0) 
     return video
 
 
+def pinned(runtime: clpatch.Runtime, shape: tuple[int, ...],
+           dtype: type) -> tuple[np.ndarray, cl.Buffer]:
+    """A host array in page-locked memory the device copies from and to without the host
+    (a copy from pageable NumPy memory is staged through the host by the driver), and the
+    buffer behind it (keep both)."""
+    nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    buf = cl.Buffer(runtime.context, cl.mem_flags.READ_WRITE | cl.mem_flags.ALLOC_HOST_PTR,
+                    nbytes)
+    array, _ = cl.enqueue_map_buffer(runtime.queue, buf,
+                                     cl.map_flags.READ | cl.map_flags.WRITE, 0, shape, dtype)
+    return array, buf
+
+
 class Pipeline:
-    """The device side: buffers, the script's kernels and the BM3D plan, on `runtime`."""
+    """The device side: buffers, the script's kernels and the BM3D plan, on `runtime`; two
+    page-locked host slots for frames in and out, so that frame k + 1 is copied in while
+    frame k runs."""
 
     def __init__(self, runtime: clpatch.Runtime, rows: int, cols: int, sigma: float) -> None:
         self.runtime, self.queue = runtime, runtime.queue
@@ -79,6 +95,11 @@ class Pipeline:
         self.gray = cla.empty(self.queue, (rows, cols), np.float32)
         self.denoised = cla.empty(self.queue, (rows, cols), np.float32)
         self.u8 = cla.empty(self.queue, (rows, cols), np.uint8)
+        slots_in = [pinned(runtime, (rows, cols, 3), np.uint8) for _ in range(2)]
+        slots_out = [pinned(runtime, (rows, cols), np.uint8) for _ in range(2)]
+        self.slots_in = [array for array, _ in slots_in]
+        self.slots_out = [array for array, _ in slots_out]
+        self.pinned_buffers = [buf for _, buf in slots_in + slots_out]
         # peak: luminance of 8-bit data stays within 255, so nothing waits for the data.
         self.plan = clpatch.make_plan("bm3d", (rows, cols), runtime=runtime, sigma=sigma,
                                       peak=255.0)
@@ -86,8 +107,9 @@ class Pipeline:
 
     def enqueue(self, frame: np.ndarray, out: np.ndarray,
                 after: list[cl.Event] | None) -> cl.Event:
-        """Enqueue one frame: copy in (after `after`), luminance, BM3D, 8 bits, copy back
-        into `out`; returns the copy back's event. Waits for nothing."""
+        """Enqueue one frame: copy in from host array `frame` (after `after`), luminance,
+        BM3D, 8 bits, copy back into host array `out`; returns the copy back's event.
+        Waits for nothing."""
         n, queue, g = self.pixels, self.queue, 256
         size = (-(-n // g) * g,)
         up = cl.enqueue_copy(queue, self.rgb.data, frame, is_blocking=False, wait_for=after)
@@ -102,15 +124,27 @@ class Pipeline:
         return down
 
     def run(self, video: np.ndarray) -> np.ndarray:
-        """Every frame through the pipeline; one wait at the end."""
+        """Every frame through the pipeline: frame t goes through page-locked slot t % 2,
+        whose previous frame (t - 2) is waited for and handed out first."""
         out = np.empty(video.shape[:3], np.uint8)
+        pending: list[tuple[cl.Event, int]] = []
         last = None
         self.events = []
         for t in range(len(video)):
-            last = [self.enqueue(video[t], out[t], last)]
-        cl.wait_for_events(last)
+            slot = t % 2
+            if len(pending) == 2:
+                self._hand_out(out, *pending.pop(0))
+            self.slots_in[slot][...] = video[t]
+            last = [self.enqueue(self.slots_in[slot], self.slots_out[slot], last)]
+            pending.append((last[0], t))
+        for event, t in pending:
+            self._hand_out(out, event, t)
         self.plan.check()           # the deferred value checks of every frame
         return out
+
+    def _hand_out(self, out: np.ndarray, event: cl.Event, t: int) -> None:
+        event.wait()
+        out[t] = self.slots_out[t % 2]
 
     def busy_ms(self) -> float:
         """Sum of the last run's profiled kernel and copy times, in milliseconds."""
