@@ -3,12 +3,15 @@
     plan = clpatch.make_plan(method, shape, dtype=np.float32, runtime=None, **params)
     result, event = plan.enqueue(*device_inputs, out=None, wait_for=None)
     result = plan(*inputs)
+    results = plan.stream(inputs)
 
 `params` are the keyword parameters of the method's one-shot function (`search` takes
-those of `search_patches`), checked once here and fixed for the plan; the plan then runs
+those of `search_patches`), checked once here and fixed for the plan; the two-image
+methods (knn, nnf) take `reference_shape=`, the guided filters `guide=True`. The plan runs
 the same kernels as the one-shot function, so its results are the same bit for bit. The
-contract (`enqueue` never waits for the device; data checks deferred; `out=`) is the one of
-`clpatch.core.plans.Plan`, the base of every plan.
+contract (`enqueue` waits for nothing, except where a plan says so with a `waits_for_…`
+flag; data checks deferred; `out=`) is the one of `clpatch.core.plans.Plan`, the base of
+every plan.
 """
 
 from __future__ import annotations

@@ -154,7 +154,7 @@ class Plan:
     `enqueue`'s inputs, for errors), `input_shapes` and `input_dtype` (what it was planned
     for), and implements `enqueue_arrays(*arrays, out, wait_for)` -> (result, events): the
     run enqueued behind `wait_for` with no host wait, its data checks handed to
-    `defer_check`. `out_shapes` names what `out=` must look like (for errors)."""
+    `defer_check` (a plan that must wait says so in its doc and a `waits_for_…` flag)."""
 
     method = "plan"
     input_names: tuple[str, ...] = ("image",)

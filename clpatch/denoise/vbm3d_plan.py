@@ -42,7 +42,8 @@ class VBM3DPlan(Plan):
     rows (`bands`, see `clpatch.denoise.vbm3d_tiles`), with results bit for bit those of
     one band with the "fixed" aggregation; a stream then goes by chunks of `chunk_frames`
     output frames (fewer: less host memory, more frames uploaded and filtered twice).
-    With `keep_events`, `last_events` collects (name, event) pairs of the last video:
+    With `keep_events`, `last_events` collects (name, event) pairs of the last video (else
+    it keeps the last pair, which `enqueue` returns):
     upload, convert, transform, search1/2, filter1/2, finalize1/2, clear (for benchmarks;
     a long video makes a long list).
     `memory_bytes` is the former name of `tile_bytes`.
