@@ -14,7 +14,7 @@ from typing import Any
 
 import dask.array as da
 
-from ..core.validate import check_int
+from ..core.validate import check_int, k_or_n
 from ..denoise.bm3d import bm3d as bm3d_image
 from ..denoise.bm3d_guide import check_guide_role as check_bm3d_role
 from ..denoise.bm3d_params import stage_params, stagger_shifts, switch_noise
@@ -83,7 +83,7 @@ def _nlmeans(x: Any, sigma: float, *, video: bool, temporal_window: int, patch_s
     k = usable_n(request.n, available_candidates("window", rows, cols, frames, p,
                                                  request.window, tw))
     halo = nlmeans_halo(p, request.step, request.window, tw)
-    kwargs = dict(patch_size=p, step=request.step, window=request.window, n=k, h=h,
+    kwargs = dict(patch_size=p, step=request.step, window=request.window, k=k, h=h,
                   flat_beta=flat_beta, aggregation=aggregation, search_channels=search_channels)
     if video:
         kwargs["temporal_window"] = tw
@@ -96,10 +96,10 @@ def _nlmeans(x: Any, sigma: float, *, video: bool, temporal_window: int, patch_s
 
 
 def nlmeans(image: Any, sigma: float, *, patch_size: int = 8, step: int = 4, window: int = 21,
-            n: int = 16, h: float | None = None, flat_beta: float = 1.05,
+            k: int = 16, h: float | None = None, flat_beta: float = 1.05,
             aggregation: str | None = None, channel_axis: int | None = None,
             search_channels: str = "luminance", peak: float | None = None, guide: Any = None,
-            guide_sigma: float | None = None) -> da.Array:
+            guide_sigma: float | None = None, n: int | None = None) -> da.Array:
     """`clpatch.nlmeans` on a Dask array (H, W) or (H, W, C) chunked in space; a lazy float32
     Dask array with the input's chunks (channels in one chunk).
 
@@ -108,40 +108,42 @@ def nlmeans(image: Any, sigma: float, *, patch_size: int = 8, step: int = 4, win
     the worker running it. peak: the image's peak |value| if known (None: one extra pass of
     Dask computes it; every chunk needs the same one for the fixed-point aggregation).
     A guide (a Dask or NumPy array of the image's shape, any chunks) is cut into the same
-    pieces. Other arguments as in `clpatch.nlmeans`.
+    pieces. Other arguments as in `clpatch.nlmeans` (n: the deprecated name of k).
     """
     return _nlmeans(image, sigma, video=False, temporal_window=0, patch_size=patch_size,
-                    step=step, window=window, n=n, h=h, flat_beta=flat_beta,
+                    step=step, window=window, n=k_or_n(k, n, 16, "clpatch.dask.nlmeans"), h=h,
+                    flat_beta=flat_beta,
                     aggregation=aggregation, channel_axis=channel_axis,
                     search_channels=search_channels, peak=peak, guide=guide,
                     guide_sigma=guide_sigma)
 
 
 def nlmeans_video(frames: Any, sigma: float, *, temporal_window: int = 4, patch_size: int = 16,
-                  step: int = 8, window: int = 21, n: int = 16, h: float | None = None,
+                  step: int = 8, window: int = 21, k: int = 16, h: float | None = None,
                   flat_beta: float = 1.05, aggregation: str | None = None,
                   channel_axis: int | None = None, search_channels: str = "luminance",
                   peak: float | None = None, guide: Any = None,
-                  guide_sigma: float | None = None) -> da.Array:
+                  guide_sigma: float | None = None, n: int | None = None) -> da.Array:
     """`clpatch.nlmeans_video` on a Dask array (T, H, W) or (T, H, W, C) chunked in time and
     space: each chunk reads temporal_window frames before and after it (the frames its
     references search) and the spatial halo of `nlmeans`. Other arguments as in `nlmeans`.
     """
     return _nlmeans(frames, sigma, video=True, temporal_window=temporal_window,
-                    patch_size=patch_size, step=step, window=window, n=n, h=h,
+                    patch_size=patch_size, step=step, window=window,
+                    n=k_or_n(k, n, 16, "clpatch.dask.nlmeans_video"), h=h,
                     flat_beta=flat_beta, aggregation=aggregation, channel_axis=channel_axis,
                     search_channels=search_channels, peak=peak, guide=guide,
                     guide_sigma=guide_sigma)
 
 
 def bm3d(image: Any, sigma: float, *, preset: str = "fast", patch_size: int | None = None,
-         step: Any = None, window: Any = None, n: Any = None, transform_2d: Any = None,
+         step: Any = None, window: Any = None, k: Any = None, transform_2d: Any = None,
          transform_1d: Any = None, stages: int | None = None, lambda_3d: float | None = None,
          mu2: float | None = None, tau_match: Any = None, stagger: bool | None = None,
          exact_variance: bool | None = None,
          aggregation: str | None = None, data_range: float | None = None,
          channel_axis: int | None = None, peak: float | None = None, guide: Any = None,
-         guide_role: str = "match") -> da.Array:
+         guide_role: str = "match", n: Any = None) -> da.Array:
     """`clpatch.bm3d` (CBM3D for RGB) on a Dask array (H, W), (H, W, 1) or (H, W, 3) chunked in
     space; a lazy float32 Dask array with the input's chunks (channels in one chunk).
 
@@ -152,8 +154,9 @@ def bm3d(image: Any, sigma: float, *, preset: str = "fast", patch_size: int | No
     is reduced before the graph is built only where the data range changes the pieces'
     halo, else by the graph's own tasks). A guide (a Dask or
     NumPy array of the image's shape, any chunks) is cut into the same pieces. Other
-    arguments as in `clpatch.bm3d`.
+    arguments as in `clpatch.bm3d` (n: the deprecated name of k).
     """
+    n = k_or_n(k, n, None, "clpatch.dask.bm3d")
     x = check_dask_array(image, "image", (2, 3))
     x, restore = _channels_last(x, channel_axis, 3)
     g = _guide(guide, x, channel_axis, 3)
@@ -179,12 +182,19 @@ def bm3d(image: Any, sigma: float, *, preset: str = "fast", patch_size: int | No
     check_bm3d_role(guide_role, g is not None, count)
     if capped is not None:
         params["n"] = capped
-    kwargs = dict(preset=preset, aggregation=aggregation, data_range=data_range, **params)
+    kwargs = dict(preset=preset, aggregation=aggregation, data_range=data_range,
+                  **as_k(params))
     if g is not None:
         kwargs["guide_role"] = guide_role
     out = map_pieces(x, halo, bm3d_image, (sigma,), kwargs, video=False,
                      peak=global_peak(x, peak), name="clpatch-bm3d", guide=g)
     return restore(out)
+
+
+def as_k(params: dict[str, Any]) -> dict[str, Any]:
+    """Stage parameters (with `n`, the group size, as the parameter checks name it) as the
+    in-memory filters take them (`k`)."""
+    return {("k" if key == "n" else key): value for key, value in params.items()}
 
 
 def _bm3d_layout(preset: str, noise: float, params: dict[str, Any], rows: int,
@@ -207,11 +217,12 @@ def _bm3d_layout(preset: str, noise: float, params: dict[str, Any], rows: int,
 
 def vbm3d(frames: Any, sigma: float, *, patch_size: int | None = None,
           temporal_radius: int | None = None, step: Any = None, window_ref: Any = None,
-          window_pred: Any = None, q: Any = None, n: Any = None, tau_match: Any = None,
+          window_pred: Any = None, q: Any = None, k: Any = None, tau_match: Any = None,
           transform_2d: Any = None, transform_1d: Any = None, lambda_3d: float | None = None,
           stages: int | None = None, aggregation: str | None = None,
           data_range: float | None = None, channel_axis: int | None = None,
-          peak: float | None = None, guide: Any = None, guide_role: str = "match") -> da.Array:
+          peak: float | None = None, guide: Any = None, guide_role: str = "match",
+          n: Any = None) -> da.Array:
     """`clpatch.vbm3d` on a Dask array (T, H, W) or (T, H, W, 3) chunked in time and space; a
     lazy float32 Dask array with the input's chunks (channels in one chunk).
 
@@ -222,7 +233,9 @@ def vbm3d(frames: Any, sigma: float, *, patch_size: int | None = None,
     (`clpatch.dask.pieces`): for the defaults 2 · (8 + 2 · 11) = 60 pixels and 16 frames.
     Other arguments as in `clpatch.vbm3d` (and `peak` as in `clpatch.dask.bm3d`); a guide
     (a Dask or NumPy array of the frames' shape, any chunks) is cut into the same pieces.
+    n is the deprecated name of k.
     """
+    n = k_or_n(k, n, None, "clpatch.dask.vbm3d")
     x = check_dask_array(frames, "frames", (3, 4))
     x, restore = _channels_last(x, channel_axis, 4)
     g = _guide(guide, x, channel_axis, 4)
@@ -241,7 +254,7 @@ def vbm3d(frames: Any, sigma: float, *, patch_size: int | None = None,
     used = (p1, p2)[:count]
     spatial = bm3d_halo([(sp.patch_size, sp.step, 2 * reach(sp, radius) + 1, 1) for sp in used])
     halo = Halo(spatial.pixels, spatial.align, halo_frames(radius, count))
-    kwargs = dict(aggregation=aggregation, data_range=data_range, **params)
+    kwargs = dict(aggregation=aggregation, data_range=data_range, **as_k(params))
     if g is not None:
         kwargs["guide_role"] = guide_role
     out = map_pieces(x, halo, vbm3d_frames, (sigma,), kwargs, video=True,

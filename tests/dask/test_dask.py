@@ -34,7 +34,7 @@ def chunked(image, chunks):
 
 # ---- threads (the default scheduler) ---------------------------------------------------------
 
-NLM = dict(patch_size=5, step=2, window=9, n=8)
+NLM = dict(patch_size=5, step=2, window=9, k=8)
 
 
 @pytest.mark.parametrize("aggregation", ["fixed", "buffers"])
@@ -71,7 +71,7 @@ def test_bm3d_bit_identical(on_device, shape, preset, chunks):
     if not on_device.profile.int64_atomics:
         pytest.skip("no 64-bit atomics: BM3D's deterministic aggregation needs them")
     image = noisy(shape, seed=3)
-    kw = dict(preset=preset, window=(9, 7), n=(8, 4))
+    kw = dict(preset=preset, window=(9, 7), k=(8, 4))
     expected = clpatch.bm3d(image, SIGMA, runtime=on_device, **kw)
     np.testing.assert_array_equal(cdask.bm3d(chunked(image, chunks), SIGMA, **kw).compute(),
                                   expected)
@@ -121,7 +121,7 @@ def test_bm3d_reduces_the_peak_first_only_where_it_moves_the_halo(on_device, mon
 
 def test_nlmeans_video_in_time_and_space(on_device):
     video = noisy((6, 21, 19), seed=4)
-    kw = dict(temporal_window=1, patch_size=4, step=2, window=7, n=6)
+    kw = dict(temporal_window=1, patch_size=4, step=2, window=7, k=6)
     expected = clpatch.nlmeans_video(video, SIGMA, runtime=on_device, **kw)
     x = da.from_array(video, chunks=(2, 8, 19))
     np.testing.assert_array_equal(cdask.nlmeans_video(x, SIGMA, **kw).compute(), expected)
@@ -132,7 +132,7 @@ def test_vbm3d_in_time_and_space(on_device, stages):
     if not on_device.profile.int64_atomics:
         pytest.skip("no 64-bit atomics: VBM3D's deterministic aggregation needs them")
     video = noisy((7, 70, 64), seed=11)
-    kw = dict(temporal_radius=1, patch_size=4, step=(3, 2), window_ref=3, window_pred=3, n=4,
+    kw = dict(temporal_radius=1, patch_size=4, step=(3, 2), window_ref=3, window_pred=3, k=4,
               stages=stages)
     expected = clpatch.vbm3d(video, SIGMA, runtime=on_device, **kw)
     x = da.from_array(video, chunks=(3, 17, 40))
@@ -150,7 +150,7 @@ def test_nlmeans_guide_in_pieces(on_device, shape):
     got = cdask.nlmeans(chunked(image, (12, 17)), SIGMA, guide=g, **kw).compute()
     np.testing.assert_array_equal(got, expected)
     video = np.stack([image, guide])
-    vkw = dict(temporal_window=1, patch_size=4, step=2, window=7, n=6, aggregation="fixed")
+    vkw = dict(temporal_window=1, patch_size=4, step=2, window=7, k=6, aggregation="fixed")
     expected = clpatch.nlmeans_video(video, SIGMA, runtime=on_device, guide=video[::-1], **vkw)
     got = cdask.nlmeans_video(da.from_array(video, chunks=(1, 20, 30) + (3,) * (len(shape) - 2)),
                               SIGMA, guide=video[::-1], **vkw).compute()
@@ -180,7 +180,7 @@ def test_vbm3d_guide_in_pieces(on_device, role):
         pytest.skip("no 64-bit atomics: VBM3D's deterministic aggregation needs them")
     video = noisy((5, 52, 44), seed=12)
     guide = noisy((5, 52, 44), seed=13)
-    kw = dict(temporal_radius=1, patch_size=4, step=(3, 2), window_ref=3, window_pred=3, n=4)
+    kw = dict(temporal_radius=1, patch_size=4, step=(3, 2), window_ref=3, window_pred=3, k=4)
     expected = clpatch.vbm3d(video, SIGMA, runtime=on_device, guide=guide, guide_role=role, **kw)
     assert not np.array_equal(expected, clpatch.vbm3d(video, SIGMA, runtime=on_device, **kw))
     x = da.from_array(video, chunks=(2, 20, 30))
@@ -370,7 +370,7 @@ def test_local_cluster_bit_identical_and_survives_a_dead_worker(client, on_devic
     np.testing.assert_array_equal(out.compute(),
                                   clpatch.nlmeans(image, SIGMA, runtime=on_device, **NLM))
     if on_device.profile.int64_atomics:
-        kw = dict(window=(9, 7), n=(8, 4))
+        kw = dict(window=(9, 7), k=(8, 4))
         np.testing.assert_array_equal(cdask.bm3d(chunked(gray, (20, 13)), SIGMA, **kw).compute(),
                                       clpatch.bm3d(gray, SIGMA, runtime=on_device, **kw))
     # Every chunk's loader kills its worker once (the first to run): Dask reruns the task

@@ -113,7 +113,7 @@ def test_lanes_give_the_same_result(on_device, monkeypatch, method):
         want = clpatch.nlmeans(image, SIGMA, runtime=on_device, aggregation="fixed", **NLM)
         lazy = cdask.nlmeans(x, SIGMA, aggregation="fixed", **NLM)
     else:
-        kw = dict(window=(9, 7), n=(8, 4))
+        kw = dict(window=(9, 7), k=(8, 4))
         want = clpatch.bm3d(image, SIGMA, runtime=on_device, **kw)
         lazy = cdask.bm3d(x, SIGMA, **kw)
     with dask.config.set(scheduler="threads", num_workers=3):
