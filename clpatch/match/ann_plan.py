@@ -17,11 +17,9 @@ import numpy as np
 from ..core.buffers import int_buffer, memory_limits
 from ..core.errors import DeviceResourceError
 from ..core.kernels import kernel, render
-from ..core.plans import Plan
 from ..core.runtime import Runtime
 from ..core.sinks import MatchesSink
-from ..core.upload import check_peak
-from ..core.volumes import Volume, as_volume, check_planned, magnitude_limit
+from ..core.volumes import Volume, magnitude_limit
 from .ann_layout import REGISTER_VOTE, ann_config, pitch_order, query_bytes, split_nodes
 from .ann_params import (
     LEAF,
@@ -35,6 +33,7 @@ from .ann_params import (
     tile_edges,
     tile_of,
 )
+from .matcher_plan import MatcherPlan
 from .matches import Matches, grid_positions
 from .window_layout import Chunk, upload_chunk
 
@@ -48,7 +47,7 @@ TILE_ROWS_PER_LAUNCH = 256
 RANK_SELECT = 256
 
 
-class AnnPlan(Plan):
+class AnnPlan(MatcherPlan):
     """A compiled clustering ANN for inputs of (frames, rows, cols, channels) (a
     `clpatch.core.plans.Plan`: `clpatch.make_plan("ann", ...)` makes one).
 
@@ -313,27 +312,6 @@ class AnnPlan(Plan):
                 chunks.append(self.chunk(self.reference, self.reference + 1, int(g[0]),
                                          int(g[-1]) + 1))
         return chunks
-
-    def run(self, image: Any, *, wait_for: list[Any] | None = None) -> Matches:
-        """Search `image` (the planned shape; a burst as (T, H, W[, C])): NumPy in → NumPy
-        out, device in → device out; waits for the value check."""
-        volume = as_volume(image, video=self.video)
-        check_planned(volume, (self.frames, self.rows, self.cols, self.channels),
-                      self.device_output, self.runtime.context)
-        matches, last = self._launch(volume, None, wait_for)
-        check_peak(self.uploader.peak(last), self.check_limit())
-        return matches
-
-    def enqueue_arrays(self, image: Any, *, out: Any,
-                       wait_for: list[Any] | None) -> tuple[Matches, list[Any]]:
-        """The plan's `enqueue` (`clpatch.core.plans.Plan`): the ANN of device array
-        `image` into device Matches (`out`: a Matches or (positions, distances) of the
-        caller's), its value check deferred."""
-        if not self.device_output:
-            raise TypeError("this plan was made for NumPy arrays; make_plan's plans take both")
-        matches, last = self._launch(as_volume(image, video=self.video), out, wait_for)
-        self.defer_check(last, self.check_limit())
-        return matches, last
 
     def _launch(self, volume: Volume, out: Any,
                 wait_for: list[Any] | None) -> tuple[Matches, list[Any]]:

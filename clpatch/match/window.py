@@ -16,11 +16,11 @@ import numpy as np
 
 from ..core.buffers import int_buffer, memory_limits
 from ..core.kernels import kernel, max_group_size
-from ..core.plans import Plan
 from ..core.runtime import Runtime
 from ..core.sinks import MatchesSink
-from ..core.upload import check_peak, needs_conversion
-from ..core.volumes import Volume, as_volume, check_planned, magnitude_limit
+from ..core.upload import needs_conversion
+from ..core.volumes import Volume, magnitude_limit
+from .matcher_plan import MatcherPlan
 from .matches import Matches, grid_positions, lattice_count
 from .window_config import SearchConfig, SearchRequest, choose_search
 from .window_launch import LaunchTemplate
@@ -33,7 +33,7 @@ from .window_layout import (
 )
 
 
-class SearchPlan(Plan):
+class SearchPlan(MatcherPlan):
     """A compiled windowed search for one input shape, reusable across calls (a
     `clpatch.core.plans.Plan`: `clpatch.make_plan("search", ...)` makes one).
 
@@ -49,6 +49,8 @@ class SearchPlan(Plan):
     (`fused_check`) on a single-channel input searched in one chunk; results are the same
     either way.
     """
+
+    method = "search"
 
     def __init__(self, runtime: Runtime, frames: int, rows: int, cols: int, channels: int,
                  request: SearchRequest, config: SearchConfig, *, temporal_window: int = 0,
@@ -258,30 +260,7 @@ class SearchPlan(Plan):
         """The largest |value| the search's float32 distances can take."""
         return magnitude_limit(self.request.patch_size, self.channels)
 
-    # ---- running ---------------------------------------------------------------------------
-
-    method = "search"
-
-    def run(self, image: Any, *, wait_for: list[Any] | None = None) -> Matches:
-        """Search `image` (same shape as planned; NumPy in → NumPy out, device in → device out;
-        a `clpatch.core.volumes.Volume` of it is taken as it is); waits for the value check."""
-        volume = image if isinstance(image, Volume) else as_volume(image, video=self.video)
-        check_planned(volume, (self.frames, self.rows, self.cols, self.channels),
-                      self.device_output, self.runtime.context)
-        matches, last = self._launch(volume, None, wait_for)
-        check_peak(self.uploader.peak(last), self.check_limit())
-        return matches
-
-    def enqueue_arrays(self, image: Any, *, out: Any,
-                       wait_for: list[Any] | None) -> tuple[Matches, list[Any]]:
-        """The plan's `enqueue` (`clpatch.core.plans.Plan`): the search of device array
-        `image` into device Matches (`out`: a Matches or (positions, distances) of the
-        caller's), its value check deferred."""
-        if not self.device_output:
-            raise TypeError("this plan was made for NumPy arrays; make_plan's plans take both")
-        matches, last = self._launch(as_volume(image, video=self.video), out, wait_for)
-        self.defer_check(last, self.check_limit())
-        return matches, last
+    # ---- running (`run` and `enqueue`: `MatcherPlan`) --------------------------------------
 
     def _launch(self, volume: Volume, out: Any,
                 wait_for: list[Any] | None) -> tuple[Matches, list[Any]]:
