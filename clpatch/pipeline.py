@@ -118,39 +118,51 @@ def _guide_input(method: str, guide: Any) -> bool:
                     f"as enqueue's second input) or None, got {type(guide).__name__}")
 
 
+def _filter_params(method: str, function: Callable[..., Any], shape: Any,
+                   given: dict[str, Any], strength_keys: tuple[str, ...],
+                   k_default: Any) -> tuple[dict[str, Any], bool, Strength]:
+    """A filter's parameters (`function`'s, completed with its defaults) with what every
+    filter's plan checks alike taken out: (the rest, with the group size as `n`; whether
+    the plan takes a guide; the checked `Strength` of sigma and `strength_keys`)."""
+    p = _params(method, function, 1, given)
+    guided = _guide_input(method, p.pop("guide"))
+    strength = Strength.check(p.pop("sigma"), **{key: p.pop(key) for key in strength_keys})
+    _channels_last(method, p.pop("channel_axis"), len(tuple(shape)))
+    p["n"] = k_or_n(p.pop("k"), p["n"], k_default, f"make_plan({method!r})")
+    return p, guided, strength
+
+
+def _fixed(plan: Any, shape: Any, guided: bool, strength: Strength) -> Plan:
+    """`plan` with its strength and its inputs (the image, and the guide when `guided`)."""
+    plan.strength = strength
+    plan.input_shapes = (tuple(shape),) * (2 if guided else 1)
+    return plan
+
+
 def _nlmeans(video: bool) -> Callable[[Runtime, Any, Any, dict[str, Any]], Plan]:
     method, function = ("nlmeans_video", nlmeans_video) if video else ("nlmeans", nlmeans)
 
     def build(rt: Runtime, shape: Any, dtype: Any, given: dict[str, Any]) -> Plan:
-        p = _params(method, function, 1, given)
-        guided = _guide_input(method, p.pop("guide"))
-        strength = Strength.check(p.pop("sigma"), h=p.pop("h"), flat_beta=p.pop("flat_beta"),
-                                  peak=p.pop("peak"), guide_sigma=p.pop("guide_sigma"))
+        p, guided, strength = _filter_params(method, function, shape, given,
+                                             ("h", "flat_beta", "peak", "guide_sigma"), 16)
         check_guide_sigma_use(True if guided else None, strength)
-        _channels_last(method, p.pop("channel_axis"), len(tuple(shape)))
         check_search(p["search"])
         volume = planned_volume(shape, dtype, name="frames" if video else "image",
                                 video=video)
         p.setdefault("temporal_window", 0)
-        p["n"] = k_or_n(p.pop("k"), p["n"], 16, f"make_plan({method!r})")
         options = nlmeans_options(volume, video=video, **p)
-        plan = NLMeansPlan(rt, volume.frames, volume.rows, volume.cols, volume.channels,
-                           video=video, device_output=True, **options)
-        plan.strength = strength
-        plan.input_shapes = (tuple(shape),) * (2 if guided else 1)
-        return plan
+        return _fixed(NLMeansPlan(rt, volume.frames, volume.rows, volume.cols, volume.channels,
+                                  video=video, device_output=True, **options),
+                      shape, guided, strength)
 
     return build
 
 
 def _bm3d(rt: Runtime, shape: Any, dtype: Any, given: dict[str, Any]) -> Plan:
-    p = _params("bm3d", bm3d, 1, given)
-    guided = _guide_input("bm3d", p.pop("guide"))
-    strength = Strength.check(p.pop("sigma"), data_range=p.pop("data_range"),
-                              peak=p.pop("peak"))
+    p, guided, strength = _filter_params("bm3d", bm3d, shape, given, ("data_range", "peak"),
+                                         None)
     role = check_guide_role(p.pop("guide_role"), guided, p["stages"]
                             if isinstance(p["stages"], int) else None)
-    _channels_last("bm3d", p.pop("channel_axis"), len(tuple(shape)))
     volume = planned_volume(shape, dtype, video=False)
     if volume.channels not in (1, 3):
         raise ValueError(f"shape must be (H, W), (H, W, 1) or (H, W, 3), got {tuple(shape)}")
@@ -162,31 +174,25 @@ def _bm3d(rt: Runtime, shape: Any, dtype: Any, given: dict[str, Any]) -> Plan:
                          "data_range= or peak=: at this sigma the preset's settings differ "
                          "between data in [0, 1] and in [0, 255]")
     aggregation, variant, search = p.pop("aggregation"), p.pop("variant"), p.pop("search")
-    p["n"] = k_or_n(p.pop("k"), p["n"], None, "make_plan('bm3d')")
     stages, count = sized_stages(volume.rows, volume.cols, preset=preset, noise=noise,
                                  search=search, **p)
-    plan = BM3DPlan(rt, volume.rows, volume.cols, volume.channels, stages, count,
-                    aggregation=aggregation, variant=variant, device_output=True,
-                    search=search)
-    plan.strength, plan.guide_role = strength, role
-    plan.input_shapes = (tuple(shape),) * (2 if guided else 1)
+    plan = _fixed(BM3DPlan(rt, volume.rows, volume.cols, volume.channels, stages, count,
+                           aggregation=aggregation, variant=variant, device_output=True,
+                           search=search), shape, guided, strength)
+    plan.guide_role = role
     return plan
 
 
 def _vbm3d(rt: Runtime, shape: Any, dtype: Any, given: dict[str, Any]) -> Plan:
-    p = _params("vbm3d", vbm3d, 1, given)
-    guided = _guide_input("vbm3d", p.pop("guide"))
-    strength = Strength.check(p.pop("sigma"), data_range=p.pop("data_range"),
-                              peak=p.pop("peak"))
-    _channels_last("vbm3d", p.pop("channel_axis"), len(tuple(shape)))
+    p, guided, strength = _filter_params("vbm3d", vbm3d, shape, given, ("data_range", "peak"),
+                                         None)
     role = p.pop("guide_role")
     volume = planned_volume(shape, dtype, name="frames", video=True)
-    p["n"] = k_or_n(p.pop("k"), p["n"], None, "make_plan('vbm3d')")
     options = vbm3d_options(volume, **p)
     role = check_video_guide_role(role, guided, options["stages"])
-    plan = VBM3DPlan(rt, volume.rows, volume.cols, volume.channels, **options)
-    plan.strength, plan.guide_role = strength, role or "match"
-    plan.input_shapes = (tuple(shape),) * (2 if guided else 1)
+    plan = _fixed(VBM3DPlan(rt, volume.rows, volume.cols, volume.channels, **options),
+                  shape, guided, strength)
+    plan.guide_role = role or "match"
     return plan
 
 
@@ -210,8 +216,7 @@ def _burst(rt: Runtime, shape: Any, dtype: Any, given: dict[str, Any]) -> Plan:
     p = _params("burst", burst_denoise, 1, given)
     volume = planned_volume(shape, dtype, name="frames", video=True)
     plan, strength = plan_burst(rt, volume, **p)
-    plan.strength = strength
-    return plan
+    return _fixed(plan, shape, False, strength)
 
 
 #: method -> builder(runtime, shape, dtype, params) of its plan.

@@ -159,12 +159,12 @@ class Plan:
     method = "plan"
     input_names: tuple[str, ...] = ("image",)
 
-    def __init__(self, runtime: Any, *, uploader: Any = None) -> None:
-        """`uploader`: the conversion of another plan to share (a filter's, its matcher's);
-        default a new one on the plan's `pool`."""
+    def __init__(self, runtime: Any) -> None:
+        """A filter whose values are checked by its matcher's conversion replaces `uploader`
+        with the matcher's once it has made it."""
         self.runtime = runtime
         self.pool = BufferPool(runtime.context)
-        self.uploader = uploader or Uploader(runtime, self.pool)
+        self.uploader = Uploader(runtime, self.pool)
         self.last_events: list[tuple[str, Any]] = []
         self.checks = DeviceChecks()
         self.input_shapes: tuple[tuple[int, ...], ...] = ()
