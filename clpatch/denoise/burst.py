@@ -89,18 +89,10 @@ def burst_denoise(frames: Any, sigma: float, *, reference: int = 0, method: str 
     key = ("burst", volume.frames, volume.rows, volume.cols, volume.channels,
            volume.on_device, *((type(v), v) for v in (reference, method, tile, k, patch_size,
                                                       step, h, stages)))
-    made: list[Strength] = []
-
-    def make() -> Any:
-        plan, strength = plan_burst(rt, volume, sigma, reference=reference, method=method,
-                                    tile=tile, k=k, patch_size=patch_size, step=step, h=h,
-                                    stages=stages)
-        made.append(strength)
-        return plan
-
-    plan = rt.plan_cache().plan(key, make, PLANS_KEPT)
-    strength = made[0] if made else burst_strength(method, sigma, h)
-    return plan.apply(frames, strength)
+    plan = rt.plan_cache().plan(key, lambda: plan_burst(
+        rt, volume, sigma, reference=reference, method=method, tile=tile, k=k,
+        patch_size=patch_size, step=step, h=h, stages=stages)[0], PLANS_KEPT)
+    return plan.apply(frames, burst_strength(method, sigma, h))
 
 
 def burst_strength(method: Any, sigma: Any, h: Any) -> Strength:
