@@ -68,6 +68,12 @@ def k_or_n(k: Any, n: Any, default: Any, where: str) -> Any:
     return n
 
 
+def with_k(params: dict[str, Any]) -> dict[str, Any]:
+    """Parameters that name the number of matches `n` (the parameter checks' and the
+    oracles' name) with it as `k`, the public functions' name."""
+    return {("k" if name == "n" else name): value for name, value in params.items()}
+
+
 def check_bool(name: str, value: Any) -> bool:
     if not isinstance(value, (bool, np.bool_)):
         raise TypeError(f"{name} must be True or False, got {value!r}")

@@ -14,7 +14,7 @@ from typing import Any
 
 import dask.array as da
 
-from ..core.validate import check_int, k_or_n
+from ..core.validate import check_int, k_or_n, with_k
 from ..denoise.bm3d import bm3d as bm3d_image
 from ..denoise.bm3d_guide import check_guide_role as check_bm3d_role
 from ..denoise.bm3d_params import stage_params, stagger_shifts, switch_noise
@@ -183,18 +183,12 @@ def bm3d(image: Any, sigma: float, *, preset: str = "fast", patch_size: int | No
     if capped is not None:
         params["n"] = capped
     kwargs = dict(preset=preset, aggregation=aggregation, data_range=data_range,
-                  **as_k(params))
+                  **with_k(params))
     if g is not None:
         kwargs["guide_role"] = guide_role
     out = map_pieces(x, halo, bm3d_image, (sigma,), kwargs, video=False,
                      peak=global_peak(x, peak), name="clpatch-bm3d", guide=g)
     return restore(out)
-
-
-def as_k(params: dict[str, Any]) -> dict[str, Any]:
-    """Stage parameters (with `n`, the group size, as the parameter checks name it) as the
-    in-memory filters take them (`k`)."""
-    return {("k" if key == "n" else key): value for key, value in params.items()}
 
 
 def _bm3d_layout(preset: str, noise: float, params: dict[str, Any], rows: int,
@@ -254,7 +248,7 @@ def vbm3d(frames: Any, sigma: float, *, patch_size: int | None = None,
     used = (p1, p2)[:count]
     spatial = bm3d_halo([(sp.patch_size, sp.step, 2 * reach(sp, radius) + 1, 1) for sp in used])
     halo = Halo(spatial.pixels, spatial.align, halo_frames(radius, count))
-    kwargs = dict(aggregation=aggregation, data_range=data_range, **as_k(params))
+    kwargs = dict(aggregation=aggregation, data_range=data_range, **with_k(params))
     if g is not None:
         kwargs["guide_role"] = guide_role
     out = map_pieces(x, halo, vbm3d_frames, (sigma,), kwargs, video=True,

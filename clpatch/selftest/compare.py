@@ -32,12 +32,6 @@ class Family:
     what: str = ""
 
 
-def public(params: dict[str, Any]) -> dict[str, Any]:
-    """Parameters shared by an oracle and a public function, with the oracle's `n` under
-    the public functions' name `k`."""
-    return {("k" if name == "n" else name): value for name, value in params.items()}
-
-
 def host(array: Any) -> np.ndarray:
     """A NumPy copy of a NumPy or pyopencl array."""
     return array.get() if hasattr(array, "get") and not isinstance(array, np.ndarray) else \

@@ -17,13 +17,14 @@ from typing import Any
 import numpy as np
 
 from ..core.runtime import Runtime
+from ..core.validate import with_k
 from ..denoise.bm3d import bm3d
 from ..denoise.nlm_aggregation import AGGREGATIONS as NLM_AGGREGATIONS
 from ..denoise.nlmeans import nlmeans
 from ..denoise.noise_level import estimate_sigma
 from ..denoise.vbm3d import VBM3DPlan, vbm3d
 from ..denoise.vbm3d_params import VIDEO_SEARCHES, video_stage_params
-from .compare import Family, Unsupported, close, host, matches_equal, public, shape
+from .compare import Family, Unsupported, close, host, matches_equal, shape
 from .inputs import SIGMA, integer_video, noisy_half_flat, smooth_noisy, smooth_video
 from .oracles import oracle
 
@@ -59,7 +60,7 @@ def run_nlmeans(aggregation: str, runtime: Runtime) -> list[str]:
     found = []
     for averaging in ("columns", "naive"):
         out = nlmeans(image, SIGMA, aggregation=aggregation, averaging=averaging, runtime=runtime,
-                      **public(NLM_PARAMS))
+                      **with_k(NLM_PARAMS))
         found += [f"{averaging} averaging: {line}" for line in
                   check_output(out, want, tol=NLM_TOL)]
     return found
@@ -69,7 +70,7 @@ def run_nlmeans_colour(runtime: Runtime) -> list[str]:
     """Colour (opponent space, weights from the luminance), the device's default aggregation."""
     image = noisy_half_flat((24, 27, 3), 2)
     want = oracle("nlmeans").nlmeans_reference(image, SIGMA, **NLM_COLOUR_PARAMS)
-    return check_output(nlmeans(image, SIGMA, runtime=runtime, **public(NLM_COLOUR_PARAMS)), want,
+    return check_output(nlmeans(image, SIGMA, runtime=runtime, **with_k(NLM_COLOUR_PARAMS)), want,
                         tol=NLM_TOL)
 
 

@@ -17,9 +17,10 @@ import numpy as np
 
 from ..core.profiles import NEIGHBOUR_TABLES
 from ..core.runtime import Runtime
+from ..core.validate import with_k
 from ..match.search import search_patches
 from ..match.window_config import SEARCH_VARIANTS, SearchConfig
-from .compare import Family, ascending, close, distinct, equal, host, public, shape
+from .compare import Family, ascending, close, distinct, equal, host, shape
 from .inputs import random_image
 from .oracles import oracle
 
@@ -98,7 +99,7 @@ def run_search(variant: str, table: str, runtime: Runtime) -> list[str]:
     for label, make, params, video in CASES:
         image = make()
         result = search_patches(image, variant=SearchConfig(variant, table=table),
-                                runtime=runtime, video=video, **public(params))
+                                runtime=runtime, video=video, **with_k(params))
         if (result.config.variant, result.config.table) != (variant, table):
             found.append(f"{label}: ran {result.config.describe()}, not the {variant} search "
                          f"with the {table} table")
