@@ -32,6 +32,7 @@ from .denoise.bm3d_guide import check_guide_role
 from .denoise.bm3d_params import switch_noise
 from .denoise.bm3d_plan import BM3DPlan
 from .denoise.burst import burst_denoise, plan_burst
+from .denoise.given import matches_search, stage_matches
 from .denoise.nlmeans import NLMeansPlan, nlmeans, nlmeans_options, nlmeans_video
 from .denoise.nlmeans_guide import check_guide_sigma_use
 from .denoise.strength import Strength
@@ -39,7 +40,6 @@ from .denoise.vbm3d import VBM3DPlan, vbm3d, vbm3d_options
 from .denoise.vbm3d_params import check_guide_role as check_video_guide_role
 from .match.ann import AnnPlan, ann_request, ann_search
 from .match.knn import knn, knn_request, plan_knn
-from .match.matcher import check_search
 from .match.nnf import NnfPlan, nnf, nnf_request
 from .match.search import plan_search, search_patches
 
@@ -146,14 +146,17 @@ def _nlmeans(video: bool) -> Callable[[Runtime, Any, Any, dict[str, Any]], Plan]
         p, guided, strength = _filter_params(method, function, shape, given,
                                              ("h", "flat_beta", "peak", "guide_sigma"), 16)
         check_guide_sigma_use(True if guided else None, strength)
-        check_search(p["search"])
+        p["search"] = matches_search(p["search"], p["matches"],
+                                     guide=True if guided else None, variant=p["variant"])
         volume = planned_volume(shape, dtype, name="frames" if video else "image",
                                 video=video)
         p.setdefault("temporal_window", 0)
         options = nlmeans_options(volume, video=video, **p)
-        return _fixed(NLMeansPlan(rt, volume.frames, volume.rows, volume.cols, volume.channels,
-                                  video=video, device_output=True, **options),
-                      shape, guided, strength)
+        plan = NLMeansPlan(rt, volume.frames, volume.rows, volume.cols, volume.channels,
+                           video=video, device_output=True, **options)
+        if p["matches"] is not None:
+            plan.search.use(p["matches"])
+        return _fixed(plan, shape, guided, strength)
 
     return build
 
@@ -174,11 +177,16 @@ def _bm3d(rt: Runtime, shape: Any, dtype: Any, given: dict[str, Any]) -> Plan:
                          "data_range= or peak=: at this sigma the preset's settings differ "
                          "between data in [0, 1] and in [0, 255]")
     aggregation, variant, search = p.pop("aggregation"), p.pop("variant"), p.pop("search")
+    given = stage_matches(p.pop("matches"))
+    if given != (None, None):
+        matches_search(search, given, guide=True if guided else None, variant=variant)
     stages, count = sized_stages(volume.rows, volume.cols, preset=preset, noise=noise,
-                                 search=search, **p)
+                                 search=search, matches=given, **p)
     plan = _fixed(BM3DPlan(rt, volume.rows, volume.cols, volume.channels, stages, count,
                            aggregation=aggregation, variant=variant, device_output=True,
-                           search=search), shape, guided, strength)
+                           search=search, given=tuple(m is not None for m in given)),
+                  shape, guided, strength)
+    plan.use_matches(given)
     plan.guide_role = role
     return plan
 

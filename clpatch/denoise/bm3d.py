@@ -128,12 +128,14 @@ from ..core.runtime import Runtime, resolve_runtime
 from ..core.upload import Uploader
 from ..core.validate import k_or_n
 from ..core.volumes import Volume, as_volume, channels_last
+from ..match.given import check_given
 from ..match.matcher import available_candidates, check_search
 from ..match.matches import usable_n
 from ..match.window_config import SearchConfig
 from .bm3d_guide import check_guide_role, guide_like
 from .bm3d_params import PRESETS, stage_params, switch_noise
 from .bm3d_plan import BM3DPlan
+from .given import matches_search, stage_matches
 from .strength import Strength
 
 __all__ = ["BM3DPlan", "bm3d", "plan_for"]
@@ -152,7 +154,8 @@ def bm3d(image: Any, sigma: float, *, preset: str = "fast", patch_size: int | No
          aggregation: str | None = None, data_range: float | None = None,
          channel_axis: int | None = None, variant: str | SearchConfig | None = None,
          search: str = "window", peak: float | None = None, guide: Any = None,
-         guide_role: str = "match", runtime: Runtime | None = None, n: Any = None) -> Any:
+         guide_role: str = "match", matches: Any = None, runtime: Runtime | None = None,
+         n: Any = None) -> Any:
     """Denoise an image with BM3D (grayscale) or CBM3D (RGB), Davy–Ehret's GPU design.
 
     image: (H, W), (H, W, 1) or (H, W, 3) RGB, any real dtype, NumPy or pyopencl array.
@@ -203,10 +206,20 @@ def bm3d(image: Any, sigma: float, *, preset: str = "fast", patch_size: int | No
         estimate) or "oracle" (the guide is the basic estimate: stage 1 is skipped, stage 2
         matches on the guide and takes its Wiener oracle from it; needs stages=2). A role
         other than "match" needs a guide.
+    matches: groups given instead of searched (not with search=, guide= or variant=): a
+        `clpatch.Matches` for both stages, or a (stage 1, stage 2) pair whose None stage
+        searches as usual (stage 2 on the basic estimate). Any engine's or a plan's, NumPy
+        or device arrays, l2 distances (thresholded by the stage's tau_match), on the grid
+        of the stage's patch_size and step (None takes the matches'; no staggered grid). A
+        group is the reference patch, then its matches in order without it, k (lowered to
+        the matches' k, a power of 2) at most. See `clpatch.match.given`.
     Returns float32 of the input's shape, NumPy for NumPy input, device array for device input.
     """
     strength = Strength.check(sigma, data_range=data_range, peak=peak)
     check_guide_role(guide_role, guide is not None, stages if isinstance(stages, int) else None)
+    given = stage_matches(matches)
+    if given != (None, None):
+        matches_search(search, matches, guide=guide, variant=variant)
     original = image
     image, restore = channels_last(image, channel_axis, video=False)
     if guide is not None:       # checked against the caller's layout, then moved alike
@@ -222,7 +235,7 @@ def bm3d(image: Any, sigma: float, *, preset: str = "fast", patch_size: int | No
                     transform_2d=transform_2d,
                     transform_1d=transform_1d, stages=stages, lambda_3d=lambda_3d, mu2=mu2,
                     tau_match=tau_match, stagger=stagger, exact_variance=exact_variance,
-                    aggregation=aggregation, variant=variant, search=search)
+                    aggregation=aggregation, variant=variant, search=search, matches=given)
     return restore(plan.apply(image, strength, guide=guide, guide_role=guide_role))
 
 
@@ -276,27 +289,41 @@ def _beyond_one(volume: Volume, runtime: Runtime) -> bool:
 def plan_for(runtime: Runtime, rows: int, cols: int, channels: int, *,
              device_output: bool = False, preset: str = "fast", noise: float | None = None,
              aggregation: str | None = None, variant: str | SearchConfig | None = None,
-             search: str = "window", **params: Any) -> BM3DPlan:
+             search: str = "window", matches: tuple[Any, Any] = (None, None),
+             **params: Any) -> BM3DPlan:
     """The runtime's cached BM3DPlan for images of (rows, cols, channels) and the
     parameters `bm3d` takes (`params`: patch_size, step, window, n, ..., None keeps the
     preset's; `noise`: σ in 0–255 units that picks the preset's defaults, see
     `stage_params`); n is lowered on images too small to offer it (the project's policy for n),
     and a preset's patch size (not a given one) on images smaller than it."""
     capped, count = sized_stages(rows, cols, preset=preset, noise=noise, search=search,
-                                 **params)
+                                 matches=matches, **params)
+    given = tuple(m is not None for m in matches)
     key = ("bm3d", rows, cols, channels, device_output, capped, count, aggregation, variant,
-           search)
-    return runtime.plan_cache().plan(key, lambda: BM3DPlan(
+           search, given)
+    plan = runtime.plan_cache().plan(key, lambda: BM3DPlan(
         runtime, rows, cols, channels, capped, count, aggregation=aggregation, variant=variant,
-        device_output=device_output, search=search), PLANS_KEPT)
+        device_output=device_output, search=search, given=given), PLANS_KEPT)
+    plan.use_matches(matches)
+    return plan
 
 
 
 def sized_stages(rows: int, cols: int, *, preset: str, noise: float | None, search: str,
+                 matches: tuple[Any, Any] = (None, None),
                  **params: Any) -> tuple[tuple[Any, Any], int]:
     """(the two stages' parameters, the stage count) of `bm3d`'s arguments on images of
-    (rows, cols) (see `plan_for`), every argument checked."""
+    (rows, cols) (see `plan_for`), every argument checked. `matches`: a stage's given
+    matches (`stage_matches`) set its patch size and step where the caller gave none, its
+    group size at most their k, and no staggered grid."""
     check_search(search)
+    if matches != (None, None):
+        params = dict(params)
+        preset_stages = stage_params(preset, noise, **params)[:2]
+        for key in ("patch_size", "step"):
+            if params.get(key) is None:
+                params[key] = tuple(getattr(m if m is not None else sp, key)
+                                    for m, sp in zip(matches, preset_stages, strict=True))
     p1, p2, count = stage_params(preset, noise, **params)
     side = min(rows, cols)
     if params.get("patch_size") is None and PRESETS[preset]["patch_size"] <= side:
@@ -309,8 +336,17 @@ def sized_stages(rows: int, cols: int, *, preset: str, noise: float | None, sear
         if sp.patch_size > rows or sp.patch_size > cols:
             raise ValueError(f"patch_size {sp.patch_size} is larger than the image "
                              f"({rows}x{cols})")
-    # Tiny images: n is capped at the candidates of a corner reference (a power of 2).
-    capped = tuple(replace(sp, n=usable_n(sp.n, available_candidates(
-        search, rows, cols, 1, sp.patch_size, sp.window, 0), power_of_two=True))
-        for sp in (p1, p2))
-    return capped, count
+    # Tiny images: n is capped at the candidates of a corner reference (a power of 2), or
+    # at the k of the stage's given matches.
+    capped = []
+    for s, (sp, m) in enumerate(zip((p1, p2), matches, strict=True)):
+        if m is None or s >= count:
+            available = available_candidates(search, rows, cols, 1, sp.patch_size, sp.window, 0)
+        else:
+            available = check_given(m, rows=rows, cols=cols, frames=1, patch_size=sp.patch_size,
+                                    step=sp.step, video=False,
+                                    name="matches" if matches[0] is matches[1] else
+                                    f"matches[{s}]").k
+            sp = replace(sp, stagger=False)
+        capped.append(replace(sp, n=usable_n(sp.n, available, power_of_two=True)))
+    return tuple(capped), count

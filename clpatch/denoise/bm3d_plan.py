@@ -60,7 +60,9 @@ class BM3DPlan(Plan):
                  params: tuple[StageParams, StageParams], stages: int = 2, *,
                  aggregation: str | None = None, variant: str | SearchConfig | None = None,
                  device_output: bool = False, tile_bytes: int | None = None,
-                 search: str = "window") -> None:
+                 search: str = "window", given: tuple[bool, bool] = (False, False)) -> None:
+        """`given`: the stages whose groups come from matches the caller gives
+        (`use_matches`) instead of engine `search`."""
         if channels not in (1, 3):
             raise ValueError(f"BM3D filters grayscale (1 channel) or RGB (3 channels), got {channels}")
         self.search_engine = search      # checked by make_matcher
@@ -73,7 +75,8 @@ class BM3DPlan(Plan):
         self.device_output = device_output
         self.params = params[:stages]
         self.aggregation, self.aggregation_reason = choose_aggregation(runtime.profile, aggregation)
-        self.stages = [Stage(self, p, variant) for p in self.params]
+        self.stages = [Stage(self, p, variant, g)
+                       for p, g in zip(self.params, given[:stages], strict=True)]
         self.uploader = self.stages[0].search.uploader      # the image's check
         # The guide's conversion has its own check word: its peak is never the image's.
         self.guide_uploader = Uploader(runtime, self.pool)
@@ -98,6 +101,13 @@ class BM3DPlan(Plan):
         if self._guided_tiles is None:
             self._guided_tiles = plan_tiles(self, self._tile_budget, guided=True)
         return self._guided_tiles
+
+    def use_matches(self, matches: tuple[Any, Any]) -> None:
+        """Set the given matches of the stages planned for them (`given`), checked
+        (`clpatch.match.given.GivenMatcher.use`)."""
+        for s, (stage, m) in enumerate(zip(self.stages, matches[:len(self.stages)], strict=True)):
+            if stage.given:
+                stage.search.use(m, "matches" if matches[0] is matches[1] else f"matches[{s}]")
 
     # ---- running ---------------------------------------------------------------------------
 

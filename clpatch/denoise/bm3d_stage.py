@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from ..core.buffers import halve_until_fits, memory_limits
-from ..match.matcher import make_matcher
+from ..match.matcher import GIVEN, make_matcher
 from ..match.window_config import SearchRequest, choose_search
 from .bm3d_params import StageParams, stagger_shifts
 from .collaborative import FilterKernels
@@ -28,17 +28,19 @@ class Tile:
 class Stage:
     """The search plan and kernels of one stage."""
 
-    def __init__(self, plan: Any, params: StageParams, variant: Any) -> None:
+    def __init__(self, plan: Any, params: StageParams, variant: Any, given: bool = False) -> None:
+        """`given`: the groups come from the caller's matches (`GivenMatcher`)."""
         rt = plan.runtime
         self.params = params
+        self.given = given
         request = SearchRequest(params.patch_size, params.step, params.n, params.window, 1, "l2",
                                 False)
         # (size: the rules fit the square search's tile to a small image, to fill the device)
         config = choose_search(request, rt.profile, variant, rt.tuning,
                                size=(plan.rows, plan.cols))
         shifts = stagger_shifts(params.step) if params.stagger else ()
-        self.search = make_matcher(plan.search_engine, rt, 1, plan.rows, plan.cols, 1, request,
-                                   config, stagger=shifts)
+        self.search = make_matcher(GIVEN if given else plan.search_engine, rt, 1, plan.rows,
+                                   plan.cols, 1, request, config, stagger=shifts)
         self.staggered = bool(self.search.stagger)
         kernels = FilterKernels(rt, params, channels=plan.channels,
                                 aggregation=plan.aggregation, colour=plan.colour,

@@ -48,10 +48,12 @@ from typing import Any
 from ..core.runtime import Runtime, resolve_runtime
 from ..core.validate import check_int, k_or_n
 from ..core.volumes import Volume, as_volume, channels_last
-from ..match.matcher import available_candidates, check_search
+from ..match.given import check_given
+from ..match.matcher import available_candidates
 from ..match.matches import usable_n
 from ..match.window_config import SearchConfig
 from ..match.window_params import MAX_TEMPORAL_WINDOW, check_fits, check_search_request
+from .given import matches_search
 from .guide import guide_like
 from .nlm_aggregation import AGGREGATIONS
 from .nlmeans_guide import check_guide_sigma_use
@@ -69,11 +71,11 @@ def _denoise(image: Any, sigma: float, *, video: bool, patch_size: int, step: in
              aggregation: str | None, channel_axis: int | None, search_channels: str,
              variant: str | SearchConfig | None, averaging: str | None, search: str,
              peak: float | None, guide: Any, guide_sigma: float | None,
-             runtime: Runtime | None) -> Any:
+             matches: Any, runtime: Runtime | None) -> Any:
     strength = Strength.check(sigma, h=h, flat_beta=flat_beta, peak=peak,
                               guide_sigma=guide_sigma)
     check_guide_sigma_use(guide, strength)
-    check_search(search)
+    search = matches_search(search, matches, guide=guide, variant=variant)
     original = image
     image, restore = channels_last(image, channel_axis, video)
     volume = as_volume(image, name="frames" if video else "image", video=video)
@@ -83,28 +85,39 @@ def _denoise(image: Any, sigma: float, *, video: bool, patch_size: int, step: in
     options = nlmeans_options(volume, video=video, patch_size=patch_size, step=step,
                               window=window, n=n, temporal_window=temporal_window,
                               aggregation=aggregation, search_channels=search_channels,
-                              variant=variant, averaging=averaging, search=search)
+                              variant=variant, averaging=averaging, search=search,
+                              matches=matches)
     rt = resolve_runtime(runtime, image, guide)
     key = ("nlmeans", volume.frames, volume.rows, volume.cols, volume.channels, video,
            volume.on_device, *options.values())
     plan = rt.plan_cache().plan(key, lambda: NLMeansPlan(
         rt, volume.frames, volume.rows, volume.cols, volume.channels, video=video,
         device_output=volume.on_device, **options), PLANS_KEPT)
+    if matches is not None:
+        plan.search.use(matches)
     return restore(plan.apply(image, strength, guide=guide))
 
 
 def nlmeans_options(volume: Volume, *, video: bool, patch_size: Any, step: Any, window: Any,
                     n: Any, temporal_window: Any, aggregation: Any, search_channels: Any,
-                    variant: Any, averaging: Any, search: Any) -> dict[str, Any]:
+                    variant: Any, averaging: Any, search: Any,
+                    matches: Any = None) -> dict[str, Any]:
     """The checked `NLMeansPlan` options of an NL-means call on an input like `volume`
-    (n capped at the candidates a corner reference has); `search` checked already."""
+    (n capped at the candidates a corner reference has, or at the given `matches`' k);
+    `search` checked already (`clpatch.denoise.given.matches_search`)."""
     request = check_search_request(patch_size=patch_size, step=step, n=n, window=window,
                                    channels=volume.channels, video=video, max_step=None)
     p = request.patch_size
     tw = check_int("temporal_window", temporal_window, 0, MAX_TEMPORAL_WINDOW)
     check_fits(request, volume.frames, volume.rows, volume.cols, tw)
-    k = usable_n(request.n, available_candidates(search, volume.rows, volume.cols,
-                                                 volume.frames, p, request.window, tw))
+    if matches is None:
+        available = available_candidates(search, volume.rows, volume.cols, volume.frames, p,
+                                         request.window, tw)
+    else:
+        available = check_given(matches, rows=volume.rows, cols=volume.cols,
+                                frames=volume.frames, patch_size=p, step=request.step,
+                                video=video).k
+    k = usable_n(request.n, available)
     return dict(patch_size=p, step=request.step, window=request.window, n=k,
                 temporal_window=tw, aggregation=aggregation, search_channels=search_channels,
                 variant=variant, averaging=averaging, search=search)
@@ -115,7 +128,7 @@ def nlmeans(image: Any, sigma: float, *, patch_size: int = 8, step: int = 4, win
             aggregation: str | None = None, channel_axis: int | None = None,
             search_channels: str = "luminance", variant: str | SearchConfig | None = None,
             averaging: str | None = None, search: str = "window", peak: float | None = None,
-            guide: Any = None, guide_sigma: float | None = None,
+            guide: Any = None, guide_sigma: float | None = None, matches: Any = None,
             runtime: Runtime | None = None, n: int | None = None) -> Any:
     """Denoise an image with the improved patchwise NL-means (Davy–Ehret Algorithm 1).
 
@@ -143,6 +156,12 @@ def nlmeans(image: Any, sigma: float, *, patch_size: int = 8, step: int = 4, win
            exposure. The values averaged remain the image's. None: the image itself.
     guide_sigma: the guide's noise level (≥ 0) in the weights, in place of sigma (None:
            sigma; 0 for a clean or pre-filtered guide). Only with a guide.
+    matches: a `clpatch.Matches` to average instead of searching (not with search=): any
+           engine's or a plan's, NumPy or device arrays, on this call's grid (the same
+           patch_size, and step: pass the matches'), l2 distances as the search would
+           give them (on the opponent luminance for colour with search_channels=
+           "luminance"); each reference averages its first k (k is lowered to the
+           matches' k). See `clpatch.match.given`.
     Returns float32 of the input's shape, NumPy for NumPy input, device array for device input.
     """
     return _denoise(image, sigma, video=False, patch_size=patch_size, step=step, window=window,
@@ -150,7 +169,7 @@ def nlmeans(image: Any, sigma: float, *, patch_size: int = 8, step: int = 4, win
                     flat_beta=flat_beta, aggregation=aggregation,
                     channel_axis=channel_axis, search_channels=search_channels, variant=variant,
                     averaging=averaging, search=search, peak=peak, guide=guide,
-                    guide_sigma=guide_sigma, runtime=runtime)
+                    guide_sigma=guide_sigma, matches=matches, runtime=runtime)
 
 
 def nlmeans_video(frames: Any, sigma: float, *, temporal_window: int = 4, patch_size: int = 16,
@@ -159,15 +178,16 @@ def nlmeans_video(frames: Any, sigma: float, *, temporal_window: int = 4, patch_
                   channel_axis: int | None = None, search_channels: str = "luminance",
                   variant: str | SearchConfig | None = None, averaging: str | None = None,
                   search: str = "window", peak: float | None = None, guide: Any = None,
-                  guide_sigma: float | None = None, runtime: Runtime | None = None,
-                  n: int | None = None) -> Any:
+                  guide_sigma: float | None = None, matches: Any = None,
+                  runtime: Runtime | None = None, n: int | None = None) -> Any:
     """Video NL-means: the search spans frames t − temporal_window … t + temporal_window
     (the paper's video NL-means, Table 11: 4 past and 4 future frames, 16 × 16 patches).
 
     frames: (T, H, W) or (T, H, W, C). Frames are processed a few at a time, so device
     memory does not grow with T. guide: a video of the same shape, searched (in every
-    frame of the temporal window) and weighted instead of `frames`. Other arguments as in
-    `nlmeans`.
+    frame of the temporal window) and weighted instead of `frames`. matches: a video's
+    Matches (positions (T, gy, gx, k, 3) as (t, y, x)); with them every frame is held on
+    the device at once. Other arguments as in `nlmeans`.
     """
     return _denoise(frames, sigma, video=True, patch_size=patch_size, step=step, window=window,
                     n=k_or_n(k, n, 16, "nlmeans_video"), temporal_window=temporal_window,
@@ -175,4 +195,4 @@ def nlmeans_video(frames: Any, sigma: float, *, temporal_window: int = 4, patch_
                     aggregation=aggregation, channel_axis=channel_axis,
                     search_channels=search_channels, variant=variant, averaging=averaging,
                     search=search, peak=peak, guide=guide, guide_sigma=guide_sigma,
-                    runtime=runtime)
+                    matches=matches, runtime=runtime)

@@ -21,6 +21,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from ..core.validate import check_choice
+from .given import GivenMatcher
 from .matches import min_candidates
 from .window import SearchPlan
 from .window_layout import Chunk
@@ -51,6 +52,10 @@ class Matcher(Protocol):
 
     def check_limit(self) -> float: ...
 
+
+#: The engine name of a filter run on given matches (`matches=`, `clpatch.match.given`):
+#: `make_matcher` plans a `GivenMatcher` for it; not a `search=` choice.
+GIVEN = "given"
 
 #: Search engines the filters accept as `search=`, by name: factories called like
 #: `SearchPlan(runtime, frames, rows, cols, channels, request, config, **options)`.
@@ -92,7 +97,10 @@ def check_search(search: Any) -> str:
 def make_matcher(search: str, runtime: Any, frames: int, rows: int, cols: int, channels: int,
                  request: Any, config: Any, **options: Any) -> Matcher:
     """Plan engine `search` for inputs of (frames, rows, cols, channels). Public entries
-    check `search` once (`check_search`); here an unknown name raises the same error."""
+    check `search` once (`check_search`); here an unknown name raises the same error.
+    `search=GIVEN` plans a `GivenMatcher` (its matches set by its `use`)."""
+    if search == GIVEN:
+        return GivenMatcher(runtime, frames, rows, cols, channels, request, config, **options)
     try:
         engine = ENGINES[search]
     except (KeyError, TypeError):

@@ -76,6 +76,7 @@ import numpy as np
 
 from .bm3d_grouping import (
     block_match,
+    given_groups,
     match_groups,
     stagger_shifts,
     staggered_columns,
@@ -128,7 +129,7 @@ def _check_image(image) -> tuple[np.ndarray, bool]:
 
 def bm3d_reference(image, sigma: float, preset: str = "fast", *, guide=None,
                    guide_role: str = "match", noise: float | None = None,
-                   **overrides) -> np.ndarray:
+                   matches=None, **overrides) -> np.ndarray:
     """BM3D (grayscale) or CBM3D ((H, W, 3) RGB) of ``image``; float64, the input's shape.
 
     overrides: patch_size, step, window, n, transform_2d, transform_1d, tau_match, lambda_3d,
@@ -141,6 +142,9 @@ def bm3d_reference(image, sigma: float, preset: str = "fast", *, guide=None,
     assumed); above 40 the "fast" preset's HIGH_NOISE settings apply, below it its
     stage-1 threshold follows :func:`fast_stage1_tau`; the "reference" preset's follows
     :func:`reference_stage1_tau` at every σ.
+    matches: None, or a (stage 1, stage 2) pair of given matches (positions, distances) on
+    the stage's plain grid, or None for a stage that matches as usual: the stage's groups
+    are :func:`given_groups` of them (grayscale, no guide).
     """
     sigma = float(sigma)
     if not np.isfinite(sigma) or sigma <= 0:
@@ -164,7 +168,17 @@ def bm3d_reference(image, sigma: float, preset: str = "fast", *, guide=None,
     else:
         work = img
         sigmas = np.array([sigma])
-    if work_guide is None:
+    if matches is not None:
+        if colour or work_guide is not None:
+            raise ValueError("given matches are for grayscale images without a guide")
+        rows, cols = work.shape[:2]
+        groups = [None if m is None else given_groups(m[0], m[1], sp.patch_size, sp.step, sp.n,
+                                                      sp.tau_match, rows, cols)
+                  for m, sp in zip(matches, (p1, p2), strict=True)]
+        basic = bm3d_stage(work, sigmas, p1, groups=groups[0])
+        out = basic if stages == 1 else bm3d_stage(work, sigmas, p2, basic=basic,
+                                                   groups=groups[1])
+    elif work_guide is None:
         basic = bm3d_stage(work, sigmas, p1)
         out = basic if stages == 1 else bm3d_stage(work, sigmas, p2, basic=basic)
     elif guide_role == "oracle":

@@ -101,3 +101,27 @@ def match_groups(plane: np.ndarray, params: StageParams):
     shifts = (stagger_shifts(params.step) or (0,)) if params.stagger else (0,)
     return block_match(plane, params.patch_size, params.step, params.window, params.n,
                        params.tau_match, shifts)
+
+
+def given_groups(positions: np.ndarray, distances: np.ndarray, patch_size: int, step: int,
+                 n: int, tau: float, rows: int, cols: int):
+    """:func:`block_match`'s result for groups built from given matches (clpatch's
+    ``matches=``): positions (gy, gx, K, 2) and ascending distances (gy, gx, K) on the plain
+    grid of ``step``, of which the first ``n`` count. A group is the reference patch, then
+    the matches in order without it; its size is the largest power of 2 at most
+    min(n, number of the n matches with distance <= tau·p², plus one when the reference is
+    not among them)."""
+    p = patch_size
+    gy, gx = grid(rows, p, step), grid(cols, p, step)
+    pos = np.asarray(positions)[:, :, :n]
+    dist = np.asarray(distances, dtype=np.float64)[:, :, :n]
+    out = np.empty(pos.shape, dtype=int)
+    counts = np.empty(pos.shape[:2], dtype=int)
+    for a, ry in enumerate(gy):
+        for b, rx in enumerate(gx):
+            own = [j for j in range(n) if tuple(pos[a, b, j]) == (ry, rx)]
+            similar = int(np.sum(dist[a, b] <= tau * p * p)) + (0 if own else 1)
+            rest = [pos[a, b, j] for j in range(n) if j != (own[0] if own else -1)]
+            out[a, b] = np.array([[ry, rx]] + rest[:n - 1])
+            counts[a, b] = 2 ** int(np.floor(np.log2(max(min(similar, n), 1))))
+    return gy, gx, out, dist, counts
