@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import pyopencl as cl
 
+from ..core.buffers import memory_limits
 from ..core.kernels import kernel
 from ..core.plans import Plan
 from ..core.runtime import Runtime
@@ -27,9 +28,11 @@ from ..core.sinks import MatchesSink
 from ..core.upload import check_peak
 from ..core.volumes import Volume, as_volume, magnitude_limit
 from .matches import Matches
+from .nnf_bands import NnfBand, plan_bands, rows_per_band
 from .nnf_pca import fit_rows, patch_vectors, sample_picks
+from .nnf_tree import KdTree
 
-__all__ = ["BAND", "EFFORT_DIMS", "EXPAND", "EXPAND_LEAVES", "EXPAND_VISITS", "POLISH",
+__all__ = ["BAND", "EFFORT_DIMS", "EXPAND", "EXPAND_LEAVES", "EXPAND_VISITS", "HALO", "POLISH",
            "REFINE", "SORT_BLOCK", "VISITS", "NnfPlan", "hard_effort", "tree_levels"]
 
 #: Rows per propagation band: rows 0, BAND, 2·BAND, … are searched by backtracking, and
@@ -57,6 +60,9 @@ EXPAND_VISITS = 8
 POLISH = 2
 #: Pairs a work-group sorts in local memory (at most; a power of two).
 SORT_BLOCK = 2048
+#: Rows beyond its own that a query's field depends on through the checkerboard passes
+#: (one per half-pass of the refinement and of the polish; `clpatch.match.nnf_bands`).
+HALO = 2 * (REFINE + POLISH)
 
 
 def hard_effort(dims: int) -> tuple[float, int, int, int]:
@@ -95,7 +101,10 @@ class NnfPlan(Plan):
 
     def __init__(self, runtime: Runtime, ha: int, wa: int, hb: int, wb: int, channels: int, *,
                  patch_size: int, k: int, pca_dims: int, candidates: int, leaf_size: int,
-                 seed: int, device_output: bool) -> None:
+                 seed: int, device_output: bool, tile_bytes: int | None = None) -> None:
+        """`tile_bytes`: the memory a run may take (None: the device's, see
+        `clpatch.core.buffers.memory_limits`); a larger `a` is searched in bands of rows
+        (`clpatch.match.nnf_bands`), with the same field."""
         super().__init__(runtime)
         self.ha, self.wa, self.hb, self.wb, self.channels = ha, wa, hb, wb, channels
         self.p, self.k, self.dims, self.m = patch_size, k, pca_dims, candidates
@@ -127,115 +136,61 @@ class NnfPlan(Plan):
             "nnf_contain", "nnf_exact", "nnf_propagate", "nnf_refine")})
         self._k.update({name: kernel(rank, name) for name in (
             "nnf_rerank", "nnf_expand", "nnf_polish")})
-        self._program = program
-        # One kernel object per bitonic step, so a rerun sets no argument again.
-        self._steps: dict[tuple[int, int], Any] = {}
+        self.tile_bytes = tile_bytes
+        self.bands = self._plan_bands(tile_bytes)
+        #: Patch-grid rows a band computes at most (all of a's in one pass).
+        self.band_rows = max(band.e - band.s for band in self.bands)
+        na = self.band_rows * self.wac
         # Two buffers serve two arrays each, one live while the other is not: the tree's
         # sort keys, then the candidate distances; the tree's order, then every query's
         # searched leaves. Each is sized once for both, so neither use reallocates it.
-        self._keys_cand_d_bytes = max(8 * self.n_pad, 4 * self.na * candidates)
-        self._order_searched_bytes = max(4 * self.n_pad, 8 * self.na)
+        self.tree = KdTree(runtime, self.pool, program, self._k, points=self.nb,
+                           levels=self.levels, n_pad=self.n_pad, sort_block=self.sort_block,
+                           dims=pca_dims, keys_bytes=max(8 * self.n_pad, 4 * na * candidates),
+                           order_bytes=max(4 * self.n_pad, 8 * na))
+
+    def _plan_bands(self, tile_bytes: int | None) -> list[NnfBand]:
+        """a's bands (one when a fits beside b; `clpatch.match.nnf_bands`)."""
+        c, dr, m, k = self.channels, self.dims, self.m, self.k
+        largest, total = memory_limits(self.runtime, tile_bytes)
+        nodes = max(2, 1 << self.levels)
+        tree = [4 * self.n_pad * dr, 8 * self.n_pad, 4 * self.n_pad, 4 * self.nb,
+                16 * nodes * (dr + 2)]
+        fixed = [4 * c * self.hb * self.wb, 4 * self.nb * dr, *tree]
+        if self.device_output:          # the result's arrays
+            fixed += [8 * k * self.na, 4 * k * self.na]
+        wac = self.wac
+        # Per row of a band: a's image row, reduced points, candidate lists, searched
+        # leaves, and the band's matches.
+        row = [4 * c * self.wa, 4 * wac * dr, 8 * wac * m, 8 * wac, 12 * wac * k]
+        kept = rows_per_band(self.hac, fixed_bytes=sum(fixed), fixed_largest=max(fixed),
+                             row_bytes=sum(row), row_largest=max(4 * wac * m, 4 * wac * dr,
+                                                                 8 * wac * k),
+                             largest=largest, total=total, halo=HALO, align=BAND,
+                             what=f"b ({self.hb}x{self.wb})")
+        return plan_bands(self.hac, kept, HALO, BAND)
 
     # ---- pieces ----------------------------------------------------------------------
-
-    def _step(self, keys: Any, vals: Any, m_log2: int, s_log2: int) -> Any:
-        """The bitonic step kernel of phase 2^m_log2, stride 2^s_log2 (flip: -1), its
-        arguments set once: the plan's key and value buffers do not change between runs,
-        so a rerun enqueues ~400 steps without touching an argument."""
-        found = self._steps.get((m_log2, s_log2))
-        if found is None or found[1] is not keys or found[2] is not vals:
-            if m_log2 < 0:      # two strides, 2^s_log2 and half that, in one pass
-                raw = cl.Kernel(self._program, "nnf_sort_step2")
-                raw.set_args(keys, vals, np.int32(s_log2))
-            else:
-                raw = cl.Kernel(self._program, "nnf_sort_step")
-                raw.set_args(keys, vals, np.int32(m_log2), np.int32(s_log2))
-            found = self._steps[(m_log2, s_log2)] = (raw, keys, vals)
-        return found[0]
-
-    def _sort(self, keys: Any, vals: Any, seg_log2: int, events: list, wait: list) -> list:
-        """Sort (keys, vals) within aligned segments of 2^seg_log2 pairs."""
-        queue, sb = self.runtime.queue, self.sort_block
-        half = (self.n_pad // 2,)
-        sb_log2 = sb.bit_length() - 1
-        block_log2 = min(seg_log2, sb_log2)
-        last = [self._k["nnf_sort_block"](queue, half, (sb // 2,), keys, vals,
-                                          np.int32(block_log2), wait_for=wait)]
-        events.append(("tree", last[0]))
-        quarter = (self.n_pad // 4,)
-        for m_log2 in range(sb_log2 + 1, seg_log2 + 1):
-            last = [cl.enqueue_nd_range_kernel(queue, self._step(keys, vals, m_log2, -1),
-                                               half, None, wait_for=last)]
-            events.append(("tree", last[0]))
-            s_log2 = m_log2 - 2
-            while s_log2 >= sb_log2:        # the global strides, two per pass where possible
-                if s_log2 - 1 >= sb_log2:
-                    step, size, s_next = self._step(keys, vals, -1, s_log2), quarter, s_log2 - 2
-                else:
-                    step, size, s_next = self._step(keys, vals, m_log2, s_log2), half, s_log2 - 1
-                last = [cl.enqueue_nd_range_kernel(queue, step, size, None, wait_for=last)]
-                events.append(("tree", last[0]))
-                s_log2 = s_next
-            last = [self._k["nnf_sort_merge"](queue, half, (sb // 2,), keys, vals,
-                                              wait_for=last)]
-            events.append(("tree", last[0]))
-        return last
-
-    def _tree(self, rb: Any, events: list, wait: list) -> tuple[Any, ...]:
-        """The k-d tree over b's reduced points: (dims, med, leaf_pts, leaf_pid, leaf_of)."""
-        queue, i32, dr = self.runtime.queue, np.int32, self.dims
-        nodes = max(2, 1 << self.levels)
-        dims = self.pool.get("dims", 4 * nodes)
-        med = self.pool.get("med", 4 * nodes)
-        lo = self.pool.get("lo", 4 * nodes * dr)
-        hi = self.pool.get("hi", 4 * nodes * dr)
-        keys = self.pool.get("keys_cand_d", self._keys_cand_d_bytes)
-        order = self.pool.get("order_searched", self._order_searched_bytes)
-        last = wait
-        if not self.levels:     # one leaf: the identity order (nnf_keys writes it otherwise)
-            last = [cl.enqueue_copy(queue, order, np.arange(self.n_pad, dtype=np.int32),
-                                    wait_for=wait, is_blocking=False)]
-        else:
-            last = [self._k["nnf_bounds"](queue, (256, dr), (256, 1), rb, i32(self.nb), lo,
-                                          hi, wait_for=last)]
-            last = [self._k["nnf_root"](queue, (1,), None, lo, hi, dims, wait_for=last)]
-            events += [("tree", e) for e in last]
-        total_log2 = self.n_pad.bit_length() - 1
-        for level in range(self.levels):
-            seg_log2 = total_log2 - level
-            last = [self._k["nnf_keys"](queue, (self.n_pad,), None, rb, i32(self.nb), dims,
-                                        i32(level), i32(seg_log2), order, keys,
-                                        wait_for=last)]
-            events.append(("tree", last[0]))
-            last = self._sort(keys, order, seg_log2, events, last)
-            count = 1 << level
-            last = [self._k["nnf_medians"](
-                queue, (-(-count // 64) * 64,), (64,), rb, i32(self.nb), order, i32(level),
-                i32(seg_log2), i32(level + 1 < self.levels), dims, med, lo, hi,
-                wait_for=last)]
-            events.append(("tree", last[0]))
-        leaf_pts = self.pool.get("leaf_pts", 4 * self.n_pad * dr)
-        leaf_pid = self.pool.get("leaf_pid", 4 * self.n_pad)
-        leaf_of = self.pool.get("leaf_of", 4 * self.nb)
-        last = [self._k["nnf_leaves"](queue, (self.n_pad,), None, rb, i32(self.nb), order,
-                                      leaf_pts, leaf_pid, leaf_of, wait_for=last)]
-        events.append(("tree", last[0]))
-        return (dims, med, leaf_pts, leaf_pid, leaf_of), last
 
     def _sample(self, va: Any, abuf: Any, vb: Any, bbuf: Any, events: list) -> np.ndarray:
         """The PCA model's sample rows (float64, in draw order; nnf_pca.py's rule): a host
         image's patches are read on the host, a device image's gathered on the device from
-        its converted copy (the same float32 values) so that only they are downloaded."""
+        its converted copy (the same float32 values) so that only they are downloaded; a
+        device `a` searched in bands (`abuf` None: no converted copy of it all) is read
+        whole and rounded to float32 on the host as the conversion rounds it."""
         p, d, queue = self.p, self.p * self.p * self.channels, self.runtime.queue
         picks = sample_picks(self.na, self.nb, self.seed)
         rows = np.empty((picks.size, d), np.float64)
         in_a = picks < self.na
         parts = ((va, abuf, self.ha, self.wa, in_a, picks[in_a]),
                  (vb, bbuf, self.hb, self.wb, ~in_a, picks[~in_a] - self.na))
-        on_device = [part for part in parts if part[0].on_device and part[5].size]
-        for volume, _, _, _, where, index in parts:
+        on_device = [part for part in parts
+                     if part[0].on_device and part[1] is not None and part[5].size]
+        for volume, buf, _, _, where, index in parts:
             if not volume.on_device:
                 rows[where] = patch_vectors(_host_image(volume), p, index)
+            elif buf is None and index.size:
+                rows[where] = patch_vectors(_host_image(volume).astype(np.float32), p, index)
         if on_device:
             count = sum(part[5].size for part in on_device)
             out = self.pool.get("sample", 4 * count * d)
@@ -292,112 +247,156 @@ class NnfPlan(Plan):
                             as_volume(b, name="b", video=False), out)
 
     def _launch(self, va: Volume, vb: Volume, out: Any) -> tuple[Matches, list[Any]]:
-        queue, i32 = self.runtime.queue, np.int32
+        queue, c = self.runtime.queue, self.channels
         events: list[tuple[str, Any]] = []
-        self.uploader.begin()
-        c = self.channels
-        abuf = self.pool.get("a", 4 * c * self.ha * self.wa)
-        bbuf = self.pool.get("b", 4 * c * self.hb * self.wb)
+        banded = len(self.bands) > 1
         limit = magnitude_limit(self.p, c)
-        events += self.uploader.convert(va, 0, 1, 0, self.ha, abuf, staging="stage_a")
-        peak_a = self.uploader.peak([events[-1][1]])      # one check per image: the error
-        self.uploader.begin()                             # names the one that fails
+        # a's check (whole, or band by band through the band's buffer), then b's: one
+        # check per image, so that the error names the one that fails.
+        self.uploader.begin()
+        abuf = self.pool.get("a", 4 * c * (self.band_rows + self.p - 1) * self.wa)
+        for band in self.bands:
+            events += self.uploader.convert(va, 0, 1, band.a0, band.a1 + self.p - 1, abuf,
+                                            staging="stage_a")
+            if not banded:
+                break
+        peak_a = self.uploader.peak([events[-1][1]])
+        self.uploader.begin()
+        bbuf = self.pool.get("b", 4 * c * self.hb * self.wb)
         events += self.uploader.convert(vb, 0, 1, 0, self.hb, bbuf, staging="stage_b")
         check_peak(peak_a, limit, "a")
         check_peak(self.uploader.peak([events[-1][1]]), limit, "b")
-        mean, basis = fit_rows(self._sample(va, abuf, vb, bbuf, events), self.dims)
+        mean, basis = fit_rows(self._sample(va, None if banded else abuf, vb, bbuf, events),
+                               self.dims)
         mbuf = self.pool.get("mean", mean.nbytes)
         wbuf = self.pool.get("basis", basis.nbytes)
         last = [cl.enqueue_copy(queue, mbuf, mean, is_blocking=False),
                 cl.enqueue_copy(queue, wbuf, basis, is_blocking=False), events[-1][1]]
-        ra = self.pool.get("ra", 4 * self.na * self.dims)
         rb = self.pool.get("rb", 4 * self.nb * self.dims)
-        last = self._project(abuf, (self.ha, self.wa), mbuf, wbuf, ra, self.na, events, last)
         last = self._project(bbuf, (self.hb, self.wb), mbuf, wbuf, rb, self.nb, events, last)
-        (dims, med, leaf_pts, leaf_pid, leaf_of), last = self._tree(rb, events, last)
-        m = self.m
-        cd = self.pool.get("keys_cand_d", self._keys_cand_d_bytes)
-        ci = self.pool.get("cand_i", 4 * self.na * m)
-        searched = self.pool.get("order_searched", self._order_searched_bytes)
-        levels, nb = i32(self.levels), i32(self.nb)
-        last = [self._k["nnf_contain"](queue, (-(-self.na // 64) * 64,), (64,), ra,
-                                       i32(self.na), dims, med, levels, leaf_pts, leaf_pid,
-                                       nb, cd, ci, searched, wait_for=last)]
-        events.append(("contain", last[0]))
-        bands = -(-self.hac // BAND)
-        cols = (-(-self.wac // 64) * 64, bands)
-        last = [self._k["nnf_exact"](queue, cols, (64, 1), ra, i32(self.hac), i32(self.wac),
-                                     dims, med, levels, leaf_pts, leaf_pid, nb, cd, ci,
-                                     searched, wait_for=last)]
-        events.append(("exact", last[0]))
-        for t in range(1, min(BAND, self.hac)):
-            last = [self._k["nnf_propagate"](
-                queue, cols, (64, 1), ra, i32(self.hac), i32(self.wac), i32(t), leaf_pts,
-                leaf_pid, leaf_of, nb, i32(self.hbc), i32(self.wbc), cd, ci, searched,
-                wait_for=last)]
-            events.append(("propagate", last[0]))
-        grid = (-(-((self.wac + 1) // 2) // 64) * 64, self.hac)
-        for _ in range(REFINE):
-            for colour in (0, 1):       # a checkerboard: each half reads the other's lists
-                last = [self._k["nnf_refine"](
-                    queue, grid, (64, 1), ra, i32(self.hac), i32(self.wac), rb, i32(self.hbc),
-                    i32(self.wbc), i32(colour), cd, ci, wait_for=last)]
-                events.append(("refine", last[0]))
-        positions, distances, last = self._rerank(
-            abuf, bbuf, (ra, dims, med, leaf_pts, leaf_pid, leaf_of, cd, ci), events, last,
-            out)
+        tree, last = self.tree.build(rb, events, last)
+        sink = MatchesSink(self, (), self.hac, self.wac, self.k, 2, device=self.device_output,
+                           out=out)
+        row_bytes = 4 * self.wac * self.k       # of distances; positions take twice that
+        for band in self.bands:
+            rows = band.e - band.s
+            if banded:      # the band's rows of a, then its matches into a buffer of its own
+                events += self.uploader.convert(va, 0, 1, band.s, band.e + self.p - 1, abuf,
+                                                staging="stage_a", wait_for=last)
+                last = [events[-1][1]]
+                count = rows * self.wac * self.k
+                out_pos = self.pool.get("band_pos", 8 * count)
+                out_dist = self.pool.get("band_dist", 4 * count)
+            else:
+                out_pos, out_dist = sink.target(0, 1, 0, self.hac)[:2]
+            last = self._project(abuf, (rows + self.p - 1, self.wa), mbuf, wbuf,
+                                 self.pool.get("ra", 4 * self.band_rows * self.wac * self.dims),
+                                 rows * self.wac, events, last)
+            last = self._search_rows(abuf, rows, bbuf, rb, tree, out_pos, out_dist, events,
+                                     last)
+            if banded:      # the rows kept, into the result
+                pos_t, dist_t, _, row0, _ = sink.target(0, 1, band.a0, band.a1)
+                kept, skip = band.a1 - band.a0, band.a0 - band.s
+                last = [cl.enqueue_copy(queue, pos_t, out_pos, byte_count=2 * kept * row_bytes,
+                                        src_offset=2 * skip * row_bytes,
+                                        dst_offset=2 * row0 * row_bytes, wait_for=last),
+                        cl.enqueue_copy(queue, dist_t, out_dist, byte_count=kept * row_bytes,
+                                        src_offset=skip * row_bytes,
+                                        dst_offset=row0 * row_bytes, wait_for=last)]
+                sink.store(0, 1, band.a0, band.a1, (pos_t, dist_t), last)
+            elif not self.device_output:    # blocking copies: nothing left to wait for
+                sink.store(0, 1, 0, self.hac, (out_pos, out_dist), last)
+        if not self.device_output:
+            last = []
         self.last_events = events
+        positions, distances = sink.arrays()
         grid_y = np.arange(self.hac, dtype=np.int32)
         grid_x = np.arange(self.wac, dtype=np.int32)
         return (Matches(positions, distances, grid_y, grid_x, self.p, 1, 0, self.k, "l2", 0,
                         None), last)
 
+    def _search_rows(self, abuf: Any, rows: int, bbuf: Any, rb: Any, tree: tuple[Any, ...],
+                     out_pos: Any, out_dist: Any, events: list, wait: list) -> list:
+        """The field of `rows` patch-grid rows of a (their image rows in `abuf`, their
+        reduced points in "ra") in b (its reduced points `rb`, its `tree`) into `out_pos`/
+        `out_dist`: containing leaves, exact rows, propagation, refinement, then the
+        re-ranking, expansion and polish. Returns the last launches' events."""
+        queue, i32, m, wac = self.runtime.queue, np.int32, self.m, self.wac
+        dims, med, leaf_pts, leaf_pid, leaf_of = tree
+        na = rows * wac
+        ra = self.pool.get("ra", 4 * self.band_rows * wac * self.dims)
+        cd = self.pool.get("keys_cand_d", self.tree.keys_bytes)
+        ci = self.pool.get("cand_i", 4 * self.band_rows * wac * m)
+        searched = self.pool.get("order_searched", self.tree.order_bytes)
+        levels, nb = i32(self.levels), i32(self.nb)
+        last = [self._k["nnf_contain"](queue, (-(-na // 64) * 64,), (64,), ra, i32(na), dims,
+                                       med, levels, leaf_pts, leaf_pid, nb, cd, ci, searched,
+                                       wait_for=wait)]
+        events.append(("contain", last[0]))
+        bands = -(-rows // BAND)
+        cols = (-(-wac // 64) * 64, bands)
+        last = [self._k["nnf_exact"](queue, cols, (64, 1), ra, i32(rows), i32(wac), dims, med,
+                                     levels, leaf_pts, leaf_pid, nb, cd, ci, searched,
+                                     wait_for=last)]
+        events.append(("exact", last[0]))
+        for t in range(1, min(BAND, rows)):
+            last = [self._k["nnf_propagate"](
+                queue, cols, (64, 1), ra, i32(rows), i32(wac), i32(t), leaf_pts, leaf_pid,
+                leaf_of, nb, i32(self.hbc), i32(self.wbc), cd, ci, searched, wait_for=last)]
+            events.append(("propagate", last[0]))
+        grid = (-(-((wac + 1) // 2) // 64) * 64, rows)
+        for _ in range(REFINE):
+            for colour in (0, 1):       # a checkerboard: each half reads the other's lists
+                last = [self._k["nnf_refine"](
+                    queue, grid, (64, 1), ra, i32(rows), i32(wac), rb, i32(self.hbc),
+                    i32(self.wbc), i32(colour), cd, ci, wait_for=last)]
+                events.append(("refine", last[0]))
+        return self._rerank(abuf, rows, bbuf, (ra, *tree, cd, ci), out_pos, out_dist, events,
+                            last)
+
     def projections(self) -> tuple[np.ndarray, np.ndarray]:
         """The last run's reduced points of a and b: float32 (Na, pca_dims), (Nb, pca_dims)
         (what the tests feed the NumPy oracle, so that its tree and search see the device's
-        own coordinates)."""
+        own coordinates); only for a plan whose `a` is searched in one pass)."""
+        if len(self.bands) > 1:
+            raise RuntimeError("projections() reads a's reduced points of one pass; this "
+                               "plan searches a in bands")
         ra = np.empty((self.na, self.dims), np.float32)
         rb = np.empty((self.nb, self.dims), np.float32)
         cl.enqueue_copy(self.runtime.queue, ra, self.pool.get("ra", ra.nbytes))
         cl.enqueue_copy(self.runtime.queue, rb, self.pool.get("rb", rb.nbytes))
         return ra, rb
 
-    def _rerank(self, abuf: Any, bbuf: Any, search: tuple, events: list,
-                wait: list, out: Any = None) -> tuple[Any, Any, list]:
-        """Re-ranking, expansion and polish: `search` is (ra, dims, med, leaf_pts, leaf_pid,
-        leaf_of, cd, ci), the reduced points of a, the tree (split dimensions, medians,
-        leaves) and the candidate lists; into `out` (a Matches or pair) when given."""
-        queue, i32, k = self.runtime.queue, np.int32, self.k
+    def _rerank(self, abuf: Any, rows: int, bbuf: Any, search: tuple, out_pos: Any,
+                out_dist: Any, events: list, wait: list) -> list:
+        """Re-ranking, expansion and polish of `rows` patch-grid rows of a (image rows in
+        `abuf`): `search` is (ra, dims, med, leaf_pts, leaf_pid, leaf_of, cd, ci), the reduced
+        points of a, the tree (split dimensions, medians, leaves) and the candidate lists;
+        into `out_pos`/`out_dist`."""
+        queue, i32, k, wac = self.runtime.queue, np.int32, self.k, self.wac
         ra, tdims, tmed, leaf_pts, leaf_pid, leaf_of, cd, ci = search
-        sink = MatchesSink(self, (), self.hac, self.wac, k, 2, device=self.device_output,
-                           out=out)
-        out_pos, out_dist = sink.target(0, 1, 0, self.hac)[:2]
+        ha, cols = rows + self.p - 1, (-(-wac // 64) * 64, rows)
         last = [self._k["nnf_rerank"](
-            queue, (-(-self.wac // 64) * 64, self.hac), (64, 1), abuf, i32(self.ha),
-            i32(self.wa), bbuf, i32(self.hb), i32(self.wb), i32(0), i32(self.hac),
-            i32(self.wac), ci, i32(k), out_pos, out_dist, wait_for=wait)]
+            queue, cols, (64, 1), abuf, i32(ha), i32(self.wa), bbuf, i32(self.hb),
+            i32(self.wb), i32(0), i32(rows), i32(wac), ci, i32(k), out_pos, out_dist,
+            wait_for=wait)]
         events.append(("rerank", last[0]))
         if self.expand and self.expand_leaves:
             last = [self._k["nnf_expand"](
-                queue, (-(-self.wac // 64) * 64, self.hac), (64, 1), abuf, i32(self.ha),
-                i32(self.wa), bbuf, i32(self.hb), i32(self.wb), i32(self.hac), i32(self.wac),
-                ra, tdims, tmed, i32(self.levels), leaf_pts, leaf_pid, leaf_of, cd, ci, i32(k),
-                out_pos, out_dist,
+                queue, cols, (64, 1), abuf, i32(ha), i32(self.wa), bbuf, i32(self.hb),
+                i32(self.wb), i32(rows), i32(wac), ra, tdims, tmed, i32(self.levels),
+                leaf_pts, leaf_pid, leaf_of, cd, ci, i32(k), out_pos, out_dist,
                 wait_for=last)]
             events.append(("expand", last[0]))
-        grid = (-(-((self.wac + 1) // 2) // 64) * 64, self.hac)
+        grid = (-(-((wac + 1) // 2) // 64) * 64, rows)
         for _ in range(POLISH):
             for colour in (0, 1):       # a checkerboard: each half reads the other's matches
                 last = [self._k["nnf_polish"](
-                    queue, grid, (64, 1), abuf, i32(self.ha), i32(self.wa), bbuf,
-                    i32(self.hb), i32(self.wb), i32(self.hac), i32(self.wac), i32(colour), cd,
+                    queue, grid, (64, 1), abuf, i32(ha), i32(self.wa), bbuf,
+                    i32(self.hb), i32(self.wb), i32(rows), i32(wac), i32(colour), cd,
                     i32(k), out_pos, out_dist, wait_for=last)]
                 events.append(("polish", last[0]))
-        if not self.device_output:     # blocking copies: nothing left to wait for
-            sink.store(0, 1, 0, self.hac, (out_pos, out_dist), last)
-            last = []
-        positions, distances = sink.arrays()
-        return positions, distances, last
+        return last
 
 
 def _host_image(volume: Any) -> np.ndarray:
