@@ -15,19 +15,20 @@ from typing import Any
 import dask.array as da
 
 from ..core.validate import check_int, k_or_n, with_k
+from ..core.volumes import planned_volume
 from ..denoise.bm3d import bm3d as bm3d_image
+from ..denoise.bm3d import sized_stages
 from ..denoise.bm3d_guide import check_guide_role as check_bm3d_role
 from ..denoise.bm3d_params import stage_params, stagger_shifts, switch_noise
 from ..denoise.nlmeans import nlmeans as nlmeans_image
+from ..denoise.nlmeans import nlmeans_options
 from ..denoise.nlmeans import nlmeans_video as nlmeans_frames
 from ..denoise.nlmeans_guide import check_guide_sigma_use
 from ..denoise.strength import Strength
 from ..denoise.vbm3d import vbm3d as vbm3d_frames
-from ..denoise.vbm3d_params import check_guide_role, video_stage_params
+from ..denoise.vbm3d import vbm3d_options
+from ..denoise.vbm3d_params import check_guide_role
 from ..denoise.vbm3d_tiles import halo_frames, reach
-from ..match.matcher import available_candidates
-from ..match.matches import usable_n
-from ..match.window_params import MAX_TEMPORAL_WINDOW, check_fits, check_search_request
 from .graph import check_dask_array, global_peak, map_pieces
 from .pieces import Halo, bm3d_halo, nlmeans_halo
 
@@ -71,20 +72,18 @@ def _nlmeans(x: Any, sigma: float, *, video: bool, temporal_window: int, patch_s
     g = _guide(guide, x, channel_axis, lead + 3)
     check_guide_sigma_use(g, Strength.check(sigma, h=h, flat_beta=flat_beta, peak=peak,
                                             guide_sigma=guide_sigma))
-    channels = x.shape[-1] if x.ndim == lead + 3 else 1
-    request = check_search_request(patch_size=patch_size, step=step, n=n, window=window,
-                                   channels=channels, video=video, max_step=None)
-    tw = check_int("temporal_window", temporal_window, 0, MAX_TEMPORAL_WINDOW)
-    frames = x.shape[0] if video else 1
-    rows, cols = x.shape[lead], x.shape[lead + 1]
-    check_fits(request, frames, rows, cols, tw)
-    p = request.patch_size
-    # n as one call on the whole image would cap it (every sub-window offers at least that).
-    k = usable_n(request.n, available_candidates("window", rows, cols, frames, p,
-                                                 request.window, tw))
-    halo = nlmeans_halo(p, request.step, request.window, tw)
-    kwargs = dict(patch_size=p, step=request.step, window=request.window, k=k, h=h,
-                  flat_beta=flat_beta, aggregation=aggregation, search_channels=search_channels)
+    # The options one call on the whole input would take (k as it would cap it: every
+    # piece offers at least that).
+    options = nlmeans_options(planned_volume(x.shape, x.dtype, name=name, video=video),
+                              video=video, patch_size=patch_size, step=step, window=window,
+                              n=n, temporal_window=temporal_window, aggregation=aggregation,
+                              search_channels=search_channels, variant=None, averaging=None,
+                              search="window")
+    p, tw = options["patch_size"], options["temporal_window"]
+    halo = nlmeans_halo(p, options["step"], options["window"], tw)
+    kwargs = dict(patch_size=p, step=options["step"], window=options["window"], k=options["n"],
+                  h=h, flat_beta=flat_beta, aggregation=aggregation,
+                  search_channels=search_channels)
     if video:
         kwargs["temporal_window"] = tw
     if g is not None:
@@ -173,15 +172,15 @@ def bm3d(image: Any, sigma: float, *, preset: str = "fast", patch_size: int | No
     rows, cols = x.shape[:2]
     noise = switch_noise(sigma, data_range, x.dtype, peak, preset)
     readings = [noise] if noise is not None else [sigma, sigma * 255.0]
-    layouts = {_bm3d_layout(preset, r, params, rows, cols) for r in readings}
+    layouts = {_freeze(_bm3d_layout(preset, r, params, rows, cols)) for r in readings}
     if len(layouts) > 1:
         peak = float(global_peak(x, None).compute())
-        layouts = {_bm3d_layout(preset, switch_noise(sigma, data_range, x.dtype, peak, preset),
-                                params, rows, cols)}
-    ((count, halo, capped),) = layouts
+        layouts = {_freeze(_bm3d_layout(preset, switch_noise(sigma, data_range, x.dtype, peak,
+                                                             preset), params, rows, cols))}
+    ((count, halo, frozen),) = layouts
+    fixed = dict(frozen)
     check_bm3d_role(guide_role, g is not None, count)
-    if capped is not None:
-        params["n"] = capped
+    params.update(fixed)
     kwargs = dict(preset=preset, aggregation=aggregation, data_range=data_range,
                   **with_k(params))
     if g is not None:
@@ -192,21 +191,29 @@ def bm3d(image: Any, sigma: float, *, preset: str = "fast", patch_size: int | No
 
 
 def _bm3d_layout(preset: str, noise: float, params: dict[str, Any], rows: int,
-                 cols: int) -> tuple[int, Halo, tuple[int, int] | None]:
+                 cols: int) -> tuple[int, Halo, dict[str, Any]]:
     """What cutting an image into BM3D's pieces takes from the settings at `noise` (σ in
-    0-255 units): the number of stages, the halo, and n as one call on the whole image
-    would cap it (None where it does not: only tiny images lower it)."""
-    p1, p2, count = stage_params(preset, noise, **params)
+    0-255 units), as one call on the whole image sizes them (`sized_stages`): the number
+    of stages, the halo, and the sizes it changes from the preset's that every piece must
+    take alike (k and the patch size on tiny images; empty where it changes none)."""
+    (p1, p2), count = sized_stages(rows, cols, preset=preset, noise=noise, search="window",
+                                   **params)
+    s1, s2, _ = stage_params(preset, noise, **params)
     used = (p1, p2)[:count]
-    for sp in used:
-        if sp.patch_size > rows or sp.patch_size > cols:
-            raise ValueError(f"patch_size {sp.patch_size} is larger than the image ({rows}x{cols})")
     halo = bm3d_halo([(sp.patch_size, sp.step, sp.window,
                        len(stagger_shifts(sp.step)) if sp.stagger else 1) for sp in used])
-    capped = tuple(usable_n(sp.n, available_candidates("window", rows, cols, 1, sp.patch_size,
-                                                       sp.window, 0), power_of_two=True)
-                   for sp in (p1, p2))
-    return count, halo, (capped if capped != (p1.n, p2.n) else None)
+    fixed: dict[str, Any] = {}
+    for key in ("n", "patch_size"):
+        whole = (getattr(p1, key), getattr(p2, key))
+        if whole != (getattr(s1, key), getattr(s2, key)):
+            fixed[key] = whole
+    return count, halo, fixed
+
+
+def _freeze(layout: tuple[int, Halo, dict[str, Any]]) -> tuple[int, Halo, tuple]:
+    """`_bm3d_layout`'s result, hashable (to compare two readings of the noise)."""
+    count, halo, fixed = layout
+    return count, halo, tuple(sorted(fixed.items()))
 
 
 def vbm3d(frames: Any, sigma: float, *, patch_size: int | None = None,
@@ -240,12 +247,11 @@ def vbm3d(frames: Any, sigma: float, *, patch_size: int | None = None,
                   window_ref=window_ref, window_pred=window_pred, q=q, n=n, tau_match=tau_match,
                   transform_2d=transform_2d, transform_1d=transform_1d, lambda_3d=lambda_3d,
                   stages=stages)
-    p1, p2, count, radius = video_stage_params(**params)
+    options = vbm3d_options(planned_volume(x.shape, x.dtype, name="frames", video=True),
+                            aggregation=aggregation, variant=None, **params)
+    count, radius = options["stages"], options["temporal_radius"]
     check_guide_role(guide_role, g is not None, count)
-    rows, cols = x.shape[1:3]
-    if p1.patch_size > rows or p1.patch_size > cols:
-        raise ValueError(f"patch_size {p1.patch_size} is larger than the frames ({rows}x{cols})")
-    used = (p1, p2)[:count]
+    used = options["params"][:count]
     spatial = bm3d_halo([(sp.patch_size, sp.step, 2 * reach(sp, radius) + 1, 1) for sp in used])
     halo = Halo(spatial.pixels, spatial.align, halo_frames(radius, count))
     kwargs = dict(aggregation=aggregation, data_range=data_range, **with_k(params))
