@@ -158,13 +158,18 @@ class Plan:
 
     method = "plan"
     input_names: tuple[str, ...] = ("image",)
+    #: A filter's strength (sigma and what goes with it), fixed by `clpatch.make_plan` for
+    #: `enqueue`; None for a plan made otherwise (and for the matchers, which have none).
+    strength: Any = None
+    #: Whether runs return device arrays (a plan of `clpatch.make_plan` does).
+    device_output = True
 
     def __init__(self, runtime: Any) -> None:
-        """A filter whose values are checked by its matcher's conversion replaces `uploader`
-        with the matcher's once it has made it."""
+        """A filter whose values are checked by its matcher's conversion sets `uploader` to
+        the matcher's (no other is made)."""
         self.runtime = runtime
         self.pool = BufferPool(runtime.context)
-        self.uploader = Uploader(runtime, self.pool)
+        self._uploader: Uploader | None = None
         self.last_events: list[tuple[str, Any]] = []
         self.checks = DeviceChecks()
         self.input_shapes: tuple[tuple[int, ...], ...] = ()
@@ -215,6 +220,25 @@ class Plan:
         result, _ = self.enqueue(*uploaded)
         self.check()
         return to_host(result)
+
+    @property
+    def uploader(self) -> Uploader:
+        """The checking conversion of the plan's inputs (`clpatch.core.upload.Uploader`):
+        made on first use, unless the plan set its matcher's."""
+        if self._uploader is None:
+            self._uploader = Uploader(self.runtime, self.pool)
+        return self._uploader
+
+    @uploader.setter
+    def uploader(self, uploader: Uploader) -> None:
+        self._uploader = uploader
+
+    def planned_strength(self) -> Any:
+        """A filter's `strength` for `enqueue`; TypeError when the plan was not made by
+        `clpatch.make_plan` (no strength fixed, or made for NumPy results)."""
+        if self.strength is None or not self.device_output:
+            raise TypeError(f"enqueue needs a plan from clpatch.make_plan({self.method!r}, ...)")
+        return self.strength
 
     def check(self) -> None:
         """Wait for the value checks of every earlier `enqueue` and raise the first failure

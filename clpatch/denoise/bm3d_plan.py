@@ -170,17 +170,16 @@ class BM3DPlan(Plan):
         """The plan's `enqueue` (`clpatch.core.plans.Plan`) with its `strength` and
         `guide_role`: the denoised device image (in `out` when given), the value checks
         deferred (see `waits_for_peak` for when it waits)."""
-        if self.strength is None or not self.device_output:
-            raise TypeError("enqueue needs a plan from clpatch.make_plan('bm3d', ...)")
+        strength = self.planned_strength()
         volume = as_volume(image, video=False)
         guided = None if guide is None else guide_volume(guide, volume, self.runtime)
-        output = self._launch(volume, self.strength, guided, self.guide_role, out)
+        output = self._launch(volume, strength, guided, self.guide_role, out)
         last = [self.last_events[-1][1]]
         limit = self.stages[0].search.check_limit()
         if guided is not None:
             self.defer_check(last, limit, "guide", uploader=self.guide_uploader)
-        if self.strength.peak is not None:
-            self.defer_check(last, self._judge(self.strength.peak))
+        if strength.peak is not None:
+            self.defer_check(last, self._judge(strength.peak))
         return output, last
 
     def _judge(self, given: float | None) -> Any:

@@ -173,9 +173,8 @@ class BurstBM3DPlan(Plan):
                        wait_for: list[Any] | None) -> tuple[Any, list[Any]]:
         """The plan's `enqueue` (`clpatch.core.plans.Plan`) with its `strength`: the denoised
         reference frame (in `out` when given); it waits for the frames' peak."""
-        if self.strength is None or not self.device_output:
-            raise TypeError("enqueue needs a plan from clpatch.make_plan('burst', ...)")
-        output = self._launch(as_volume(frames, name="frames", video=True), self.strength,
+        strength = self.planned_strength()
+        output = self._launch(as_volume(frames, name="frames", video=True), strength,
                               out)
         return output, [self.last_events[-1][1]]
 

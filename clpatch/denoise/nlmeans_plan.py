@@ -238,13 +238,12 @@ class NLMeansPlan(Plan):
                        wait_for: list[Any] | None) -> tuple[Any, list[Any]]:
         """The plan's `enqueue` (`clpatch.core.plans.Plan`) with its `strength`: the
         denoised device image (in `out` when given), the value checks deferred."""
-        if self.strength is None or not self.device_output:
-            raise TypeError("enqueue needs a plan from clpatch.make_plan('nlmeans', ...)")
+        strength = self.planned_strength()
         volume = as_volume(image, video=self.video)
         guided = None if guide is None else self._guide.check(guide, volume)
-        output = self._launch(volume, self.strength, guided, out)
+        output = self._launch(volume, strength, guided, out)
         last = [self.last_events[-1][1]]
-        self.defer_check(last, self._judge(self.strength.peak))
+        self.defer_check(last, self._judge(strength.peak))
         if guided is not None:
             self.defer_check(last, lambda peak: self._check_peak(peak, "guide"),
                              uploader=self._guide.uploader)

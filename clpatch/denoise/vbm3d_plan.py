@@ -160,10 +160,9 @@ class VBM3DPlan(Plan):
         """The plan's `enqueue` (`clpatch.core.plans.Plan`) with its `strength` and
         `guide_role`: the denoised device video (in `out` when given); see `waits_for_peak`
         for when it waits, else the value check is deferred."""
-        if self.strength is None:
-            raise TypeError("enqueue needs a plan from clpatch.make_plan('vbm3d', ...)")
+        strength = self.planned_strength()
         role = check_guide_role(self.guide_role, guide is not None, len(self.stages))
-        output = self._launch(as_volume(video, name="frames", video=True), self.strength,
+        output = self._launch(as_volume(video, name="frames", video=True), strength,
                               guide, role, out)
         return output, [self.last_events[-1][1]]
 
