@@ -1,8 +1,9 @@
 """clpatch: portable OpenCL patch search and patch-based image/video denoising.
 
 Nothing touches OpenCL at import time; the first call picks a device (see `Runtime`).
-Importing the package imports every engine, which registers it with the scheduler
-(`clpatch.core.registry`) for `explain` and the command line.
+Importing the package registers every engine in the one registry
+(`clpatch.core.registry`) from the one table of them (`clpatch.engines`), for the filters'
+`search=`, `explain`, the scheduler, autotune and the command line.
 
 Layers (each imports only those before it): `core` (runtime, profiles, kernels, plans),
 `match` (the Matches contract and the search engines), `denoise` (the filters), `tune`
@@ -20,15 +21,12 @@ from .core.errors import (
 )
 from .core.profiles import DeviceProfile, family_profile
 from .core.runtime import Runtime, default_runtime
-from .denoise import explain as _denoise_explain  # noqa: F401  (registers nlmeans, bm3d, vbm3d)
 from .denoise.bm3d import BM3DPlan, bm3d
 from .denoise.burst import burst_denoise
 from .denoise.nlmeans import NLMeansPlan, nlmeans, nlmeans_video
 from .denoise.noise_level import estimate_sigma
 from .denoise.vbm3d import VBM3DPlan, vbm3d
-from .match import explain as _match_explain  # noqa: F401  (registers search)
-from .match import knn_explain as _knn_explain  # noqa: F401  (registers knn)
-from .match import nnf_explain as _nnf_explain  # noqa: F401  (registers nnf)
+from .engines import register_all
 from .match.ann import ann_search
 from .match.knn import KnnVectors, knn, knn_vectors
 from .match.matches import Matches, SearchResult, grid_positions
@@ -40,6 +38,8 @@ from .pipeline import make_plan
 from .tune.explain import explain
 from .tune.warmup import WarmupReport, warmup
 from .version import __version__
+
+register_all()
 
 __all__ = [
     "BM3DPlan",

@@ -69,7 +69,7 @@ LAYERS: dict[str, frozenset[str] | None] = {
 
 #: Top-level modules that are no layer and may import anything (rule d; cycles still count).
 TOP_LEVEL = frozenset({PACKAGE, f"{PACKAGE}.__main__", f"{PACKAGE}.version", f"{PACKAGE}.dask",
-                       f"{PACKAGE}.pipeline"})
+                       f"{PACKAGE}.pipeline", f"{PACKAGE}.engines"})
 
 #: Top-level leaves every layer may import.
 SHARED_LEAVES = frozenset({f"{PACKAGE}.version"})

@@ -1,10 +1,16 @@
-"""What each engine tells the layers above it about itself, without being imported by them.
+"""The one registry of engines: what each tells the layers above it about itself, without
+being imported by them.
 
-An engine module registers, when it is imported, an `Operation`: its name (as `clpatch
-explain` and the tuning file spell it), the function that explains which configuration a
-call would run, and the kernel templates whose timings a tuning file records. The
-scheduler, `explain` and the command line look operations up here by name, so they import
-no engine; `import clpatch` imports every engine and so registers them all.
+Two kinds of entries, registered in one table (`clpatch.engines.register_all`, which
+`import clpatch` calls):
+
+- an `Operation`: its name (as `clpatch explain` and the tuning file spell it), the
+  function that explains which configuration a call would run, and the kernel templates
+  whose timings a tuning file records. The scheduler, autotune, `explain` and the command
+  line look operations up here by name, so they import no engine.
+- a `MatcherEngine`: a search engine the filters take as `search=` (its factory, a
+  description, the fewest candidates it offers a reference), looked up by
+  `clpatch.match.matcher`.
 """
 
 from __future__ import annotations
@@ -75,6 +81,52 @@ def tuned_templates() -> tuple[str, ...]:
     """Every template any registered operation's tuning depends on (sorted, no repeats)."""
     with _lock:
         return tuple(sorted({t for op in _operations.values() for t in op.tuned_templates}))
+
+
+@dataclass(frozen=True)
+class MatcherEngine:
+    """A search engine the filters accept as `search=name`.
+
+    factory:     called like `SearchPlan(runtime, frames, rows, cols, channels, request,
+                 config, **options)`, returns a matcher (`clpatch.match.matcher.Matcher`).
+    description: one line for `explain`.
+    capacity:    `capacity(rows, cols, frames, patch_size, window, temporal_window)`, the
+                 fewest candidates a reference of this engine has (the filters lower k to
+                 it on tiny images).
+    """
+
+    name: str
+    factory: Callable[..., Any]
+    description: str
+    capacity: Callable[..., int]
+
+
+_matchers: dict[str, MatcherEngine] = {}
+
+
+def register_matcher(engine: MatcherEngine) -> MatcherEngine:
+    """Add (or replace) the search engine of that name."""
+    with _lock:
+        _matchers[engine.name] = engine
+    return engine
+
+
+def unregister_matcher(name: str) -> None:
+    """Remove the search engine `name` (nothing when there is none)."""
+    with _lock:
+        _matchers.pop(name, None)
+
+
+def matcher_engine(name: str) -> MatcherEngine | None:
+    """The search engine registered as `name`, or None."""
+    with _lock:
+        return _matchers.get(name)
+
+
+def matcher_names() -> tuple[str, ...]:
+    """Names of the registered search engines, in registration order."""
+    with _lock:
+        return tuple(_matchers)
 
 
 def variant_names() -> tuple[str, ...]:

@@ -1,6 +1,6 @@
 """`clpatch explain nlmeans | bm3d | vbm3d`: what each filter runs and why.
 
-Registers the three operations (see `clpatch.core.registry`); each checks its parameters
+The three operations of `clpatch.engines`; each checks its parameters
 with the same functions its engine uses, so an impossible request is refused, not explained.
 NL-means and BM3D take `search`, the engine their neighbours come from (as `search=` of
 `clpatch.nlmeans` / `clpatch.bm3d`): "window" explains the windowed search's configuration,
@@ -13,7 +13,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core.registry import Operation, register
 from ..match.ann import (
     FILTER_NEIGHBOUR_CLUSTERS,
     FILTER_TILE,
@@ -23,13 +22,13 @@ from ..match.ann import (
 from ..match.ann_layout import ann_config
 from ..match.ann_params import AnnConfig, AnnRequest
 from ..match.explain import Explanation, explain_search_request
-from ..match.matcher import DESCRIPTIONS, check_search
-from ..match.window_config import SEARCH_VARIANTS, SearchConfig, SearchRequest
+from ..match.matcher import check_search, description
+from ..match.window_config import SearchConfig, SearchRequest
 from ..match.window_params import check_search_request
 from .bm3d_params import StageParams, filter_layout, stage_params
 from .bm3d_params import choose_aggregation as bm3d_aggregation
 from .nlm_aggregation import choose_aggregation as nlm_aggregation
-from .vbm3d_params import VIDEO_SEARCHES, choose_video_search, search_layout, video_stage_params
+from .vbm3d_params import choose_video_search, search_layout, video_stage_params
 
 #: The image size an ANN request is checked against here, where there is no image: large
 #: enough that only the parameters themselves can fail the checks.
@@ -74,7 +73,7 @@ def _ann_notes(window: str, variant: Any) -> list[str]:
     """The engine's line, and what of the windowed search does not apply to the ANN."""
     ignored = "" if variant is None else \
         f" (the variant given, {getattr(variant, 'variant', variant)}, is ignored)"
-    return [f"search engine: ann — {DESCRIPTIONS['ann']}",
+    return [f"search engine: ann — {description('ann')}",
             f"not applied with the ANN: the window ({window}) and the search variant{ignored}"
             f"; candidates come from the patch's own cluster and its "
             f"{FILTER_NEIGHBOUR_CLUSTERS} nearest sibling clusters in tiles of {FILTER_TILE}"
@@ -105,7 +104,7 @@ def explain_nlmeans(runtime: Any, *, patch_size: int | None = None, step: int | 
         out.notes += _ann_notes(str(request.window), variant)
     else:
         out = explain_search_request(runtime, "nlmeans", request, variant)
-        out.notes.append(f"search engine: window — {DESCRIPTIONS['window']}")
+        out.notes.append(f"search engine: window — {description('window')}")
     kind, why = nlm_aggregation(request.patch_size, request.step, runtime.profile)
     out.notes.append(f"then: columns averaging (p work-items per patch, Davy-Ehret "
                      f"Algorithm 4), aggregation '{kind}' — rule: {why}")
@@ -164,7 +163,7 @@ def _bm3d_window(runtime: Any, preset: str, stages: tuple[StageParams, ...],
                              f"[{stage2.source}] — {stage2.reason}")
         out.notes.append(_filter_line(params, runtime))
     assert out is not None
-    out.notes.append(f"search engine: window — {DESCRIPTIONS['window']}")
+    out.notes.append(f"search engine: window — {description('window')}")
     return out
 
 
@@ -233,7 +232,3 @@ def explain_vbm3d(runtime: Any, *, patch_size: int | None = None, step: Any = No
     out.notes.append("not tuned: clpatch autotune times the windowed searches only")
     return out
 
-
-register(Operation("nlmeans", explain_nlmeans, variants=SEARCH_VARIANTS))
-register(Operation("bm3d", explain_bm3d, variants=SEARCH_VARIANTS))
-register(Operation("vbm3d", explain_vbm3d, variants=VIDEO_SEARCHES))

@@ -14,7 +14,6 @@ from ..core.volumes import Volume, as_volume
 from .ann_pair import AnnPair
 from .ann_params import AnnRequest, check_ann_request, largest_k
 from .ann_plan import AnnPlan
-from .matcher import register_engine
 from .matches import Matches
 
 __all__ = ["DEFAULT_TILE", "FILTER_NEIGHBOUR_CLUSTERS", "FILTER_TILE", "FILTER_TILINGS",
@@ -143,9 +142,3 @@ def ann_capacity(rows: int, cols: int, frames: int, patch_size: int, window: int
     patch count (the window does not apply)."""
     return largest_k(rows, cols, patch_size, FILTER_TILE)
 
-
-register_engine("ann", ann_matcher,
-                "the clustering ANN (Tsai et al.): candidates from the patch's own cluster "
-                f"and its {FILTER_NEIGHBOUR_CLUSTERS} nearest sibling clusters in tiles of "
-                f"{FILTER_TILE}, of the two tilings (offset by half a tile) the one where "
-                "the patch lies nearer its tile's centre", ann_capacity)

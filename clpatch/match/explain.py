@@ -1,6 +1,6 @@
 """`clpatch explain search`: which configuration of the windowed search a call runs, and why.
 
-Registers the "search" operation (see `clpatch.core.registry`); the denoisers build their
+The "search" operation of `clpatch.engines`; the denoisers build their
 explanations on `explain_search_request` for their own searches.
 """
 
@@ -9,16 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core.registry import Operation, register
 from .window_config import (
     GROUPS_PER_UNIT,
     MIN_SQUARE_TILE,
-    SEARCH_VARIANTS,
-    TUNED_TEMPLATES,
     SearchConfig,
     SearchRequest,
     choose_search,
-    config_from_json,
     rule_config,
     tuned_config,
 )
@@ -102,5 +98,3 @@ def explain_search(runtime: Any, *, patch_size: int | None = None, step: int | N
         metric=metric, video=video)
     return explain_search_request(runtime, "search", request, variant)
 
-
-register(Operation("search", explain_search, TUNED_TEMPLATES, SEARCH_VARIANTS, config_from_json))

@@ -1,21 +1,18 @@
-"""`clpatch explain knn`: which kNN engine a request runs, and why (registered with the
-scheduler's registry when imported)."""
+"""`clpatch explain knn`: which kNN engine a request runs, and why (the "knn" operation of
+`clpatch.engines`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
-from ..core.registry import Operation, register
 from ..core.validate import check_choice, check_int
 from .knn_config import (
     KNN_METHODS,
-    KNN_TEMPLATES,
     TOPK_NAMES,
     KnnConfig,
     check_knn_params,
     choose_knn,
-    config_from_json,
     topk_variant,
 )
 
@@ -61,5 +58,3 @@ def explain_knn(runtime: Any, *, patch_size: int | None = None, step: int | None
     return KnnExplanation(runtime.device.name.strip(), p, k, s, c, metric, config,
                           topk_variant(config, runtime.profile, patch=p, channels=c, k=k))
 
-
-register(Operation("knn", explain_knn, KNN_TEMPLATES, KNN_METHODS, config_from_json))

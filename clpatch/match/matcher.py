@@ -6,8 +6,9 @@ chunk by chunk: `upload` converts a chunk of the input to planar float32 on the 
 layout of `clpatch.match.matches` (`cl_src/lib/matches.mako`); both take `wait_for` events
 and return events. The filters (`clpatch.denoise`) use nothing else, so a new engine (the
 exhaustive kNN, the clustering ANN, the k-d-tree NNF) plugs in by implementing this and
-registering a factory here; `clpatch.nlmeans(..., search=NAME)` and `clpatch.bm3d(...,
-search=NAME)` then run on it without new filter code.
+registering a factory (`register_engine`, into `clpatch.core.registry`; the project's
+engines are registered in one table, `clpatch.engines`); `clpatch.nlmeans(...,
+search=NAME)` and `clpatch.bm3d(..., search=NAME)` then run on it without new filter code.
 
 Reference patches of every engine sit on the project's one grid (`grid_positions`): the
 lattice 0, step, 2·step, … plus the last valid position of each axis.
@@ -20,10 +21,10 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from ..core.registry import MatcherEngine, matcher_engine, matcher_names, register_matcher
 from ..core.validate import check_choice
 from .given import GivenMatcher
 from .matches import min_candidates
-from .window import SearchPlan
 from .window_layout import Chunk
 
 
@@ -57,41 +58,41 @@ class Matcher(Protocol):
 #: `make_matcher` plans a `GivenMatcher` for it; not a `search=` choice.
 GIVEN = "given"
 
-#: Search engines the filters accept as `search=`, by name: factories called like
-#: `SearchPlan(runtime, frames, rows, cols, channels, request, config, **options)`.
-ENGINES: dict[str, Callable[..., Matcher]] = {"window": SearchPlan}
-DESCRIPTIONS = {"window": "the exact windowed search (Davy-Ehret 4.1)"}
-#: The fewest candidates any reference of an engine has, called like
-#: `min_candidates(rows, cols, frames, patch_size, window, temporal_window)`: the filters
-#: lower n to it on tiny images.
-CAPACITIES: dict[str, Callable[..., int]] = {"window": min_candidates}
-
 
 def register_engine(name: str, factory: Callable[..., Matcher], description: str,
                     capacity: Callable[..., int] = min_candidates) -> None:
-    """Make `factory` available to the filters as `search=name`; `capacity` gives the
-    fewest candidates a reference has (as `min_candidates`)."""
-    ENGINES[name] = factory
-    DESCRIPTIONS[name] = description
-    CAPACITIES[name] = capacity
+    """Make `factory` available to the filters as `search=name` (`clpatch.core.registry`);
+    `capacity` gives the fewest candidates a reference has (as `min_candidates`)."""
+    register_matcher(MatcherEngine(name, factory, description, capacity))
+
+
+def description(search: str) -> str:
+    """The one-line description of engine `search` (ValueError for an unknown name)."""
+    return _engine(search).description
 
 
 def available_candidates(search: str, rows: int, cols: int, frames: int, patch_size: int,
                          window: int, temporal_window: int) -> int:
-    """The fewest candidates a reference of engine `search` has on this input (an engine
-    that registered no capacity is taken to offer what the windowed search offers)."""
-    capacity = CAPACITIES.get(check_search(search), min_candidates)
-    return capacity(rows, cols, frames, patch_size, window, temporal_window)
+    """The fewest candidates a reference of engine `search` has on this input."""
+    return _engine(search).capacity(rows, cols, frames, patch_size, window, temporal_window)
 
 
 def searches() -> tuple[str, ...]:
     """The names `search=` accepts."""
-    return tuple(ENGINES)
+    return matcher_names()
 
 
 def check_search(search: Any) -> str:
     """`search` if it names a registered engine (ValueError otherwise)."""
     return check_choice("search", search, searches())
+
+
+def _engine(search: Any) -> MatcherEngine:
+    found = matcher_engine(search) if isinstance(search, str) else None
+    if found is None:
+        check_search(search)
+        raise ValueError(f"search {search!r} is not registered")    # (a race: removed)
+    return found
 
 
 def make_matcher(search: str, runtime: Any, frames: int, rows: int, cols: int, channels: int,
@@ -101,9 +102,5 @@ def make_matcher(search: str, runtime: Any, frames: int, rows: int, cols: int, c
     `search=GIVEN` plans a `GivenMatcher` (its matches set by its `use`)."""
     if search == GIVEN:
         return GivenMatcher(runtime, frames, rows, cols, channels, request, config, **options)
-    try:
-        engine = ENGINES[search]
-    except (KeyError, TypeError):
-        check_search(search)
-        raise
-    return engine(runtime, frames, rows, cols, channels, request, config, **options)
+    return _engine(search).factory(runtime, frames, rows, cols, channels, request, config,
+                                   **options)

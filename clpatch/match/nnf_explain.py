@@ -1,5 +1,6 @@
 """`clpatch explain nnf`: what an approximate nearest-neighbour field request runs
-(registered with the scheduler's registry when imported).
+(the "nnf" operation of `clpatch.engines`; no tuned templates: a tuning file's source
+hash covers the kernels autotune times, and none of the NNF's is).
 
 The NNF has one method (propagation-assisted k-d trees, "kdtree") and nothing tuned, so the
 explanation is the checked request (the checks of `clpatch.nnf` that need no image: an
@@ -14,7 +15,6 @@ import inspect
 from dataclasses import dataclass
 from typing import Any
 
-from ..core.registry import Operation, register
 from ..core.validate import check_choice, check_int
 from . import nnf as engine
 from .nnf_pca import SAMPLES
@@ -99,7 +99,3 @@ def explain_nnf(runtime: Any, *, patch_size: int | None = None, n: int | None = 
     return NnfExplanation(runtime.device.name.strip(), p, k, c, dims, m, leaf,
                           leaf_size is not None)
 
-
-# No tuned templates: a tuning file's source hash covers the kernels autotune times, and
-# none of the NNF's is.
-register(Operation("nnf", explain_nnf, (), NNF_METHODS))

@@ -13,7 +13,7 @@ from clpatch.core.registry import operations
 from clpatch.match.ann import FILTER_NEIGHBOUR_CLUSTERS, FILTER_TILE
 from clpatch.match.ann_layout import ann_config
 from clpatch.match.ann_params import check_ann_request
-from clpatch.match.matcher import DESCRIPTIONS
+from clpatch.match.matcher import description
 from tests.cli.test_cli import assert_one_error_line, run, spec_of
 
 
@@ -30,7 +30,7 @@ def test_nlmeans_ann_says_which_engine_and_its_configuration(runtime):
     out = clpatch.explain("nlmeans", search="ann", runtime=runtime)
     text = str(out)
     describe, reason = ann_lines(runtime)
-    assert f"search engine: ann — {DESCRIPTIONS['ann']}" in text
+    assert f"search engine: ann — {description('ann')}" in text
     assert "search engine: window" not in text
     assert f"runs: {describe}" in text and reason in text
     assert "the window (21) and the search variant" in text
@@ -50,7 +50,7 @@ def test_nlmeans_ann_takes_the_parameters(runtime):
 
 def test_bm3d_ann_explains_both_stages(runtime):
     text = str(clpatch.explain("bm3d", search="ann", runtime=runtime))
-    assert f"search engine: ann — {DESCRIPTIONS['ann']}" in text
+    assert f"search engine: ann — {description('ann')}" in text
     assert "search engine: window" not in text
     assert text.startswith("bm3d (fast) stage-1 search on ")
     describe, _ = ann_lines(runtime, step=6, n=16)
@@ -69,7 +69,7 @@ def test_bm3d_ann_explains_both_stages(runtime):
 def test_window_is_the_default_and_unchanged(runtime, operation):
     default = str(clpatch.explain(operation, runtime=runtime))
     assert default == str(clpatch.explain(operation, search="window", runtime=runtime))
-    assert f"search engine: window — {DESCRIPTIONS['window']}" in default
+    assert f"search engine: window — {description('window')}" in default
     assert "search engine: ann" not in default
 
 
@@ -98,7 +98,7 @@ def test_cli_explain_search_ann(capsys, runtime):
     code, out, err = run(capsys, "explain", "nlmeans", "--search", "ann", "-d", spec_of(runtime))
     assert code == 0, err
     describe, _ = ann_lines(runtime)
-    assert f"search engine: ann — {DESCRIPTIONS['ann']}" in out and f"runs: {describe}" in out
+    assert f"search engine: ann — {description('ann')}" in out and f"runs: {describe}" in out
     code, out, err = run(capsys, "explain", "bm3d", "--search", "ann", "-d", spec_of(runtime))
     assert code == 0, err
     assert "search engine: ann" in out and "stage 2 search" in out

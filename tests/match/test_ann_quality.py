@@ -100,5 +100,5 @@ def test_nlmeans_and_burst_settings(runtime):
     request = SearchRequest(5, 2, 8, 15, 1, "l2", True)
     burst = ann_matcher(runtime, 3, 30, 30, 1, request, video=True, reference=1)
     assert burst.request.neighbour_clusters == 0 and burst.request.tile == DEFAULT_TILE
-    description = clpatch.match.matcher.DESCRIPTIONS["ann"]
+    description = clpatch.match.matcher.description("ann")
     assert f"2 nearest sibling clusters in tiles of {FILTER_TILE}" in description

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import clpatch
+from clpatch.core.registry import unregister_matcher
 from clpatch.match import matcher
 from clpatch.match.window import SearchPlan
 from tests.helpers import random_image
@@ -38,11 +39,11 @@ class CountingEngine:
 
 
 @pytest.fixture
-def counting(monkeypatch):
-    monkeypatch.setitem(matcher.ENGINES, "counting", CountingEngine)
-    monkeypatch.setitem(matcher.DESCRIPTIONS, "counting", "test stand-in")
+def counting():
+    matcher.register_engine("counting", CountingEngine, "test stand-in")
     CountingEngine.enqueued = 0
-    return CountingEngine
+    yield CountingEngine
+    unregister_matcher("counting")
 
 
 def test_filters_run_on_a_registered_engine(runtime, counting):
