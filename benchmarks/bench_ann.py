@@ -42,9 +42,9 @@ from PIL import Image
 import clpatch
 from clpatch.denoise.burst import burst_defaults
 from clpatch.io.noise import psnr, synthetic_burst
-from clpatch.match.ann_layout import QUERY_GROUP
-from clpatch.match.ann_params import AnnConfig, check_ann_request
-from clpatch.match.ann_plan import AnnPlan
+from clpatch.match.ann.layout import QUERY_GROUP
+from clpatch.match.ann.params import AnnConfig, check_ann_request
+from clpatch.match.ann.plan import AnnPlan
 from clpatch.tune.timing import photo_mosaic
 
 IMAGES = Path(__file__).resolve().parents[1] / "tests" / "data"

@@ -23,9 +23,9 @@ import pyopencl.array as cla
 from bench_ann import phases
 
 import clpatch
-from clpatch.match.ann_layout import QUERY_GROUP
-from clpatch.match.ann_params import AnnConfig, check_ann_request, tile_edges
-from clpatch.match.ann_plan import AnnPlan
+from clpatch.match.ann.layout import QUERY_GROUP
+from clpatch.match.ann.params import AnnConfig, check_ann_request, tile_edges
+from clpatch.match.ann.plan import AnnPlan
 from clpatch.tune.timing import photo_mosaic
 
 

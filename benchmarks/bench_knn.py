@@ -43,9 +43,9 @@ from bench_overhead import wall_ms
 from PIL import Image
 
 import clpatch
-from clpatch.match import knn as knn_module
-from clpatch.match import knn_plan
-from clpatch.match.knn_config import TOPK_GROUP, TOPK_HEAP, TOPK_NAMES, TOPK_WARP
+from clpatch.match.knn import plan as knn_plan
+from clpatch.match.knn import search as knn_module
+from clpatch.match.knn.config import TOPK_GROUP, TOPK_HEAP, TOPK_NAMES, TOPK_WARP
 from clpatch.tune.timing import event_ms
 
 IMAGES = Path(__file__).resolve().parents[1] / "tests" / "data"

@@ -30,8 +30,8 @@ from PIL import Image
 
 import clpatch
 from clpatch.match.matches import grid_positions
-from clpatch.match.window import SearchPlan
-from clpatch.match.window_config import SearchRequest, choose_search
+from clpatch.match.window.config import SearchRequest, choose_search
+from clpatch.match.window.plan import SearchPlan
 from clpatch.tune.timing import measure_ceilings, photo_mosaic, time_events
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -18,13 +18,13 @@ of the ANN's distances over the sum of the exact ones; for 0, 1 and 2 neighbour 
 Filters (Tsai's Table 6): PSNR (peak 255, outputs clipped to 0-255) of `clpatch.bm3d`
 (fast preset) and `clpatch.nlmeans` (defaults) with search="window" and search="ann" (whose
 matcher takes tiles of FILTER_TILE and searches FILTER_NEIGHBOUR_CLUSTERS sibling clusters
-besides a patch's own, in FILTER_TILINGS tilings; see clpatch/match/ann.py).
+besides a patch's own, in FILTER_TILINGS tilings; see clpatch/match/ann/search.py).
 `--filters-only` skips the matches' measures (the exact in-tile brute force is slow on a
 CPU); `--matches-json FILE` takes them from an earlier run's JSON instead (they depend on
 neither the device nor the filters).
 
 The ANN's matches are the same on every OpenCL device (its arithmetic is fixed: see
-clpatch/match/ann_params.py), so this runs anywhere (PoCL included).
+clpatch/match/ann/params.py), so this runs anywhere (PoCL included).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ import numpy as np
 from PIL import Image
 
 import clpatch
-from clpatch.match.ann import FILTER_NEIGHBOUR_CLUSTERS, FILTER_TILE, FILTER_TILINGS
+from clpatch.match.ann.search import FILTER_NEIGHBOUR_CLUSTERS, FILTER_TILE, FILTER_TILINGS
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))

@@ -21,8 +21,8 @@ import pyopencl.array as cla
 from PIL import Image
 
 import clpatch
-from clpatch.match.window import SearchPlan
-from clpatch.match.window_config import SearchRequest, choose_search
+from clpatch.match.window.config import SearchRequest, choose_search
+from clpatch.match.window.plan import SearchPlan
 from clpatch.tune.timing import photo_mosaic, time_events
 
 IMAGES = Path(__file__).resolve().parent.parent / "tests" / "data"

@@ -27,13 +27,13 @@ from .denoise.nlmeans import NLMeansPlan, nlmeans, nlmeans_video
 from .denoise.noise_level import estimate_sigma
 from .denoise.vbm3d import VBM3DPlan, vbm3d
 from .engines import register_all
-from .match.ann import ann_search
-from .match.knn import KnnVectors, knn, knn_vectors
+from .match.ann.search import ann_search
+from .match.knn.search import KnnVectors, knn, knn_vectors
 from .match.matches import Matches, SearchResult, grid_positions
-from .match.nnf import nnf, reconstruct
-from .match.search import search_patches
-from .match.window import SearchPlan
-from .match.window_config import SearchConfig
+from .match.nnf.search import nnf, reconstruct
+from .match.window.config import SearchConfig
+from .match.window.plan import SearchPlan
+from .match.window.search import search_patches
 from .pipeline import make_plan
 from .tune.explain import explain
 from .tune.warmup import WarmupReport, warmup

@@ -12,16 +12,16 @@ from __future__ import annotations
 from .core.registry import MatcherEngine, Operation, register, register_matcher
 from .denoise.explain import explain_bm3d, explain_nlmeans, explain_vbm3d
 from .denoise.vbm3d_params import VIDEO_SEARCHES
-from .match.ann import FILTER_NEIGHBOUR_CLUSTERS, FILTER_TILE, ann_capacity, ann_matcher
-from .match.explain import explain_search
-from .match.knn_config import KNN_METHODS, KNN_TEMPLATES
-from .match.knn_config import config_from_json as knn_config_from_json
-from .match.knn_explain import explain_knn
+from .match.ann.search import FILTER_NEIGHBOUR_CLUSTERS, FILTER_TILE, ann_capacity, ann_matcher
+from .match.knn.config import KNN_METHODS, KNN_TEMPLATES
+from .match.knn.config import config_from_json as knn_config_from_json
+from .match.knn.explain import explain_knn
 from .match.matches import min_candidates
-from .match.nnf_explain import NNF_METHODS, explain_nnf
-from .match.window import SearchPlan
-from .match.window_config import SEARCH_VARIANTS, TUNED_TEMPLATES
-from .match.window_config import config_from_json as search_config_from_json
+from .match.nnf.explain import NNF_METHODS, explain_nnf
+from .match.window.config import SEARCH_VARIANTS, TUNED_TEMPLATES
+from .match.window.config import config_from_json as search_config_from_json
+from .match.window.explain import explain_search
+from .match.window.plan import SearchPlan
 
 __all__ = ["MATCHERS", "OPERATIONS", "register_all"]
 

@@ -38,10 +38,10 @@ from .denoise.nlmeans_guide import check_guide_sigma_use
 from .denoise.strength import Strength
 from .denoise.vbm3d import VBM3DPlan, vbm3d, vbm3d_options
 from .denoise.vbm3d_params import check_guide_role as check_video_guide_role
-from .match.ann import AnnPlan, ann_request, ann_search
-from .match.knn import knn, knn_request, plan_knn
-from .match.nnf import NnfPlan, nnf, nnf_request
-from .match.search import plan_search, search_patches
+from .match.ann.search import AnnPlan, ann_request, ann_search
+from .match.knn.search import knn, knn_request, plan_knn
+from .match.nnf.search import NnfPlan, nnf, nnf_request
+from .match.window.search import plan_search, search_patches
 
 
 def _params(method: str, function: Callable[..., Any], inputs: int,

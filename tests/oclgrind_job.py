@@ -209,8 +209,8 @@ def force_knn_topk(name: str) -> None:
     for every k."""
     from dataclasses import replace
 
-    from clpatch.match import knn as knn_module
-    from clpatch.match.knn_config import TOPK_GROUP, TOPK_WARP
+    from clpatch.match.knn import search as knn_module
+    from clpatch.match.knn.config import TOPK_GROUP, TOPK_WARP
 
     rule = knn_module.choose_knn
 
@@ -245,14 +245,14 @@ def run_knn(method: str, metric: str, channels: int) -> None:
     elif method == "offsets-k40":
         # The heaps with k = 40: the finish sorts in local memory (its buffers made to fit
         # the simulator's 32 KiB), the splits share a bound.
-        from clpatch.match import knn_plan
+        from clpatch.match.knn import plan as knn_plan
 
         knn_plan.SORTED_MAX = 512
         method, k = "offsets", 40
     got = clpatch.knn(query, reference, patch_size=p, k=k, metric=metric, step=2,
                       method=method, runtime=runtime)
     if team:
-        from clpatch.match.knn_config import TOPK_GROUP, TOPK_WARP
+        from clpatch.match.knn.config import TOPK_GROUP, TOPK_WARP
 
         plan = next(reversed(runtime.plan_cache().values()))
         if plan.topk != (TOPK_WARP if team == "warp" else TOPK_GROUP):
@@ -270,7 +270,7 @@ def run_knn(method: str, metric: str, channels: int) -> None:
 
 
 def run_nnf(channels: int, pca_dims: int = 3) -> None:
-    from clpatch.match.nnf_plan import BAND, POLISH, REFINE, VISITS, hard_effort
+    from clpatch.match.nnf.plan import BAND, POLISH, REFINE, VISITS, hard_effort
     from tests.reference.nnf import nnf_oracle
 
     keep_buffers_alive()
@@ -318,9 +318,9 @@ def run_ann_bad_values() -> None:
 
 def run_ann(pixels: str, burst: bool, dense: bool, units: bool = False,
             pair: bool = False) -> None:
-    from clpatch.match.ann_pair import AnnPair
-    from clpatch.match.ann_params import AnnConfig, check_ann_request
-    from clpatch.match.ann_plan import AnnPlan
+    from clpatch.match.ann.pair import AnnPair
+    from clpatch.match.ann.params import AnnConfig, check_ann_request
+    from clpatch.match.ann.plan import AnnPlan
     from tests.reference.ann import ann, ann_pair_image
 
     runtime = simulator_runtime()
@@ -465,7 +465,7 @@ def main() -> None:
         run_nnf(args.channels, args.pca_dims)
     elif args.job == "ann":
         if args.select:
-            from clpatch.match import ann_plan
+            from clpatch.match.ann import plan as ann_plan
             ann_plan.RANK_SELECT = 0
         if args.pixels == "bad-values":
             run_ann_bad_values()

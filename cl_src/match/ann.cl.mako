@@ -4,7 +4,7 @@
 ## make the tree's shape depend on the tile's patch count alone, so the clustering kernel
 ## goes through it one depth at a time and splits several nodes of a depth at once (the
 ## role of Tsai's task queue): a 225-patch tile takes 3 rounds (7 splits, 8 clusters). The algorithm, and the rules that make it the same on every
-## device and in NumPy, are written out in clpatch/match/ann_params.py; the NumPy oracle is
+## device and in NumPy, are written out in clpatch/match/ann/params.py; the NumPy oracle is
 ## tests/reference/ann.py.
 ##
 ## Launches: ann_cluster, one work-group per tile (group (i, j) of a launch of R tile
@@ -24,7 +24,7 @@
 ##   2 × T · (position rows of the launch) · px ints; a tile's run starts at
 ##   T · ((y0 − sy0) · px + rows_of_tile · x0)), sy0 (first position row of the scratch),
 ##   org_y, org_x (the tiling's origin on each axis: run i ≥ 1 starts at org + i · tile,
-##   run 0 at 0; clpatch/match/ann_params.py), ref_row[py] (grid row of a position row, −1
+##   run 0 at 0; clpatch/match/ann/params.py), ref_row[py] (grid row of a position row, −1
 ##   when none), ref_col (grid column of a position column, −1 when none: [px], or
 ##   [grid rows][px] for a staggered grid),
 ##   centre_y[py], centre_x[px] (with choose: per position row / column, twice its distance

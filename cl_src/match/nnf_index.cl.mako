@@ -1,6 +1,6 @@
 ## The index side of the nearest-neighbour field (Oancea et al., Algorithm 1): the reduced
-## points and the k-d tree over b's (clpatch/match/nnf_plan.py drives the kernels; the
-## algorithm is the module doc of clpatch/match/nnf.py; cl_src/match/nnf_search.cl.mako
+## points and the k-d tree over b's (clpatch/match/nnf/plan.py drives the kernels; the
+## algorithm is the module doc of clpatch/match/nnf/search.py; cl_src/match/nnf_search.cl.mako
 ## searches the tree).
 ##
 ##   nnf_sample       the PCA model's sampled patches of an image, as vectors (the host

@@ -1,7 +1,7 @@
 ## The full-patch side of the nearest-neighbour field: the re-ranking of every query's
 ## reduced-space candidates (cl_src/match/nnf_search.cl.mako built the lists) and the
-## polish passes that follow it (clpatch/match/nnf_plan.py drives the kernels; the
-## algorithm is the module doc of clpatch/match/nnf.py).
+## polish passes that follow it (clpatch/match/nnf/plan.py drives the kernels; the
+## algorithm is the module doc of clpatch/match/nnf/search.py).
 ##
 ##   nnf_rerank   exact full-patch distances of the candidates, sorted; the k best out
 ##   nnf_expand   for a query whose k-th full distance exceeds SLACK times its M-th

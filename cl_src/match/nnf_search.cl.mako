@@ -1,7 +1,7 @@
 ## The search side of the nearest-neighbour field (Oancea et al., Algorithm 1, with bands
 ## and refinement passes): candidate lists in the reduced space over the k-d tree that
-## cl_src/match/nnf_index.cl.mako built (clpatch/match/nnf_plan.py drives the kernels;
-## the algorithm is the module doc of clpatch/match/nnf.py).
+## cl_src/match/nnf_index.cl.mako built (clpatch/match/nnf/plan.py drives the kernels;
+## the algorithm is the module doc of clpatch/match/nnf/search.py).
 ##
 ##   nnf_contain      every query's candidates from its containing leaf (and the previous,
 ##                    full, leaf when that leaf holds fewer than M real points: the real

@@ -24,7 +24,7 @@ from ..denoise.vbm3d import vbm3d
 from ..io.images import ImageInfo, add_noise, output_format, psnr, read_image, write_image
 from ..io.noise import psnr_peak
 from ..io.video import is_video_path
-from ..match.ann import DEFAULT_TILE, FILTER_NEIGHBOUR_CLUSTERS, FILTER_TILE, FILTER_TILINGS
+from ..match.ann.search import DEFAULT_TILE, FILTER_NEIGHBOUR_CLUSTERS, FILTER_TILE, FILTER_TILINGS
 from ..match.matcher import searches
 from .burst import (
     add_burst_arguments,

@@ -24,7 +24,7 @@ from ..core.errors import ClpatchError
 from ..core.profiles import FAMILIES, family_for_device, profile_for_device
 from ..core.runtime import Runtime
 from ..match.matches import grid_positions
-from ..match.search import search_patches
+from ..match.window.search import search_patches
 from .common import CommandError, first_line
 
 # The search `devices --check` runs on every device: small, on the default (rule) path, with

@@ -14,7 +14,7 @@ import numpy as np
 from ..core.runtime import Runtime
 from ..io.images import read_array
 from ..io.outputs import TemporaryOutput
-from ..match.knn import knn
+from ..match.knn.search import knn
 from .common import CommandError, add_device_option, builds_note
 from .outputs import Writing, check_outputs
 

@@ -21,7 +21,7 @@ import numpy as np
 from ..core.runtime import Runtime
 from ..io.images import MODES, ImageInfo, output_format, quantize, read_array, write_image
 from ..io.outputs import TemporaryOutput
-from ..match.nnf import nnf, reconstruct
+from ..match.nnf.search import nnf, reconstruct
 from .common import CommandError, add_device_option, builds_note, device_line, seed_number
 from .outputs import Writing, check_outputs
 

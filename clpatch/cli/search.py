@@ -13,8 +13,8 @@ import numpy as np
 from ..core.runtime import Runtime
 from ..io.images import read_array
 from ..io.outputs import TemporaryOutput
-from ..match.search import search_patches
-from ..match.window_config import SEARCH_VARIANTS
+from ..match.window.config import SEARCH_VARIANTS
+from ..match.window.search import search_patches
 from .common import add_device_option, builds_note, device_line
 from .outputs import Writing, check_outputs
 

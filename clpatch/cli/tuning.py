@@ -11,7 +11,7 @@ from typing import Any
 from ..core.registry import operations, variant_names
 from ..core.runtime import Runtime
 from ..match.matcher import searches
-from ..match.window_config import config_to_json
+from ..match.window.config import config_to_json
 from ..tune.autotune import (
     FULL_GRID,
     QUICK_REQUESTS,

@@ -2,7 +2,7 @@
 
 The cache is a store of JSON entries under string keys; what a key and an entry's
 "config" mean belongs to the engine that wrote them (the windowed search:
-`clpatch.match.window_config.request_key`, `tuned_config`).
+`clpatch.match.window.config.request_key`, `tuned_config`).
 
 One JSON file per device, under the user cache folder (`platformdirs`), or the file named
 by `CLPATCH_TUNING` (so a tuned file can ship with a pipeline). A file is valid for one

@@ -23,8 +23,8 @@ from dask.task_spec import Task, TaskRef
 from ..core.runtime import Runtime
 from ..core.validate import k_or_n
 from ..match.matches import Matches, grid_positions
-from ..match.search import search_patches as search_image
-from ..match.window_params import check_fits, check_search_request
+from ..match.window.params import check_fits, check_search_request
+from ..match.window.search import search_patches as search_image
 from .graph import check_dask_array, chunk_blocks, join_window, refs, window_parts
 from .pieces import search_halo, sub_window
 from .worker import run_on_device

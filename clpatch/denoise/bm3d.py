@@ -131,7 +131,7 @@ from ..core.volumes import Volume, as_volume, channels_last
 from ..match.given import check_given
 from ..match.matcher import available_candidates, check_search
 from ..match.matches import usable_n
-from ..match.window_config import SearchConfig
+from ..match.window.config import SearchConfig
 from .bm3d_guide import check_guide_role, guide_like
 from .bm3d_params import PRESETS, stage_params, switch_noise
 from .bm3d_plan import BM3DPlan

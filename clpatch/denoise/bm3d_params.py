@@ -13,7 +13,7 @@ import numpy as np
 
 from ..core.validate import check_bool, check_choice, check_float, check_int, stage_pair
 from ..core.volumes import default_data_range
-from ..match.window_params import MAX_WINDOW
+from ..match.window.params import MAX_WINDOW
 
 AGGREGATIONS = ("fixed", "cas")
 MAX_PATCH = 16

@@ -18,7 +18,7 @@ from ..core.staging import download
 from ..core.transfer import Transfers
 from ..core.upload import Uploader, check_peak
 from ..core.volumes import Volume, as_volume, check_planned, default_data_range
-from ..match.window_config import SearchConfig
+from ..match.window.config import SearchConfig
 from . import bm3d_stream
 from .bm3d_guide import check_guide_role, guide_volume, upload_guide
 from .bm3d_params import (

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..core.buffers import halve_until_fits, memory_limits
 from ..match.matcher import GIVEN, make_matcher
-from ..match.window_config import SearchRequest, choose_search
+from ..match.window.config import SearchRequest, choose_search
 from .bm3d_params import StageParams, stagger_shifts
 from .collaborative import FilterKernels
 

@@ -1,7 +1,7 @@
 """Burst denoising (Tsai et al. §6): several noisy frames of one scene, taken in quick
 succession with a shaking camera, denoised into one frame.
 
-The clustering ANN (`clpatch.match.ann_params`) clusters the patches of every frame at a
+The clustering ANN (`clpatch.match.ann.params`) clusters the patches of every frame at a
 tile location together, so each patch of the reference frame finds its k nearest patches
 among all frames wherever the shake moved them (within the tile); the reference frame's
 patches are then filtered with those candidates. No alignment step, and a moving object
@@ -22,8 +22,8 @@ from typing import Any
 from ..core.runtime import Runtime, resolve_runtime
 from ..core.validate import check_choice, check_float, check_int
 from ..core.volumes import Volume, as_volume
-from ..match.ann import DEFAULT_TILE
-from ..match.ann_params import check_ann_request
+from ..match.ann.params import check_ann_request
+from ..match.ann.search import DEFAULT_TILE
 from .burst_bm3d import BurstBM3DPlan, check_group_size
 from .nlmeans_plan import NLMeansPlan
 from .strength import Strength

@@ -53,8 +53,8 @@ from ..core.runtime import Runtime
 from ..core.staging import download
 from ..core.upload import check_peak
 from ..core.volumes import Volume, as_volume, check_planned, default_data_range
-from ..match.ann_params import AnnRequest
-from ..match.ann_plan import AnnPlan
+from ..match.ann.params import AnnRequest
+from ..match.ann.plan import AnnPlan
 from .bm3d_params import (
     channel_sigmas,
     choose_aggregation,

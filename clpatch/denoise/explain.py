@@ -4,7 +4,7 @@ The three operations of `clpatch.engines`; each checks its parameters
 with the same functions its engine uses, so an impossible request is refused, not explained.
 NL-means and BM3D take `search`, the engine their neighbours come from (as `search=` of
 `clpatch.nlmeans` / `clpatch.bm3d`): "window" explains the windowed search's configuration,
-"ann" the clustering ANN's (`clpatch.match.ann`), for which the window and the search
+"ann" the clustering ANN's (`clpatch.match.ann.search`), for which the window and the search
 variant do not apply.
 """
 
@@ -13,18 +13,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..match.ann import (
+from ..match.ann.layout import ann_config
+from ..match.ann.params import AnnConfig, AnnRequest
+from ..match.ann.search import (
     FILTER_NEIGHBOUR_CLUSTERS,
     FILTER_TILE,
     FILTER_TILINGS,
     filter_request,
 )
-from ..match.ann_layout import ann_config
-from ..match.ann_params import AnnConfig, AnnRequest
-from ..match.explain import Explanation, explain_search_request
 from ..match.matcher import check_search, description
-from ..match.window_config import SearchConfig, SearchRequest
-from ..match.window_params import check_search_request
+from ..match.window.config import SearchConfig, SearchRequest
+from ..match.window.explain import Explanation, explain_search_request
+from ..match.window.params import check_search_request
 from .bm3d_params import StageParams, filter_layout, stage_params
 from .bm3d_params import choose_aggregation as bm3d_aggregation
 from .nlm_aggregation import choose_aggregation as nlm_aggregation

@@ -51,8 +51,8 @@ from ..core.volumes import Volume, as_volume, channels_last
 from ..match.given import check_given
 from ..match.matcher import available_candidates
 from ..match.matches import usable_n
-from ..match.window_config import SearchConfig
-from ..match.window_params import MAX_TEMPORAL_WINDOW, check_fits, check_search_request
+from ..match.window.config import SearchConfig
+from ..match.window.params import MAX_TEMPORAL_WINDOW, check_fits, check_search_request
 from .given import matches_search
 from .guide import guide_like
 from .nlm_aggregation import AGGREGATIONS

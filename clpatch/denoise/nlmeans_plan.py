@@ -22,7 +22,7 @@ from ..core.validate import check_choice
 from ..core.volumes import Volume, as_volume, check_planned
 from ..match.matcher import make_matcher
 from ..match.matches import lattice_count
-from ..match.window_config import SearchConfig, SearchRequest, choose_search
+from ..match.window.config import SearchConfig, SearchRequest, choose_search
 from .nlm_aggregation import (
     average_classes,
     buffer_classes,

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core.validate import check_float, check_int, stage_pair
-from ..match.video import VIDEO_SEARCHES, choose_video_search, video_layout
+from ..match.window.video import VIDEO_SEARCHES, choose_video_search, video_layout
 from .bm3d_guide import GUIDE_ROLES
 from .bm3d_guide import check_guide_role as check_bm3d_role
 from .bm3d_params import group_and_transforms, merge_params

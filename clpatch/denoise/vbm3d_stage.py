@@ -1,4 +1,4 @@
-"""One VBM3D stage on the device: its video search (a `clpatch.match.video.VideoSearch`)
+"""One VBM3D stage on the device: its video search (a `clpatch.match.window.video.VideoSearch`)
 and the collaborative filter's programs, launched on a band of rows of a ring of frames."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from ..core.buffers import int_buffer
-from ..match.video import VideoSearch
+from ..match.window.video import VideoSearch
 from .collaborative import FilterKernels
 from .vbm3d_params import VideoStageParams
 

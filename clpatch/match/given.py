@@ -34,7 +34,7 @@ from ..core.kernels import kernel
 from ..core.upload import Uploader
 from ..core.volumes import Volume, magnitude_limit
 from .matches import Matches, grid_positions
-from .window_layout import Chunk, WindowGeometry, upload_chunk
+from .window.layout import Chunk, WindowGeometry, upload_chunk
 
 #: Positions index the device buffers with int: a buffer of Matches holds fewer entries.
 MAX_ENTRIES = (2**31 - 1) // 3

@@ -25,7 +25,7 @@ from ..core.registry import MatcherEngine, matcher_engine, matcher_names, regist
 from ..core.validate import check_choice
 from .given import GivenMatcher
 from .matches import min_candidates
-from .window_layout import Chunk
+from .window.layout import Chunk
 
 
 class Matcher(Protocol):

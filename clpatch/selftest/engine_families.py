@@ -14,10 +14,10 @@ from functools import partial
 import numpy as np
 
 from ..core.runtime import Runtime
-from ..match.ann import ann_search
-from ..match.knn import knn
-from ..match.nnf import nnf
-from ..match.nnf_plan import BAND, EXPAND, EXPAND_LEAVES, POLISH, REFINE, VISITS
+from ..match.ann.search import ann_search
+from ..match.knn.search import knn
+from ..match.nnf.plan import BAND, EXPAND, EXPAND_LEAVES, POLISH, REFINE, VISITS
+from ..match.nnf.search import nnf
 from .compare import Family, ascending, distinct, equal, host, matches_equal
 from .inputs import integers
 from .oracles import oracle

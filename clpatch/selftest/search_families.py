@@ -18,8 +18,8 @@ import numpy as np
 from ..core.profiles import NEIGHBOUR_TABLES
 from ..core.runtime import Runtime
 from ..core.validate import with_k
-from ..match.search import search_patches
-from ..match.window_config import SEARCH_VARIANTS, SearchConfig
+from ..match.window.config import SEARCH_VARIANTS, SearchConfig
+from ..match.window.search import search_patches
 from .compare import Family, ascending, close, distinct, equal, host, shape
 from .inputs import random_image
 from .oracles import oracle

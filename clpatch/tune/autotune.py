@@ -36,8 +36,7 @@ from ..core.errors import ClpatchError
 from ..core.runtime import Runtime
 from ..core.tuning import TuningCache
 from ..match.matches import min_candidates
-from ..match.window import SearchPlan
-from ..match.window_config import (
+from ..match.window.config import (
     SEARCH_VARIANTS,
     SearchConfig,
     SearchRequest,
@@ -46,6 +45,7 @@ from ..match.window_config import (
     request_key,
     rule_config,
 )
+from ..match.window.plan import SearchPlan
 from .prebuild import Prebuilder, new_plan
 from .timing import photo_mosaic, time_events
 

@@ -18,8 +18,8 @@ from ..core.runtime import Runtime
 from ..denoise.bm3d import BM3DPlan
 from ..denoise.bm3d_params import stage_params
 from ..denoise.nlmeans import NLMeansPlan
-from ..match.window import SearchPlan
-from ..match.window_config import SearchRequest, choose_search
+from ..match.window.config import SearchRequest, choose_search
+from ..match.window.plan import SearchPlan
 from .timing import photo_mosaic, time_events
 
 METHODS = ("search", "nlmeans", "bm3d")

@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 
 from ..core.runtime import Runtime
-from ..match.knn_config import KnnConfig, choose_knn, config_to_json, fits, knn_key
-from ..match.knn_plan import KnnPlan
+from ..match.knn.config import KnnConfig, choose_knn, config_to_json, fits, knn_key
+from ..match.knn.plan import KnnPlan
 from .timing import event_ms, photo_mosaic
 
 __all__ = ["KNN_REQUESTS", "knn_candidates", "tune_knn"]

@@ -17,8 +17,8 @@ from ..core.errors import ClpatchError
 from ..core.kernels import cache_dir
 from ..core.profiles import DeviceProfile
 from ..core.runtime import Runtime
-from ..match.window import SearchPlan
-from ..match.window_config import SearchConfig, SearchRequest, choose_search, config_to_json
+from ..match.window.config import SearchConfig, SearchRequest, choose_search, config_to_json
+from ..match.window.plan import SearchPlan
 
 log = logging.getLogger("clpatch")
 

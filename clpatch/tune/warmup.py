@@ -46,10 +46,10 @@ from ..denoise.bm3d_params import HIGH_NOISE_SIGMA
 from ..denoise.burst import burst_denoise
 from ..denoise.nlmeans import nlmeans, nlmeans_video
 from ..denoise.vbm3d import vbm3d
-from ..match.ann import ann_search
-from ..match.knn import knn
-from ..match.nnf import nnf
-from ..match.search import search_patches
+from ..match.ann.search import ann_search
+from ..match.knn.search import knn
+from ..match.nnf.search import nnf
+from ..match.window.search import search_patches
 
 log = logging.getLogger("clpatch")
 

@@ -22,8 +22,8 @@ from clpatch.core.kernels import BuildEvent
 from clpatch.core.profiles import NEIGHBOUR_TABLES
 from clpatch.denoise.nlm_aggregation import AGGREGATIONS
 from clpatch.denoise.vbm3d_params import VIDEO_SEARCHES
-from clpatch.match.knn_config import KNN_METHODS
-from clpatch.match.window_config import SEARCH_VARIANTS
+from clpatch.match.knn.config import KNN_METHODS
+from clpatch.match.window.config import SEARCH_VARIANTS
 from clpatch.selftest import (
     FAMILIES,
     STATUSES,

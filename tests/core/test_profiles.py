@@ -21,7 +21,7 @@ from clpatch.core.profiles import (
     profile_for_device,
 )
 from clpatch.core.resources import profiles_dir
-from clpatch.match.window_config import SearchRequest, choose_search
+from clpatch.match.window.config import SearchRequest, choose_search
 from tests.helpers import check_search, random_image, tiered
 
 FILE_ORIGINS = ("spec", "benchmark", "assumed")     # what a family file may state

@@ -1,4 +1,4 @@
-"""The filters on the clustering ANN (`search="ann"`, clpatch/match/ann.py) and the burst
+"""The filters on the clustering ANN (`search="ann"`, clpatch/match/ann/search.py) and the burst
 denoiser built on it (`clpatch.burst_denoise`): quality on photographs against the exact
 windowed search, tiles, colour, device arrays, tiny images, bad arguments.
 
@@ -17,7 +17,7 @@ from clpatch.denoise.bm3d import BM3DPlan
 from clpatch.denoise.bm3d_params import stage_params
 from clpatch.denoise.nlmeans import NLMeansPlan
 from clpatch.io.noise import psnr, synthetic_burst
-from clpatch.match.ann_params import largest_k
+from clpatch.match.ann.params import largest_k
 from clpatch.match.matcher import available_candidates, searches
 from tests.helpers import assert_close, load_image, tiered
 

@@ -28,7 +28,7 @@ from clpatch.denoise.transforms import (
     hadamard_matrix,
     transform_pair,
 )
-from clpatch.match.window_config import SearchConfig
+from clpatch.match.window.config import SearchConfig
 from tests.helpers import assert_close, load_image, smooth_noisy
 from tests.reference.bm3d import bm3d_reference
 

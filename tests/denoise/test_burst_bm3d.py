@@ -16,10 +16,10 @@ import pytest
 from numpy.lib.stride_tricks import sliding_window_view
 
 import clpatch
-import clpatch.match.ann as ann_module
+import clpatch.match.ann.search as ann_module
 from clpatch.io.noise import psnr, synthetic_burst
-from clpatch.match.ann_params import check_ann_request
-from clpatch.match.ann_plan import AnnPlan
+from clpatch.match.ann.params import check_ann_request
+from clpatch.match.ann.plan import AnnPlan
 from tests.helpers import assert_close, load_image
 from tests.reference.bm3d import PRESETS as ORACLE_PRESETS
 from tests.reference.bm3d import filter_stack, kaiser_window

@@ -10,9 +10,9 @@ import pytest
 
 import clpatch
 from clpatch.core.registry import operations
-from clpatch.match.ann import FILTER_NEIGHBOUR_CLUSTERS, FILTER_TILE
-from clpatch.match.ann_layout import ann_config
-from clpatch.match.ann_params import check_ann_request
+from clpatch.match.ann.layout import ann_config
+from clpatch.match.ann.params import check_ann_request
+from clpatch.match.ann.search import FILTER_NEIGHBOUR_CLUSTERS, FILTER_TILE
 from clpatch.match.matcher import description
 from tests.cli.test_cli import assert_one_error_line, run, spec_of
 

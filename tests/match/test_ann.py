@@ -1,5 +1,5 @@
 """`clpatch.ann_search` (the clustering ANN of Tsai et al.) against the NumPy oracle of
-tests/reference/ann.py, which implements the algorithm of clpatch/match/ann_params.py on
+tests/reference/ann.py, which implements the algorithm of clpatch/match/ann/params.py on
 its own.
 
 On integer-valued images every sum the algorithm compares is reproduced bit for bit (centre
@@ -20,8 +20,9 @@ import pytest
 
 import clpatch
 from clpatch.io.noise import synthetic_burst
-from clpatch.match import ann_layout, ann_plan
-from clpatch.match.ann_layout import (
+from clpatch.match.ann import layout as ann_layout
+from clpatch.match.ann import plan as ann_plan
+from clpatch.match.ann.layout import (
     DEEP_TILE_GROUP,
     DEEP_TILE_PER_UNIT,
     DEEP_TILE_RATIO,
@@ -31,7 +32,7 @@ from clpatch.match.ann_layout import (
     ann_config,
     query_bytes,
 )
-from clpatch.match.ann_params import (
+from clpatch.match.ann.params import (
     LEAF,
     AnnConfig,
     candidate_bound,
@@ -39,7 +40,7 @@ from clpatch.match.ann_params import (
     cluster_count,
     tile_of,
 )
-from clpatch.match.ann_plan import AnnPlan
+from clpatch.match.ann.plan import AnnPlan
 from tests.helpers import load_image
 from tests.reference import ann as oracle
 

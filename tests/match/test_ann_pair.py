@@ -1,6 +1,6 @@
-"""Tilings with an origin and the filters' two tilings (`AnnPair`, clpatch/match/ann_pair.py)
+"""Tilings with an origin and the filters' two tilings (`AnnPair`, clpatch/match/ann/pair.py)
 against the NumPy oracle (tests/reference/ann.py: `tile_runs` with an origin,
-`ann_pair_image`), which re-implements the rule of clpatch/match/ann_params.py on its own.
+`ann_pair_image`), which re-implements the rule of clpatch/match/ann/params.py on its own.
 
 On integer-valued images the matches must equal the oracle's exactly: every reference is
 answered by exactly one of the two tilings (the output arrays start uninitialised, so a
@@ -12,9 +12,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from clpatch.match.ann import ann_matcher
-from clpatch.match.ann_pair import AnnPair
-from clpatch.match.ann_params import (
+from clpatch.match.ann.pair import AnnPair
+from clpatch.match.ann.params import (
     AnnConfig,
     centre_distance,
     check_ann_request,
@@ -22,8 +21,9 @@ from clpatch.match.ann_params import (
     tile_edges,
     tile_of,
 )
-from clpatch.match.ann_plan import AnnPlan
-from clpatch.match.window_config import SearchRequest
+from clpatch.match.ann.plan import AnnPlan
+from clpatch.match.ann.search import ann_matcher
+from clpatch.match.window.config import SearchRequest
 from tests.match.test_ann import integers, noisy_photo
 from tests.reference import ann as oracle
 

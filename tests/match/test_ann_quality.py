@@ -16,14 +16,14 @@ import pytest
 
 import clpatch
 from clpatch.denoise.nlmeans import NLMeansPlan
-from clpatch.match.ann import (
+from clpatch.match.ann.search import (
     DEFAULT_TILE,
     FILTER_NEIGHBOUR_CLUSTERS,
     FILTER_TILE,
     ann_matcher,
     filter_request,
 )
-from clpatch.match.window_config import SearchRequest
+from clpatch.match.window.config import SearchRequest
 from tests.helpers import load_image
 from tests.reference import ann as oracle
 

@@ -2,7 +2,7 @@
 and several launches give the same results as one pass, and the oracle's.
 
 The runtime's memory limit (`Runtime.memory_limit`) and the launch limit
-(`clpatch.match.window_layout.MAX_PAIRS_PER_LAUNCH`) are made small so that 37×53 images and 5-frame
+(`clpatch.match.window.layout.MAX_PAIRS_PER_LAUNCH`) are made small so that 37×53 images and 5-frame
 videos are split. Each test searches with a fresh plan cache (the runtime's own plans are
 put back afterwards), so plans made under a small budget never serve other tests.
 """
@@ -14,7 +14,7 @@ import pyopencl.array as cla
 import pytest
 
 import clpatch
-import clpatch.match.window_layout as layout_module
+import clpatch.match.window.layout as layout_module
 from tests.helpers import check_search, random_image, tiered
 
 VARIANTS = ["square", "column", "convolution", "naive"]
@@ -246,7 +246,7 @@ def test_cpu_launches_are_bounded(runtime):
     """On a CPU device a launch evaluates at most MAX_PAIRS_PER_LAUNCH_CPU distances (so Ctrl-C
     and cancel leave little queued work); the pieces give the GPU profiles' single launch's
     result exactly."""
-    from clpatch.match.window_layout import MAX_PAIRS_PER_LAUNCH_CPU
+    from clpatch.match.window.layout import MAX_PAIRS_PER_LAUNCH_CPU
 
     image = np.random.default_rng(7).random((200, 200)).astype(np.float32)
     cpu = clpatch.Runtime(runtime.device, profile="cpu")

@@ -378,7 +378,7 @@ def engine_methods() -> tuple[str, ...]:
     if "method" not in inspect.signature(clpatch.knn).parameters:
         return ()
     try:
-        from clpatch.match.knn_config import KNN_METHODS
+        from clpatch.match.knn.config import KNN_METHODS
     except ImportError:
         return ("offsets", "direct")
     return tuple(KNN_METHODS)

@@ -1,4 +1,4 @@
-"""The exhaustive kNN on inputs larger than the device (clpatch/match/knn_bands.py): a small
+"""The exhaustive kNN on inputs larger than the device (clpatch/match/knn/bands.py): a small
 `Runtime(memory_limit=...)` makes the query windows and reference bands tiny, and the
 result must be the unbanded one and the oracle's, ties included (integer-valued data)."""
 
@@ -10,9 +10,9 @@ import pytest
 
 import clpatch
 from clpatch.core.volumes import as_volume
-from clpatch.match.knn_bands import band_layout
-from clpatch.match.knn_config import choose_knn
-from clpatch.match.knn_plan import query_bytes
+from clpatch.match.knn.bands import band_layout
+from clpatch.match.knn.config import choose_knn
+from clpatch.match.knn.plan import query_bytes
 from tests.match.test_knn import check_knn, host, labels
 
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import clpatch
-from clpatch.match import knn_plan
+from clpatch.match.knn import plan as knn_plan
 
 
 @pytest.mark.parametrize("method,metric", [("offsets", "l2"), ("offsets", "l1"),

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 import clpatch
-from clpatch.match import knn as knn_module
-from clpatch.match import knn_plan
-from clpatch.match.knn_config import (
+from clpatch.match.knn import plan as knn_plan
+from clpatch.match.knn import search as knn_module
+from clpatch.match.knn.config import (
     RULE_TOPK,
     TOPK_GROUP,
     TOPK_HEAP,

@@ -9,7 +9,7 @@ import pytest
 import clpatch
 from clpatch.core.registry import unregister_matcher
 from clpatch.match import matcher
-from clpatch.match.window import SearchPlan
+from clpatch.match.window.plan import SearchPlan
 from tests.helpers import random_image
 
 

@@ -16,8 +16,8 @@ import pyopencl.array as cla
 import pytest
 
 import clpatch
-from clpatch.match.nnf import BAND
-from clpatch.match.nnf_plan import POLISH, REFINE, VISITS, NnfPlan, hard_effort
+from clpatch.match.nnf.plan import POLISH, REFINE, VISITS, NnfPlan, hard_effort
+from clpatch.match.nnf.search import BAND
 from tests.helpers import random_image
 from tests.reference.nnf import (
     build_tree,

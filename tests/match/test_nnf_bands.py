@@ -1,5 +1,5 @@
 """The NNF on an `a` larger than the device allows, searched in bands of rows
-(clpatch/match/nnf_bands.py): the same field as one pass, bit for bit, on NumPy and device
+(clpatch/match/nnf/bands.py): the same field as one pass, bit for bit, on NumPy and device
 images, gray and colour, into NumPy or device results; b too large is refused."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import pytest
 
 import clpatch
 from clpatch.core.errors import DeviceResourceError
-from clpatch.match.nnf_bands import NnfBand, plan_bands
-from clpatch.match.nnf_plan import BAND, HALO, NnfPlan
+from clpatch.match.nnf.bands import NnfBand, plan_bands
+from clpatch.match.nnf.plan import BAND, HALO, NnfPlan
 from tests.helpers import random_image
 
 PARAMS = dict(patch_size=5, k=2, pca_dims=6, candidates=8, leaf_size=8, seed=3)

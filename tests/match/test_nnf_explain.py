@@ -9,8 +9,8 @@ import pytest
 
 import clpatch
 from clpatch.core.registry import operation, tuned_templates
-from clpatch.match.nnf_pca import SAMPLES
-from clpatch.match.nnf_plan import BAND, REFINE, VISITS
+from clpatch.match.nnf.pca import SAMPLES
+from clpatch.match.nnf.plan import BAND, REFINE, VISITS
 from tests.cli.test_cli import assert_one_error_line, run, spec_of
 
 

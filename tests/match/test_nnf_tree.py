@@ -11,7 +11,7 @@ import pyopencl as cl
 import pytest
 
 import clpatch
-from clpatch.match import nnf_plan
+from clpatch.match.nnf import plan as nnf_plan
 from tests.reference.nnf import build_tree
 
 

@@ -17,8 +17,8 @@ import pytest
 
 import clpatch
 from clpatch.core.profiles import FAMILIES
-from clpatch.match.video import VIDEO_SEARCHES
-from clpatch.match.window_config import SEARCH_VARIANTS
+from clpatch.match.window.config import SEARCH_VARIANTS
+from clpatch.match.window.video import VIDEO_SEARCHES
 from tests.helpers import assert_close, family_runtime, load_image, tiered
 from tests.reference import vbm3d as vbm3d_ref
 from tests.reference.bm3d import bm3d_reference

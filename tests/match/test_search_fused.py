@@ -18,8 +18,8 @@ from clpatch.core.kernels import render
 from clpatch.core.profiles import family_profile
 from clpatch.core.upload import needs_conversion
 from clpatch.core.volumes import as_volume
-from clpatch.match.window import SearchPlan
-from clpatch.match.window_params import check_search_request
+from clpatch.match.window.params import check_search_request
+from clpatch.match.window.plan import SearchPlan
 from tests.helpers import check_search, random_image
 
 SHAPE = (37, 53)

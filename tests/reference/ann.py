@@ -2,7 +2,7 @@
 Tsai, Steinberger, Pająk and Pulli (per-tile hierarchical clustering, each node cut at
 the median along the principal direction of a sub-sample, then each cluster's k nearest
 patches among its own and its neighbouring clusters), written from the
-algorithm's specification (the docstring of clpatch/match/ann_params.py, restated below)
+algorithm's specification (the docstring of clpatch/match/ann/params.py, restated below)
 and nothing of clpatch: tile geometry, grid and arithmetic are all re-implemented here.
 
 Every rounding and ordering rule is followed literally, so that the OpenCL implementation

@@ -1,6 +1,6 @@
 """NumPy reference ("oracle") of the nearest-neighbour field of `clpatch.nnf`: propagation-
 assisted k-d trees (He & Sun; the GPU formulation of Oancea et al.), written from the
-algorithm's specification (the steps below; clpatch/match/nnf.py documents the same
+algorithm's specification (the steps below; clpatch/match/nnf/search.py documents the same
 steps) and nothing of clpatch.
 
 Every rounding and ordering rule is followed literally, so that the OpenCL implementation

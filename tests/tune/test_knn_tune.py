@@ -9,7 +9,7 @@ import pytest
 
 import clpatch
 from clpatch.cli.main import main
-from clpatch.match.knn_config import (
+from clpatch.match.knn.config import (
     KnnConfig,
     choose_knn,
     config_from_json,

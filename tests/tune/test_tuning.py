@@ -10,8 +10,8 @@ import pytest
 import clpatch
 from clpatch.cli import main as cli
 from clpatch.core.tuning import TuningCache, source_hash
-from clpatch.match.window import SearchPlan
-from clpatch.match.window_config import SearchConfig, SearchRequest, request_key
+from clpatch.match.window.config import SearchConfig, SearchRequest, request_key
+from clpatch.match.window.plan import SearchPlan
 from clpatch.tune.autotune import Autotuner, autotune, summary_table
 from clpatch.tune.explain import explain
 from tests.helpers import check_search, random_image
@@ -200,7 +200,7 @@ def test_source_hash_covers_every_template_the_search_uses():
     import re
 
     from clpatch.core.resources import cl_src_dir
-    from clpatch.match.window_config import TUNED_TEMPLATES
+    from clpatch.match.window.config import TUNED_TEMPLATES
 
     root = cl_src_dir()
     for name in TUNED_TEMPLATES:

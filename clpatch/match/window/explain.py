@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .window_config import (
+from .config import (
     GROUPS_PER_UNIT,
     MIN_SQUARE_TILE,
     SearchConfig,
@@ -18,7 +18,7 @@ from .window_config import (
     rule_config,
     tuned_config,
 )
-from .window_params import check_search_request
+from .params import check_search_request
 
 
 @dataclass

@@ -14,17 +14,17 @@ from typing import Any
 
 import numpy as np
 
-from ..core.buffers import int_buffer, memory_limits
-from ..core.kernels import kernel, max_group_size
-from ..core.runtime import Runtime
-from ..core.sinks import MatchesSink
-from ..core.upload import needs_conversion
-from ..core.volumes import Volume, magnitude_limit
-from .matcher_plan import MatcherPlan
-from .matches import Matches, grid_positions, lattice_count
-from .window_config import SearchConfig, SearchRequest, choose_search
-from .window_launch import LaunchTemplate
-from .window_layout import (
+from ...core.buffers import int_buffer, memory_limits
+from ...core.kernels import kernel, max_group_size
+from ...core.runtime import Runtime
+from ...core.sinks import MatchesSink
+from ...core.upload import needs_conversion
+from ...core.volumes import Volume, magnitude_limit
+from ..matcher_plan import MatcherPlan
+from ..matches import Matches, grid_positions, lattice_count
+from .config import SearchConfig, SearchRequest, choose_search
+from .launch import LaunchTemplate
+from .layout import (
     Chunk,
     WindowGeometry,
     max_pairs_per_launch,

@@ -14,16 +14,16 @@ from typing import Any
 
 import numpy as np
 
-from ..core.buffers import int_buffer, memory_limits
-from ..core.kernels import kernel
-from ..core.plans import Plan
-from ..core.runtime import Runtime
-from ..core.sinks import MatchesSink
-from ..core.upload import check_peak
-from ..core.volumes import Volume, as_volume, magnitude_limit
-from .knn_config import TOPK_HEAP, KnnConfig, heap_level_fits, team_buffer, team_rows, topk_variant
-from .knn_gemm import GemmSearch
-from .matches import Matches, grid_positions
+from ...core.buffers import int_buffer, memory_limits
+from ...core.kernels import kernel
+from ...core.plans import Plan
+from ...core.runtime import Runtime
+from ...core.sinks import MatchesSink
+from ...core.upload import check_peak
+from ...core.volumes import Volume, as_volume, magnitude_limit
+from ..matches import Matches, grid_positions
+from .config import TOPK_HEAP, KnnConfig, heap_level_fits, team_buffer, team_rows, topk_variant
+from .gemm import GemmSearch
 
 __all__ = ["WORK_PER_LAUNCH", "KnnPlan", "heap_slots", "launch_work", "query_bytes"]
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..core.validate import check_choice, check_int
-from .knn_config import (
+from ...core.validate import check_choice, check_int
+from .config import (
     KNN_METHODS,
     TOPK_NAMES,
     KnnConfig,

@@ -1,7 +1,7 @@
 """The NNF's k-d tree over b's reduced points, built on the device level by level (a
 bitonic sort of every node's points on its split dimension, then the medians):
 `KdTree.build` (kernels in `cl_src/match/nnf_index.cl.mako`; the algorithm is the module
-doc of clpatch/match/nnf.py)."""
+doc of clpatch/match/nnf/search.py)."""
 
 from __future__ import annotations
 

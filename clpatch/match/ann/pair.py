@@ -2,7 +2,7 @@
 
 With one tiling a reference at a tile's edge finds candidates on one side only, where the
 exact windowed search looks the same distance every way; BM3D on such groups lost about
-0.1 dB more than with the better of two tilings (`clpatch.match.ann_params`: the plain
+0.1 dB more than with the better of two tilings (`clpatch.match.ann.params`: the plain
 tiling and the one of origin tile // 2). `AnnPair` plans both on the same input: each
 clusters its own tiles and answers only the references that lie nearer their tile's
 centre in it, so the two write disjoint references of one output. It is an `AnnPlan` (the
@@ -15,10 +15,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from ..core.runtime import Runtime
-from .ann_params import AnnConfig, AnnRequest, pair_origin
-from .ann_plan import AnnPlan
-from .window_layout import Chunk
+from ...core.runtime import Runtime
+from ..window.layout import Chunk
+from .params import AnnConfig, AnnRequest, pair_origin
+from .plan import AnnPlan
 
 __all__ = ["AnnPair"]
 

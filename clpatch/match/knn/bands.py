@@ -29,10 +29,10 @@ from typing import Any
 import numpy as np
 import pyopencl.array as cla
 
-from ..core.buffers import memory_limits
-from ..core.runtime import Runtime
-from ..core.volumes import Volume
-from .matches import Matches, grid_positions
+from ...core.buffers import memory_limits
+from ...core.runtime import Runtime
+from ...core.volumes import Volume
+from ..matches import Matches, grid_positions
 
 __all__ = ["BandLayout", "band_layout", "run_banded"]
 

@@ -33,11 +33,12 @@ import numpy as np
 import pyopencl.array as cla
 from pyopencl.elementwise import ElementwiseKernel
 
-from ..core.runtime import Runtime, resolve_runtime
-from ..core.validate import check_choice, check_int
-from ..core.volumes import Volume, as_array, as_volume
-from .knn_bands import band_layout, run_banded
-from .knn_config import (
+from ...core.runtime import Runtime, resolve_runtime
+from ...core.validate import check_choice, check_int
+from ...core.volumes import Volume, as_array, as_volume
+from ..matches import Matches
+from .bands import band_layout, run_banded
+from .config import (
     KNN_METHODS,
     KNN_METRICS,
     MAX_CHANNELS,
@@ -46,8 +47,7 @@ from .knn_config import (
     check_knn_params,
     choose_knn,
 )
-from .knn_plan import KnnPlan, query_bytes
-from .matches import Matches
+from .plan import KnnPlan, query_bytes
 
 __all__ = ["MAX_CHANNELS", "MAX_PATCH", "KnnPlan", "KnnVectors", "knn", "knn_vectors"]
 
@@ -73,7 +73,7 @@ def knn(query: Any, reference: Any = None, *, patch_size: int = 8, k: int = 16,
     k: neighbours per query patch, 1 to the number of candidates (Hr − p + 1)·(Wr − p + 1).
     metric: "l2", "l1", "chamfer" or "chamfer_sym" (see the module doc).
     step: spacing of the query grid (the last row and column are always included).
-    method: None (the rule in `clpatch.match.knn_config`), "offsets" (l2, l1), "gemm" (l2)
+    method: None (the rule in `clpatch.match.knn.config`), "offsets" (l2, l1), "gemm" (l2)
         or "direct" (any metric).
     Returns Matches: positions (gy, gx, k, 2) int32 as (y, x) in `reference`, distances
     (gy, gx, k) float32 ascending, grid_y/grid_x the query grid; NumPy arrays for a NumPy

@@ -1,14 +1,14 @@
 """How the clustering ANN's kernels are laid out on a device: work-group sizes, the nodes
 split at once, the query's local memory, and the rule that picks them (`ann_config`). Any
-layout gives the same matches (clpatch/match/ann_params.py); `AnnPlan`
-(clpatch/match/ann_plan.py) builds and runs the kernels with one.
+layout gives the same matches (clpatch/match/ann/params.py); `AnnPlan`
+(clpatch/match/ann/plan.py) builds and runs the kernels with one.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from .ann_params import LEAF, SAMPLES, AnnConfig, AnnRequest, candidate_bound
+from .params import LEAF, SAMPLES, AnnConfig, AnnRequest, candidate_bound
 
 __all__ = ["BANKS", "CENTRE_FLOATS", "DEEP_TILE_GROUP", "DEEP_TILE_PER_UNIT", "DEEP_TILE_RATIO",
            "GROUP", "MANY_TILES_GROUP", "MANY_TILES_PER_UNIT",

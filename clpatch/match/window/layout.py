@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from ..core.buffers import halve_until_fits
-from ..core.errors import DeviceResourceError
+from ...core.buffers import halve_until_fits
+from ...core.errors import DeviceResourceError
 
 # Distance evaluations (reference × candidate) per launch: on a GPU, about 0.1 s of work
 # at the H100's rate; on a CPU device, which evaluates about 2e7 a second (PoCL on 2 cores,

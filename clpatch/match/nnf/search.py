@@ -8,7 +8,7 @@ squared differences over the patch and channels); the k best come back with thei
 distances. The algorithm, fixed so that a NumPy implementation reproduces the fields bit
 for bit (tests/reference/nnf.py):
 
-1. PCA model from a seeded random subset of both images' patches (clpatch/match/nnf_pca.py).
+1. PCA model from a seeded random subset of both images' patches (clpatch/match/nnf/pca.py).
 2. Every patch projected to the model (float32, each product and sum rounded on its own).
 3. A balanced k-d tree over b's reduced points: L levels so that leaf_size · 2^L ≥ Nb,
    padding points at +inf. A node's split dimension is the first of largest spread of its
@@ -74,14 +74,14 @@ from typing import Any
 import numpy as np
 import pyopencl as cl
 
-from ..core.buffers import BufferPool
-from ..core.kernels import kernel
-from ..core.runtime import Runtime, resolve_runtime
-from ..core.upload import Uploader, check_peak
-from ..core.validate import check_int
-from ..core.volumes import Volume, as_volume, magnitude_limit
-from .matches import Matches
-from .nnf_plan import (
+from ...core.buffers import BufferPool
+from ...core.kernels import kernel
+from ...core.runtime import Runtime, resolve_runtime
+from ...core.upload import Uploader, check_peak
+from ...core.validate import check_int
+from ...core.volumes import Volume, as_volume, magnitude_limit
+from ..matches import Matches
+from .plan import (
     BAND,
     EFFORT_DIMS,
     EXPAND,

@@ -1,20 +1,20 @@
 """`ann_search`: the clustering ANN of Tsai et al. (tiled hierarchical clustering, then each
 cluster's kNN by voting) as one call, and as the filters' `search="ann"` engine.
 
-The algorithm and its exact rules are in `clpatch.match.ann_params`; the device code in
-`clpatch.match.ann_plan` and `cl_src/match/ann.cl.mako`.
+The algorithm and its exact rules are in `clpatch.match.ann.params`; the device code in
+`clpatch.match.ann.plan` and `cl_src/match/ann.cl.mako`.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ..core.runtime import Runtime, resolve_runtime
-from ..core.volumes import Volume, as_volume
-from .ann_pair import AnnPair
-from .ann_params import AnnRequest, check_ann_request, largest_k
-from .ann_plan import AnnPlan
-from .matches import Matches
+from ...core.runtime import Runtime, resolve_runtime
+from ...core.volumes import Volume, as_volume
+from ..matches import Matches
+from .pair import AnnPair
+from .params import AnnRequest, check_ann_request, largest_k
+from .plan import AnnPlan
 
 __all__ = ["DEFAULT_TILE", "FILTER_NEIGHBOUR_CLUSTERS", "FILTER_TILE", "FILTER_TILINGS",
            "ann_matcher", "ann_search", "filter_request"]

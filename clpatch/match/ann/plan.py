@@ -1,4 +1,4 @@
-"""`AnnPlan`: the clustering ANN (clpatch/match/ann_params.py) compiled for one input shape,
+"""`AnnPlan`: the clustering ANN (clpatch/match/ann/params.py) compiled for one input shape,
 as a matcher (clpatch/match/matcher.py).
 
 Two kernels, one work-group per tile each (`cl_src/match/ann.cl.mako`): the first
@@ -14,14 +14,17 @@ from typing import Any
 
 import numpy as np
 
-from ..core.buffers import int_buffer, memory_limits
-from ..core.errors import DeviceResourceError
-from ..core.kernels import kernel, render
-from ..core.runtime import Runtime
-from ..core.sinks import MatchesSink
-from ..core.volumes import Volume, magnitude_limit
-from .ann_layout import REGISTER_VOTE, ann_config, pitch_order, query_bytes, split_nodes
-from .ann_params import (
+from ...core.buffers import int_buffer, memory_limits
+from ...core.errors import DeviceResourceError
+from ...core.kernels import kernel, render
+from ...core.runtime import Runtime
+from ...core.sinks import MatchesSink
+from ...core.volumes import Volume, magnitude_limit
+from ..matcher_plan import MatcherPlan
+from ..matches import Matches, grid_positions
+from ..window.layout import Chunk, upload_chunk
+from .layout import REGISTER_VOTE, ann_config, pitch_order, query_bytes, split_nodes
+from .params import (
     LEAF,
     POWER_ITERATIONS,
     SAMPLES,
@@ -33,9 +36,6 @@ from .ann_params import (
     tile_edges,
     tile_of,
 )
-from .matcher_plan import MatcherPlan
-from .matches import Matches, grid_positions
-from .window_layout import Chunk, upload_chunk
 
 __all__ = ["AnnPlan"]
 
@@ -57,7 +57,7 @@ class AnnPlan(MatcherPlan):
     bounds the memory of one band of tile rows (default: the device's). `origin` is the
     tiling's (y, x) origin; with `versus`, the other tiling's origin, this plan answers
     only the references nearer their tile's centre here than there (ties: the tiling of
-    origin (0, 0); see `clpatch.match.ann_params` and `AnnPair`). `last_events` holds the
+    origin (0, 0); see `clpatch.match.ann.params` and `AnnPair`). `last_events` holds the
     (stage, event) pairs of the last `run`: upload, convert, ann (two launches per band:
     clustering, query).
     """

@@ -12,9 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from ..core.buffers import BufferPool
-from ..core.kernels import kernel
-from .knn_config import KnnConfig
+from ...core.buffers import BufferPool
+from ...core.kernels import kernel
+from .config import KnnConfig
 
 __all__ = ["GemmSearch"]
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..core.errors import DeviceResourceError
+from ...core.errors import DeviceResourceError
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
-from ..core.validate import check_choice, check_int
+from ...core.validate import check_choice, check_int
 
 __all__ = ["KNN_METHODS", "TOPK_HEAP", "TOPK_GROUP", "TOPK_WARP", "RULE_TOPK", "topk_variant",
            "heap_level_fits",

@@ -19,10 +19,10 @@ from typing import Any
 
 import numpy as np
 
-from ..core.buffers import int_buffer
-from ..core.kernels import kernel
-from ..core.validate import check_choice
-from .matches import grid_positions
+from ...core.buffers import int_buffer
+from ...core.kernels import kernel
+from ...core.validate import check_choice
+from ..matches import grid_positions
 
 VIDEO_SEARCHES = ("naive", "window", "patch")
 

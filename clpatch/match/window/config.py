@@ -15,8 +15,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from ..core.profiles import NEIGHBOUR_TABLES, DeviceProfile
-from .matches import lattice_count
+from ...core.profiles import NEIGHBOUR_TABLES, DeviceProfile
+from ..matches import lattice_count
 
 SEARCH_VARIANTS = ("naive", "convolution", "square", "column")
 

@@ -15,10 +15,10 @@ import inspect
 from dataclasses import dataclass
 from typing import Any
 
-from ..core.validate import check_choice, check_int
-from . import nnf as engine
-from .nnf_pca import SAMPLES
-from .nnf_plan import BAND, POLISH, REFINE, VISITS, hard_effort, tree_levels
+from ...core.validate import check_choice, check_int
+from . import search as engine
+from .pca import SAMPLES
+from .plan import BAND, POLISH, REFINE, VISITS, hard_effort, tree_levels
 
 __all__ = ["NNF_METHODS", "NnfExplanation", "explain_nnf"]
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from .window_layout import Chunk, launch_pieces
+from .layout import Chunk, launch_pieces
 
 #: Argument positions of the run's buffers in every search launch (see `cl_src/match/
 #: search.cl.mako`'s common arguments): the planar image, out_pos, out_dist.

@@ -16,7 +16,7 @@ Py − o ≥ 2 · tile): its run boundaries are then o + i · tile, i ≥ 1, so 
 (Py − o) // tile runs, the first one [0, o + tile) absorbing the o leading positions and
 the last one the remainder; every run still holds `tile` to 2 · tile − 1 positions
 (`tile_edges`; origin 0 is the plain tiling above). The filters' ANN (`search="ann"`,
-clpatch/match/ann.py) runs two tilings of one image: the plain one and the one of origin
+clpatch/match/ann/search.py) runs two tilings of one image: the plain one and the one of origin
 tile // 2 on each axis where that leaves two runs (`pair_origin`; else 0 on that axis). It
 answers each reference from the tiling in which it lies nearer its tile's centre: there
 its distance is max(|2y − (y0 + y1 − 1)|, |2x − (x0 + x1 − 1)|) for its tile
@@ -87,7 +87,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core.validate import check_int
+from ...core.validate import check_int
 
 __all__ = ["LEAF", "MAX_K", "MAX_NEIGHBOUR_CLUSTERS", "MAX_PATCH", "MAX_TILE", "MAX_VALUES",
            "POWER_ITERATIONS", "SAMPLES", "AnnConfig", "AnnRequest", "candidate_bound",

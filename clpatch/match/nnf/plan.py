@@ -1,7 +1,7 @@
 """The NNF's plan: for two image shapes and the parameters, the compiled kernels and the
 device buffers, reused between runs (`cl_src/match/nnf_index.cl.mako`,
 `nnf_search.cl.mako` and `nnf_rank.cl.mako` hold the kernels and their launch layouts; the
-algorithm is the module doc of clpatch/match/nnf.py).
+algorithm is the module doc of clpatch/match/nnf/search.py).
 
 A run uploads both images (checked by the conversion), fits the PCA model on the host from
 a seeded sample, projects every patch on the device, builds the k-d tree level by level
@@ -20,17 +20,17 @@ from typing import Any
 import numpy as np
 import pyopencl as cl
 
-from ..core.buffers import memory_limits
-from ..core.kernels import kernel
-from ..core.plans import Plan
-from ..core.runtime import Runtime
-from ..core.sinks import MatchesSink
-from ..core.upload import check_peak
-from ..core.volumes import Volume, as_volume, magnitude_limit
-from .matches import Matches
-from .nnf_bands import NnfBand, plan_bands, rows_per_band
-from .nnf_pca import fit_rows, patch_vectors, sample_picks
-from .nnf_tree import KdTree
+from ...core.buffers import memory_limits
+from ...core.kernels import kernel
+from ...core.plans import Plan
+from ...core.runtime import Runtime
+from ...core.sinks import MatchesSink
+from ...core.upload import check_peak
+from ...core.volumes import Volume, as_volume, magnitude_limit
+from ..matches import Matches
+from .bands import NnfBand, plan_bands, rows_per_band
+from .pca import fit_rows, patch_vectors, sample_picks
+from .tree import KdTree
 
 __all__ = ["BAND", "EFFORT_DIMS", "EXPAND", "EXPAND_LEAVES", "EXPAND_VISITS", "HALO", "POLISH",
            "REFINE", "SORT_BLOCK", "VISITS", "NnfPlan", "hard_effort", "tree_levels"]
@@ -61,7 +61,7 @@ POLISH = 2
 #: Pairs a work-group sorts in local memory (at most; a power of two).
 SORT_BLOCK = 2048
 #: Rows beyond its own that a query's field depends on through the checkerboard passes
-#: (one per half-pass of the refinement and of the polish; `clpatch.match.nnf_bands`).
+#: (one per half-pass of the refinement and of the polish; `clpatch.match.nnf.bands`).
 HALO = 2 * (REFINE + POLISH)
 
 
@@ -104,7 +104,7 @@ class NnfPlan(Plan):
                  seed: int, device_output: bool, tile_bytes: int | None = None) -> None:
         """`tile_bytes`: the memory a run may take (None: the device's, see
         `clpatch.core.buffers.memory_limits`); a larger `a` is searched in bands of rows
-        (`clpatch.match.nnf_bands`), with the same field."""
+        (`clpatch.match.nnf.bands`), with the same field."""
         super().__init__(runtime)
         self.ha, self.wa, self.hb, self.wb, self.channels = ha, wa, hb, wb, channels
         self.p, self.k, self.dims, self.m = patch_size, k, pca_dims, candidates
@@ -150,7 +150,7 @@ class NnfPlan(Plan):
                            order_bytes=max(4 * self.n_pad, 8 * na))
 
     def _plan_bands(self, tile_bytes: int | None) -> list[NnfBand]:
-        """a's bands (one when a fits beside b; `clpatch.match.nnf_bands`)."""
+        """a's bands (one when a fits beside b; `clpatch.match.nnf.bands`)."""
         c, dr, m, k = self.channels, self.dims, self.m, self.k
         largest, total = memory_limits(self.runtime, tile_bytes)
         nodes = max(2, 1 << self.levels)

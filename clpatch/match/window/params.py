@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..core.validate import check_bool, check_choice, check_int
-from .matches import min_candidates
-from .window_config import SearchRequest
+from ...core.validate import check_bool, check_choice, check_int
+from ..matches import min_candidates
+from .config import SearchRequest
 
 METRICS = ("l2", "l1")
 MAX_PATCH = 32

@@ -20,13 +20,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..core.runtime import Runtime, resolve_runtime
-from ..core.validate import check_int, k_or_n
-from ..core.volumes import Volume, as_volume
-from .matches import Matches
-from .window import SearchPlan
-from .window_config import SearchConfig, choose_search
-from .window_params import MAX_TEMPORAL_WINDOW, check_fits, check_search_request
+from ...core.runtime import Runtime, resolve_runtime
+from ...core.validate import check_int, k_or_n
+from ...core.volumes import Volume, as_volume
+from ..matches import Matches
+from .config import SearchConfig, choose_search
+from .params import MAX_TEMPORAL_WINDOW, check_fits, check_search_request
+from .plan import SearchPlan
 
 #: Search plans kept per runtime (least recently used dropped first).
 PLANS_KEPT = 16
