@@ -8,7 +8,7 @@ set -u
 export PYTHONPATH=$PWD:$PYTHONPATH
 (cd benchmarks && timeout 200 python3 bench_given_matches.py --json $OUT/given_matches_h200.json) \
     2>&1 | grep -v -i warning | tee $OUT/given_matches_h200.txt
-CLPATCH_SLOW=1 CLPATCH_TEST_DEVICES=nvidia timeout 370 python3 -m pytest -q -n 8 \
+CLPATCH_SLOW=1 CLPATCH_TEST_DEVICES=nvidia timeout 330 python3 -m pytest -q -n 8 \
     -p no:cacheprovider -rfE tests > $OUT/pytest_h200_full.log 2>&1
 echo "pytest rc $?"
 tail -3 $OUT/pytest_h200_full.log; grep -E "^(FAILED|ERROR)" $OUT/pytest_h200_full.log | head -30
