@@ -12,23 +12,31 @@
 %>
 //
 // check_matches. Launch: global (entries), any local size; work-item e checks entry e of
-// the caller's matches (e < refs * K).
+// the caller's matches (e < refs * K) and measures how far it lies from its reference.
 // Arguments:
-//   pos, dist       the caller's matches: refs references of K entries (lib/matches.mako)
+//   pos, dist       the caller's matches: refs references of K entries (lib/matches.mako),
+//                   [frame][gy][gx][K]
 //   entries, K      refs * K, entries per reference
+//   ys, xs, gy, gx  the grid: top-left row of every grid row, column of every grid column
 //   max_t, max_y, max_x   the largest valid frame, row and column of a top-left corner
 //                   (frames - 1, rows - patch, cols - patch; max_t unused for images)
-//   bad             one uint, or-ed with 1: a position out of range, 2: a distance NaN,
-//                   infinite or negative, 4: a distance below its predecessor's (the
-//                   contract's ascending order). The caller zeroes it first.
+//   bad             two uints the caller zeroes first: bad[0] or-ed with 1: a position out of
+//                   range, 2: a distance NaN, infinite or negative, 4: a distance below its
+//                   predecessor's (the contract's ascending order); bad[1] the largest
+//                   |row| or |column| offset of a position in range from its reference
 __kernel void check_matches(__global const int *restrict pos,
                             __global const float *restrict dist, const int entries,
-                            const int K, const int max_t, const int max_y, const int max_x,
+                            const int K, __global const int *restrict ys,
+                            __global const int *restrict xs, const int gy, const int gx,
+                            const int max_t, const int max_y, const int max_x,
                             __global volatile uint *bad)
 {
     const int e = get_global_id(0);
     if (e >= entries)
         return;
+    const int ref = e / K;
+    const int col = ref % gx;
+    const int row = (ref / gx) % gy;
     uint flags = 0;
 % if DIM == 3:
     const int t = ${mt.pos_t("pos", "e", DIM)};
@@ -39,6 +47,8 @@ __kernel void check_matches(__global const int *restrict pos,
     const int x = ${mt.pos_x("pos", "e", DIM)};
     if (y < 0 || y > max_y || x < 0 || x > max_x)
         flags |= 1u;
+    else
+        atomic_max(bad + 1, (uint)max(abs(y - ys[row]), abs(x - xs[col])));
     const float d = ${mt.dist("dist", "e")};
     if (!(d >= 0.0f) || isinf(d))
         flags |= 2u;

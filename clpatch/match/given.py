@@ -9,8 +9,10 @@ positions are read as top-left corners of patches of the filtered input (frames 
 video), their distances as the filter's own search would give them (sums of squared
 differences over the patch and the searched channels: metric "l2"), and each reference
 keeps its first k. Wherever the candidates lie, the filter reads them: every chunk of the
-filter uploads whole frames (`reach` spans the image), so a filter on given matches
-does not cut a large image into bands that save memory.
+filter uploads whole frames, so a filter on given matches does not cut a large image
+into bands that save memory. BM3D's fixed-point scales follow how far the matches lie from
+their references (their spread, or the window they were searched in when wider): on the
+windowed search's own matches they are that search's, and so is the result, bit for bit.
 
 Values are checked when the matcher takes the matches (`use`): positions within the input,
 distances finite, non-negative and ascending; NumPy matches on the host, device matches
@@ -28,7 +30,7 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
 
-from ..core.buffers import BufferPool
+from ..core.buffers import BufferPool, int_buffer
 from ..core.inflight import settle
 from ..core.kernels import kernel
 from ..core.upload import Uploader
@@ -113,9 +115,12 @@ class GivenMatcher:
         self.grid_y = grid_positions(rows, p, s)
         self.grid_x = grid_positions(cols, p, s)
         self.dim = 3 if video else 2
-        # Candidates may lie anywhere: the reach bounds both axes (BM3D's fixed-point scales
-        # count the references that can reach a pixel from it, in rows and columns alike).
+        # Until matches are given, candidates may lie anywhere: the reach bounds both axes
+        # (BM3D's fixed-point scales count the references that can reach a pixel from it,
+        # in rows and columns alike). `use` sets it from the matches (`spread`).
         self.reach = max(rows, cols) - p
+        self._grid = (int_buffer(runtime.context, self.grid_y),
+                      int_buffer(runtime.context, self.grid_x))
         self.stagger: tuple[int, ...] = ()
         self.ref_x = None
         self.config = GivenConfig(request.n)
@@ -148,10 +153,10 @@ class GivenMatcher:
                 if not array.flags.c_contiguous or array.offset != 0:
                     raise ValueError(f"{name}.{what} must be C-contiguous at offset 0 (a "
                                      "whole array, not a view)")
-            self._check_device(m, limits, name)
+            spread = self._check_device(m, limits, name)
             src = (m.positions.base_data, m.distances.base_data)
         else:
-            _check_host(m, limits, name)
+            spread = _check_host(m, limits, self.grid_y, self.grid_x, name)
             queue = self.runtime.queue
             pos = self.pool.get("given_pos", m.positions.nbytes)
             dist = self.pool.get("given_dist", m.distances.nbytes)
@@ -160,20 +165,27 @@ class GivenMatcher:
             cl.enqueue_copy(queue, dist, np.ascontiguousarray(m.distances))
             src = (pos, dist)
         self.matches, self._src = m, src
+        # As far as a run's groups may reach: the matches' spread, or the window they claim
+        # when wider (so that the windowed search's own matches give BM3D the fixed-point
+        # scales of that search, and the same result).
+        self.reach = max(spread, m.window // 2)
 
-    def _check_device(self, m: Matches, limits: tuple[int, int, int], name: str) -> None:
+    def _check_device(self, m: Matches, limits: tuple[int, int, int], name: str) -> int:
+        """Check device matches (ValueError naming `name`); returns their spread."""
         queue = self.runtime.queue
         entries = int(m.distances.size)
-        flag = self.pool.get("given_flag", 4)
-        host = np.zeros(1, np.uint32)
+        flag = self.pool.get("given_flag", 8)
+        host = np.zeros(2, np.uint32)
         settle(queue)
         cl.enqueue_copy(queue, flag, host)
         i32 = np.int32
         self._check(queue, (entries,), None, m.positions.base_data, m.distances.base_data,
-                    i32(entries), i32(m.k), *(i32(v) for v in limits), flag)
+                    i32(entries), i32(m.k), *self._grid, i32(len(self.grid_y)),
+                    i32(len(self.grid_x)), *(i32(v) for v in limits), flag)
         settle(queue)
         cl.enqueue_copy(queue, host, flag)
         _raise_flags(int(host[0]), limits, name)
+        return int(host[1])
 
     # ---- the matcher's face ----------------------------------------------------------------
 
@@ -214,7 +226,10 @@ class GivenMatcher:
         return magnitude_limit(self.request.patch_size, self.channels)
 
 
-def _check_host(m: Matches, limits: tuple[int, int, int], name: str) -> None:
+def _check_host(m: Matches, limits: tuple[int, int, int], grid_y: np.ndarray,
+                grid_x: np.ndarray, name: str) -> int:
+    """Check host matches (ValueError naming `name`); returns their spread: the largest
+    |row| or |column| offset of a position from its reference."""
     pos = np.asarray(m.positions)
     dist = np.asarray(m.distances)
     flags = 0
@@ -227,6 +242,11 @@ def _check_host(m: Matches, limits: tuple[int, int, int], name: str) -> None:
     elif dist.shape[-1] > 1 and np.any(np.diff(dist, axis=-1) < 0):
         flags |= 4
     _raise_flags(flags, limits, name)
+    if not pos.size:
+        return 0
+    dy = np.abs(pos[..., -2].astype(np.int64) - grid_y[:, None, None])
+    dx = np.abs(pos[..., -1].astype(np.int64) - grid_x[None, :, None])
+    return int(max(dy.max(), dx.max()))
 
 
 def _raise_flags(flags: int, limits: tuple[int, int, int], name: str) -> None:

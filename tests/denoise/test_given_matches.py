@@ -10,6 +10,8 @@ import pyopencl.array as cla
 import pytest
 
 import clpatch
+from clpatch.match.given import GivenMatcher
+from clpatch.match.window.config import SearchRequest
 from tests.denoise.test_bm3d import ATOL, fixed_available
 from tests.helpers import assert_close, smooth_noisy
 from tests.reference.bm3d import bm3d_reference
@@ -159,7 +161,9 @@ def test_bm3d_on_random_and_knn_matches_matches_oracle(runtime):
 
 
 def test_bm3d_stage1_on_its_own_search_is_the_same(runtime):
-    image = smooth_noisy((37, 45), seed=13)
+    """The same groups give the same result, fixed-point scales included: at 96x128 a
+    scale bounded by the whole image (not the search's window) would round differently."""
+    image = smooth_noisy((96, 128), seed=13)
     # The fast preset's stage 1: 8x8 patches, step 6, window 35, groups of 16.
     m = clpatch.search_patches(image, patch_size=8, step=6, window=35, k=16, runtime=runtime)
     out = clpatch.bm3d(image, SIGMA, matches=(m, None), runtime=runtime)
@@ -212,3 +216,28 @@ def test_bad_matches_are_refused(runtime):
         clpatch.bm3d(image, SIGMA, matches=(m, m, m), runtime=runtime)
     with pytest.raises(ValueError, match=r"matches\[1\] must sit on the filter's grid"):
         clpatch.bm3d(image, SIGMA, matches=(m, changed()), step=(4, 5), runtime=runtime)
+
+
+def test_reach_is_the_matches_spread_or_their_window(runtime):
+    """BM3D's fixed-point scales follow `reach`: the windowed search's matches keep its
+    half window (so the scales, hence the bits, are that search's, which the test above
+    checks where the device has the "fixed" aggregation); other matches their spread,
+    measured on the host or, for device matches, by the check kernel."""
+    image = smooth_noisy((40, 52), seed=15)
+    searched = clpatch.search_patches(image, patch_size=8, step=4, window=21, k=8,
+                                      runtime=runtime)
+    r = random_matches(image, 8, 4, 8, seed=16)
+    gy, gx = grid(40, 8, 4), grid(52, 8, 4)
+    spread = max(np.abs(r.positions[..., 0] - gy[:, None, None]).max(),
+                 np.abs(r.positions[..., 1] - gx[None, :, None]).max())
+    request = SearchRequest(8, 4, 8, 21, 1, "l2", False)
+    matcher = GivenMatcher(runtime, 1, 40, 52, 1, request)
+    assert matcher.reach == 52 - 8                      # before any matches: anywhere
+    q = runtime.queue
+    for m, expected in ((searched, 10), (r, spread)):
+        matcher.use(m)
+        assert matcher.reach == max(expected, 10 if m is searched else 0)
+        device = clpatch.Matches(**{**vars(m), "positions": cla.to_device(q, m.positions),
+                                    "distances": cla.to_device(q, m.distances)})
+        matcher.use(device)
+        assert matcher.reach == max(expected, 10 if m is searched else 0)
