@@ -224,6 +224,7 @@ def test_denoise_bm3d_gray_and_16_bit(capsys, tmp_path, runtime):
     assert diff.max() <= 0.01, diff.max()
 
 
+@pytest.mark.slow       # 39 s on PoCL; the library's CBM3D reference tests run in CI
 def test_denoise_cbm3d_reference_preset(capsys, tmp_path, runtime):
     image = noisy(crop("astronaut"), 20)
     src, dst = tmp_path / "colour.png", tmp_path / "colour-out.png"

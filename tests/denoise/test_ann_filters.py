@@ -102,7 +102,8 @@ BM3D_TILE_BYTES = {"fast": 320_000, "reference": 700_000}
 BM3D_ROWS = {"fast": 109, "reference": 130}
 
 
-@pytest.mark.parametrize("preset", ["fast", "reference"])
+# CI: the fast preset (the reference preset: 59 s on PoCL, make test-slow).
+@pytest.mark.parametrize("preset", ["fast", pytest.param("reference", marks=pytest.mark.slow)])
 def test_bm3d_tiles_are_bit_identical_with_fixed_point(runtime, preset):
     if not runtime.profile.int64_atomics:
         pytest.skip("no 64-bit atomics")
@@ -185,6 +186,7 @@ def burst(frames: int = 6, rows: int = 56, cols: int = 64, colour: bool = False,
     return synthetic_burst(clean, frames, BURST_SIGMA, seed=seed)
 
 
+@pytest.mark.slow       # a quality check (27 s on PoCL); the oracle tests run in CI
 def test_burst_beats_the_single_frame(runtime):
     noisy, clean = burst()
     out = clpatch.burst_denoise(noisy, BURST_SIGMA, runtime=runtime)

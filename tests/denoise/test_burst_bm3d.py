@@ -106,6 +106,7 @@ def test_burst_bm3d_equals_the_oracle(runtime, stages):
 
 # ---- quality ------------------------------------------------------------------------------
 
+@pytest.mark.slow       # a quality check (18 s on PoCL); the oracle tests run in CI
 def test_burst_bm3d_beats_bm3d_on_the_reference_frame(runtime):
     noisy, clean = camera_burst(8)
     out = clpatch.burst_denoise(noisy, SIGMA, method="bm3d", runtime=runtime)

@@ -4,7 +4,7 @@ reconstruct, grid_positions (see this package's docstring for the rule)."""
 from __future__ import annotations
 
 import numpy as np
-from hypothesis import event, given
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 import clpatch
@@ -111,6 +111,8 @@ def test_knn_vectors(runtime, data):
         assert qs.valid and rs.valid
 
 
+# Every example builds programs of its own (patch, k, tile): 6 in CI (12 cost 87 s on PoCL).
+@settings(max_examples=300 if LONG else 6)
 @given(data=st.data())
 def test_ann_search(runtime, data):
     pick = start(data)
