@@ -18,7 +18,10 @@ Values are checked when the matcher takes the matches (`use`): positions within 
 distances finite, non-negative and ascending; NumPy matches on the host, device matches
 by a kernel whose flag is read at once (the synchronous part of planning). The copy into
 the filter's buffers clamps positions to the input, so that whatever a device buffer holds
-by the time a run reads it, no kernel reads outside the image.
+by the time a run reads it, no kernel reads outside the image. (Device matches changed
+after a call or plan took them are not checked again: BM3D's fixed-point scales follow the
+spread measured when they were taken, and a plan of `clpatch.make_plan` keeps the matches
+it was made with.)
 """
 
 from __future__ import annotations
