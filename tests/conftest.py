@@ -6,7 +6,9 @@ else every non-simulator OpenCL device found. Oclgrind is used by the oclgrind t
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -17,7 +19,10 @@ from clpatch.core.devices import is_simulator, list_devices
 
 # Tests never read the user's tuning cache: tuned choices would change which configuration
 # runs (never the results), and some tests check the rule-based choice.
-os.environ["CLPATCH_TUNING"] = str(Path(tempfile.mkdtemp(prefix="clpatch-tests-")) / "tuning.json")
+# The folder goes when the process ends (each pytest-xdist worker has its own).
+_TUNING_DIR = tempfile.mkdtemp(prefix="clpatch-tests-")
+atexit.register(shutil.rmtree, _TUNING_DIR, True)
+os.environ["CLPATCH_TUNING"] = str(Path(_TUNING_DIR) / "tuning.json")
 
 _runtimes: dict[str, clpatch.Runtime] = {}
 

@@ -24,7 +24,7 @@ from ..core.validate import check_int
 INT32_MAX = 2**31 - 1
 
 
-@dataclass
+@dataclass(repr=False)
 class Matches:
     """The k nearest patches of every reference patch.
 
@@ -50,6 +50,23 @@ class Matches:
     metric: str
     temporal_window: int
     config: Any
+
+    def __repr__(self) -> str:
+        """One line: shape, k, how they were found, the distances' range (NumPy arrays; a
+        device array's range would need a read, so it is not shown)."""
+        lead = tuple(self.distances.shape[:-3])
+        gy, gx = self.distances.shape[-3:-1]
+        where = "device" if hasattr(self.distances, "queue") else "NumPy"
+        config = self.config
+        engine = (getattr(config, "variant", None) or getattr(config, "method", None)
+                  or (type(config).__name__ if config is not None else "given"))
+        span = ""
+        if where == "NumPy" and self.distances.size:
+            d = np.asarray(self.distances)
+            span = f", distances {float(np.min(d)):.4g}..{float(np.max(d)):.4g}"
+        frames = f"{lead[0]} frames x " if lead else ""
+        return (f"Matches({frames}{gy}x{gx} references x k={self.k}, patch {self.patch_size}, "
+                f"step {self.step}, {self.metric}, {engine}{span}, {where} arrays)")
 
     @property
     def n(self) -> int:
