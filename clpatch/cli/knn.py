@@ -16,7 +16,7 @@ from ..io.images import read_array
 from ..io.outputs import TemporaryOutput
 from ..match.knn.search import knn
 from .common import CommandError, add_device_option, builds_note
-from .outputs import Writing, check_outputs
+from .outputs import Writing, check_npz, check_outputs
 
 KNN_METRICS = ("l2", "l1", "chamfer", "chamfer_sym")
 
@@ -58,6 +58,7 @@ def summary(result: Any, reference: np.ndarray, seconds: float, builds: int) -> 
 
 
 def cmd_knn(args: argparse.Namespace) -> int:
+    check_npz(args.output)
     check_outputs([args.output], inputs=[args.query, args.reference], overwrite=args.overwrite)
     query = _read(args.query, "QUERY")
     reference = _read(args.reference, "REFERENCE") if args.reference else None

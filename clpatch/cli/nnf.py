@@ -23,7 +23,7 @@ from ..io.images import MODES, ImageInfo, output_format, quantize, read_array, w
 from ..io.outputs import TemporaryOutput
 from ..match.nnf.search import nnf, reconstruct
 from .common import CommandError, add_device_option, builds_note, device_line, seed_number
-from .outputs import Writing, check_outputs
+from .outputs import Writing, check_npz, check_outputs
 
 #: What the .npz holds besides the field (the parameters it was computed with).
 SAVED_PARAMETERS = ("patch_size", "k", "pca_dims", "candidates", "leaf_size", "seed")
@@ -110,6 +110,7 @@ def summary(args: argparse.Namespace, a: np.ndarray, b: np.ndarray, result: Any,
 
 
 def cmd_nnf(args: argparse.Namespace) -> int:
+    check_npz(args.output)
     check_outputs([args.output, args.reconstruct], inputs=[args.a, args.b],
                   overwrite=args.overwrite)
     a = _read(args.a, "A")

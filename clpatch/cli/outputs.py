@@ -1,5 +1,6 @@
 """The output rule of every command that writes files, as the command line applies it.
 
+- `check_npz`: an archive's name ends in .npz.
 - `check_outputs` runs before any work: an output may not be one of the inputs (the same file,
   also through symlinks and hard links) nor another output, its folder must exist and be
   writable, it may not be a directory (except a video's directory of frames), and an existing
@@ -28,6 +29,15 @@ OVERWRITE_OPTION = "--overwrite"
 INTERRUPTED_CODE = 130  # the shell's code for a process stopped by SIGINT
 # What `clpatch.cli.main` reports as one error line; anything else keeps its traceback.
 REPORTED = (CommandError, ClpatchError, ValueError, TypeError, OSError, LookupError, cl.Error)
+
+
+def check_npz(path: str | None, option: str = "--output") -> None:
+    """An archive output must say what it is: a CommandError naming `option` unless `path`
+    (None: not asked for) ends in .npz (numpy.savez writes what it is given, so `-o res.txt`
+    wrote an archive named res.txt)."""
+    if path and not path.lower().endswith(".npz"):
+        raise CommandError(f"{option} {path}: the result is a NumPy .npz archive; give a "
+                           "name ending in .npz")
 
 
 def check_outputs(outputs: Sequence[str | None], *, inputs: Sequence[str | None] = (),

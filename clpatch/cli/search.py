@@ -16,7 +16,7 @@ from ..io.outputs import TemporaryOutput
 from ..match.window.config import SEARCH_VARIANTS
 from ..match.window.search import search_patches
 from .common import add_device_option, builds_note, device_line
-from .outputs import Writing, check_outputs
+from .outputs import Writing, check_npz, check_outputs
 
 
 def _stats(values: np.ndarray) -> str:
@@ -69,12 +69,13 @@ def _save(path: str, result: Any, runtime: Runtime) -> None:
     with TemporaryOutput(path) as output, open(output.temporary, "wb") as fh:
         np.savez(fh, positions=np.asarray(result.positions), distances=np.asarray(result.distances),
                  grid_y=result.grid_y, grid_x=result.grid_x, patch_size=result.patch_size,
-                 step=result.step, window=result.window, n=result.k, metric=result.metric,
+                 step=result.step, window=result.window, k=result.k, metric=result.metric,
                  temporal_window=result.temporal_window, config=result.config.describe(),
                  device=runtime.device.name.strip())
 
 
 def cmd_search(args: argparse.Namespace) -> int:
+    check_npz(args.output)
     check_outputs([args.output], inputs=[args.image], overwrite=args.overwrite)
     image, video = read_array(args.image)
     with Writing(args.output):

@@ -16,7 +16,14 @@ from clpatch.cli import devices as cli_devices
 from clpatch.cli import main as cli
 from clpatch.core.devices import INSTALL_HELP, is_simulator, list_devices
 from tests.conftest import device_specs
-from tests.helpers import assert_close, check_search, load_image, random_image, read_npz
+from tests.helpers import (
+    assert_close,
+    check_search,
+    load_image,
+    random_image,
+    read_npz,
+    write_png,
+)
 
 REPO = Path(__file__).resolve().parents[2]  # tests/cli/ -> the repository root
 
@@ -135,6 +142,7 @@ def test_search_png_writes_the_result(capsys, tmp_path, runtime):
     assert_close(saved["distances"], expected.distances, rtol=1e-6, atol=1e-3,
                  what="CLI distances vs search_patches")
     assert str(saved["config"]) == expected.config.describe()
+    assert int(saved["k"]) == expected.k             # the one vocabulary: k, not n
 
     class Saved:
         positions, distances = saved["positions"], saved["distances"]
@@ -243,3 +251,15 @@ def test_help_and_no_command(capsys):
     code, _, err = run(capsys, "frobnicate")
     assert code == 2
     assert_one_error_line(err, "invalid choice")
+
+
+@pytest.mark.parametrize("command", ["search", "knn", "nnf"])
+def test_archives_must_be_named_npz(capsys, tmp_path, command):
+    """`-o res.txt` wrote an .npz archive named res.txt: refused before any work, naming
+    the option (exit 1, as the other output errors)."""
+    image = write_png(tmp_path / "in.png", load_image("camera", np.uint8)[:40, :40])
+    argv = {"search": ["search", image], "knn": ["knn", image],
+            "nnf": ["nnf", image, image]}[command]
+    code, out, err = run(capsys, *argv, "-o", tmp_path / "res.txt")
+    assert code == 1 and "--output" in err and "res.txt" in err and ".npz" in err, err
+    assert not (tmp_path / "res.txt").exists()
