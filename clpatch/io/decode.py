@@ -54,9 +54,15 @@ def decode_file(path: Path) -> tuple[list[np.ndarray], str, str | None]:
     check_file(path)
     if path.suffix.lower() == ".npy":
         try:
-            return [np.load(path, allow_pickle=False)], "NPY", None
+            array = np.load(path, allow_pickle=False)
         except (OSError, ValueError, EOFError) as exc:
             raise ImageFileError(f"{path}: not a readable .npy array ({first_line(exc)})") from None
+        # The API's rule (and the video reader's): real numbers only. Complex data lost
+        # its imaginary part here, with a NumPy warning, and the command went on.
+        if array.dtype.kind not in "biuf":
+            raise ImageFileError(f"{path}: {array.dtype} arrays are not supported (only real "
+                                 "numbers)")
+        return [array], "NPY", None
 
     from PIL import Image, UnidentifiedImageError
 

@@ -263,3 +263,12 @@ def test_archives_must_be_named_npz(capsys, tmp_path, command):
     code, out, err = run(capsys, *argv, "-o", tmp_path / "res.txt")
     assert code == 1 and "--output" in err and "res.txt" in err and ".npz" in err, err
     assert not (tmp_path / "res.txt").exists()
+
+
+def test_complex_npy_is_refused_as_the_api_refuses_it(capsys, tmp_path):
+    path = tmp_path / "complex.npy"
+    np.save(path, (np.ones((20, 20)) * (1 + 2j)).astype(np.complex64))
+    for argv in (["search", path], ["denoise", path, tmp_path / "out.npy", "--sigma", 20]):
+        code, out, err = run(capsys, *argv)
+        assert code == 1 and "complex64" in err and "real numbers" in err, err
+        assert not (tmp_path / "out.npy").exists()
