@@ -1,13 +1,15 @@
 # make demo | test | test-slow | install | lint | clean
 #
 # Every target that runs clpatch first creates the virtual environment .venv (when missing,
-# or when pyproject.toml changed) with clpatch installed in editable mode, then makes sure a
-# working OpenCL device exists (scripts/ensure-opencl.sh installs PoCL through apt-get
-# when none does and the user may).
+# or when pyproject.toml changed) with clpatch installed in editable mode (`make demo`: the
+# package alone; the test targets add its test extra), then makes sure a working OpenCL
+# device exists (scripts/ensure-opencl.sh installs PoCL through apt-get when none does and
+# the user may).
 
 PYTHON ?= python3
 VENV   := .venv
 VPY    := $(VENV)/bin/python
+BASE   := $(VENV)/.installed-package
 STAMP  := $(VENV)/.installed
 INTEL  ?= 1
 
@@ -17,8 +19,8 @@ all: test
 
 install: $(STAMP) opencl
 
-# The test extra includes setuptools and wheel: tests/test_wheel.py builds without isolation.
-$(STAMP): pyproject.toml
+# The package alone (what `make demo` needs).
+$(BASE): pyproject.toml
 	@if ! $(VPY) -m pip --version >/dev/null 2>&1; then \
 		rm -rf $(VENV); \
 		$(PYTHON) -m venv $(VENV) || { \
@@ -27,13 +29,19 @@ $(STAMP): pyproject.toml
 			rm -rf $(VENV); exit 1; }; \
 	fi
 	$(VPY) -m pip install -U pip
+	$(VPY) -m pip install -e .
+	touch $(BASE)
+
+# With the test extra (pytest, hypothesis, Oclgrind, Dask, ruff...); it includes setuptools
+# and wheel: tests/test_wheel.py builds without isolation.
+$(STAMP): $(BASE)
 	$(VPY) -m pip install -e '.[test]'
 	touch $(STAMP)
 
-opencl: $(STAMP)
+opencl: $(BASE)
 	sh scripts/ensure-opencl.sh $(VPY)
 
-demo: $(STAMP) opencl
+demo: $(BASE) opencl
 	$(VENV)/bin/clpatch demo
 
 # The suite on the default devices, then on Intel's OpenCL CPU runtime, installed into
