@@ -155,7 +155,9 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "explain", help="say which kernel configuration a call would run, and why",
         description="Which configuration runs for these parameters on the device, and whether "
                     "it was forced, tuned (clpatch autotune) or chosen by rule (Davy-Ehret 4.5).")
-    explain.add_argument("operation", choices=operations())
+    explain.add_argument("operation", choices=operations(),
+                         help="what to explain: a search engine (search, knn, nnf) or a "
+                              "filter (nlmeans, bm3d, vbm3d)")
     explain.add_argument("--patch-size", "-p", type=int, default=None,
                          help="default 8")
     explain.add_argument("--step", "-s", type=int, default=None,
@@ -168,7 +170,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
                               "reference's frame, 7)")
     explain.add_argument("--preset", choices=("fast", "reference"), default="fast",
                          help="bm3d only: the parameter set (default fast)")
-    explain.add_argument("--channels", "-c", type=int, default=1)
+    explain.add_argument("--channels", "-c", type=int, default=1,
+                         help="channels of the input (default 1; 3 for colour)")
     explain.add_argument("--pca-dims", type=int, default=None,
                          help="nnf only: dimensions of the reduced space (default 10)")
     explain.add_argument("--candidates", "-m", type=int, default=None,
@@ -177,7 +180,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
                          help="nnf only: points per leaf of the k-d tree (default 32, or the "
                               "smallest power of two >= --candidates)")
     explain.add_argument("--metric", choices=("l2", "l1", "chamfer", "chamfer_sym"),
-                         default="l2")
+                         default="l2", help="patch distance (default l2; chamfer and "
+                                            "chamfer_sym: knn only, on label images)")
     explain.add_argument("--video", action="store_true", help="a video search (temporal window)")
     explain.add_argument("--search", choices=searches(), default="window",
                          help="nlmeans and bm3d: the search engine (default window, the exact "
@@ -225,10 +229,12 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "bench", help="median kernel times per method and stage on this device",
         description="Kernel times (OpenCL profiling events, median after warm-up) of each "
                     "method's default configuration, split by stage.")
-    bench.add_argument("--method", choices=("search", "nlmeans", "bm3d", "all"), default="all")
+    bench.add_argument("--method", choices=("search", "nlmeans", "bm3d", "all"), default="all",
+                       help="what to time (default all three)")
     bench.add_argument("--size", action="append", metavar="ROWSxCOLS",
                        help="image size, repeatable (default 512x512)")
-    bench.add_argument("--repeats", type=int, default=15)
+    bench.add_argument("--repeats", type=int, default=15,
+                       help="timed runs after the warm-up; the median is reported (default 15)")
     bench.add_argument("--json", metavar="FILE", help="write the results to this JSON file")
     add_device_option(bench)
     bench.set_defaults(func=cmd_bench)

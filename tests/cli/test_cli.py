@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import subprocess
 import sys
@@ -272,3 +273,12 @@ def test_complex_npy_is_refused_as_the_api_refuses_it(capsys, tmp_path):
         code, out, err = run(capsys, *argv)
         assert code == 1 and "complex64" in err and "real numbers" in err, err
         assert not (tmp_path / "out.npy").exists()
+
+
+def test_every_option_has_a_help_text():
+    """`clpatch CMD --help` explains every argument of every command."""
+    parser = cli.build_parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    missing = [f"{name} {a.option_strings or a.dest}" for name, sub in commands.choices.items()
+               for a in sub._actions if a.help is None and not isinstance(a, argparse._HelpAction)]
+    assert not missing, missing
