@@ -157,7 +157,7 @@ def add_command(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("-k", "--k", type=int, default=1, help="neighbours per patch of A (default 1)")
     parser.add_argument("--pca-dims", type=int, default=10,
                         help="dimensions of the reduced space the tree is built in (default 10)")
-    parser.add_argument("--candidates", "-m", type=int, default=8,
+    parser.add_argument("--candidates", type=int, default=8,
                         help="neighbours kept per patch during the search, re-ranked on the "
                         "full patches (default 8)")
     parser.add_argument("--leaf-size", type=int, default=None,

@@ -174,7 +174,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
                          help="channels of the input (default 1; 3 for colour)")
     explain.add_argument("--pca-dims", type=int, default=None,
                          help="nnf only: dimensions of the reduced space (default 10)")
-    explain.add_argument("--candidates", "-m", type=int, default=None,
+    explain.add_argument("--candidates", type=int, default=None,
                          help="nnf only: neighbours kept per patch before re-ranking (default 8)")
     explain.add_argument("--leaf-size", type=int, default=None,
                          help="nnf only: points per leaf of the k-d tree (default 32, or the "

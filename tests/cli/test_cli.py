@@ -282,3 +282,15 @@ def test_every_option_has_a_help_text():
     missing = [f"{name} {a.option_strings or a.dest}" for name, sub in commands.choices.items()
                for a in sub._actions if a.help is None and not isinstance(a, argparse._HelpAction)]
     assert not missing, missing
+
+
+def test_short_options_mean_one_thing():
+    """-m is a method (or methods) wherever it exists; -k the number of matches."""
+    parser = cli.build_parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    for name, sub in commands.choices.items():
+        for a in sub._actions:
+            if "-m" in a.option_strings:
+                assert a.dest in ("method", "methods"), (name, a.dest)
+            if "-k" in a.option_strings:
+                assert a.dest == "k", (name, a.dest)
