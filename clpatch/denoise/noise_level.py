@@ -66,6 +66,7 @@ from ..core.kernels import kernel, max_group_size
 from ..core.plans import Plan
 from ..core.runtime import Runtime, resolve_runtime
 from ..core.upload import check_peak
+from ..core.validate import check_bool
 from ..core.volumes import FLT_MAX, Volume, as_array, as_volume, channels_last
 from .noise_stats import (
     BINS,
@@ -329,16 +330,23 @@ def _check_size(rows: int, cols: int, shape: tuple[int, ...]) -> None:
 
 
 def estimate_sigma(image: Any, channel_axis: int | None = None,
-                   runtime: Runtime | None = None) -> float | np.ndarray:
+                   runtime: Runtime | None = None, *,
+                   average_sigmas: bool = False) -> float | np.ndarray:
     """Standard deviation of additive white Gaussian noise in `image`, in its units.
 
     image: (H, W) grayscale or (H, W, C), any real dtype, NumPy or pyopencl array (device
         arrays stay on the device); at least 324 patches of 9 x 9, e.g. 26 x 26 pixels.
     channel_axis: where the channels are (like scikit-image and `clpatch.nlmeans`); None
         means last for 3-D input.
-    Returns a float for a 2-D image, else a float64 NumPy array of one sigma per channel.
-    The method is the module's doc; the denoisers never call it (their `sigma` is required).
+    average_sigmas: for an image with channels, return one float, the root mean square of
+        the channels' sigmas: the one noise level the colour filters take (their opponent
+        transform is orthonormal, so it keeps the mean noise variance); for equal channels it
+        is their sigma. (scikit-image's argument of that name takes the plain mean.)
+    Returns a float for a 2-D image (or with average_sigmas), else a float64 NumPy array of
+    one sigma per channel. The method is the module's doc; the denoisers never call it
+    (their `sigma` is required): `bm3d(image, estimate_sigma(image, average_sigmas=True))`.
     """
+    average_sigmas = check_bool("average_sigmas", average_sigmas)
     image, _ = channels_last(image, channel_axis, False)
     image = as_array(image)
     if len(image.shape) not in (2, 3):
@@ -353,4 +361,6 @@ def estimate_sigma(image: Any, channel_axis: int | None = None,
     sigma = plan.run(volume)
     if len(image.shape) == 2:
         return float(sigma[0])
+    if average_sigmas:
+        return float(np.sqrt(np.mean(np.square(sigma))))
     return sigma

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from ..core.validate import check_float
 
 __all__ = ["Strength"]
@@ -37,6 +39,10 @@ class Strength:
               data_range: Any = None, peak: Any = None, guide_sigma: Any = None) -> Strength:
         """The checked arguments: TypeError for a non-number, ValueError for a value that
         is not finite and > 0 (peak and guide_sigma may be 0), each naming the argument."""
+        if np.ndim(sigma) > 0 and np.size(sigma) > 1:
+            raise TypeError(f"sigma must be one number, got {np.size(sigma)} (one per channel, "
+                            "as estimate_sigma gives for colour?): pass "
+                            "estimate_sigma(image, average_sigmas=True)")
         return cls(check_float("sigma", sigma),
                    None if h is None else check_float("h", h),
                    check_float("flat_beta", flat_beta),

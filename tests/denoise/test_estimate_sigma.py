@@ -210,3 +210,24 @@ def test_not_even_one_band_fits(runtime):
     small = clpatch.Runtime(runtime.device, memory_limit=20000)
     with pytest.raises(clpatch.DeviceResourceError, match="not even one row of 9x9 patches"):
         clpatch.estimate_sigma(np.zeros((100, 100)), runtime=small)
+
+
+def test_colour_sigmas_compose_with_the_filters(runtime):
+    """estimate_sigma gives one sigma per channel for colour, which the filters refuse with
+    a TypeError saying what to pass; average_sigmas=True gives the one they take (the root
+    mean square of the channels')."""
+    rng = np.random.default_rng(7)
+    image = (np.full((64, 64, 3), 128.0) + rng.normal(0, [5.0, 10.0, 20.0], (64, 64, 3))
+             ).astype(np.float32)
+    per_channel = clpatch.estimate_sigma(image, runtime=runtime)
+    one = clpatch.estimate_sigma(image, average_sigmas=True, runtime=runtime)
+    assert isinstance(one, float) and one == pytest.approx(np.sqrt(np.mean(per_channel ** 2)))
+    for fn in (clpatch.bm3d, clpatch.nlmeans):
+        with pytest.raises(TypeError, match="average_sigmas=True"):
+            fn(image, per_channel, runtime=runtime)
+    assert clpatch.bm3d(image, one, runtime=runtime).shape == image.shape
+    gray = image[..., 0]
+    assert clpatch.estimate_sigma(gray, average_sigmas=True, runtime=runtime) == \
+        clpatch.estimate_sigma(gray, runtime=runtime)
+    with pytest.raises(TypeError, match="average_sigmas"):
+        clpatch.estimate_sigma(image, average_sigmas="yes", runtime=runtime)
