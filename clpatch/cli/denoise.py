@@ -168,6 +168,9 @@ def denoise_image(name: str, image: np.ndarray, info: ImageInfo, args: argparse.
         if args.output:
             write_image(args.output, result, info)
 
+    # What the user gets: a lossy file's values are read back from it (JPEG rounds and
+    # compresses); otherwise the values the written bit depth holds (`as_written`).
+    lossy = bool(args.output) and output_format(args.output, info) == "JPEG"
     lines = [f"image:      {name}: {_shape(image)}, {info.describe()}"]
     if info.note:
         lines.append(f"note:       {info.note}")
@@ -188,9 +191,11 @@ def denoise_image(name: str, image: np.ndarray, info: ImageInfo, args: argparse.
     if clean is not None:
         peak = psnr_peak(clean, info.bit_depth)
         before = psnr(image, clean, peak)
-        after = psnr(as_written(result, info), clean, peak)
+        got = read_image(args.output)[0] if lossy else as_written(result, info)
+        after = psnr(got, clean, peak)
         lines.append(f"PSNR:       noisy {before:.2f} dB -> denoised {after:.2f} dB "
-                     f"({after - before:+.2f} dB; peak {peak:g}, against {clean_name})")
+                     f"({after - before:+.2f} dB; peak {peak:g}, against {clean_name}"
+                     + ("; of the JPEG file written" if lossy else "") + ")")
     if args.output:
         lines.append(f"output:     {args.output} "
                      f"({info.describe(output_format(args.output, info))})")

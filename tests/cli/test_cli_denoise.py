@@ -258,6 +258,23 @@ def test_psnr_improves_on_a_photograph(capsys, tmp_path, runtime):
     assert "peak 255, against clean.png" in out
 
 
+def test_psnr_of_a_jpeg_output_is_the_file_s(capsys, tmp_path, runtime):
+    """The PSNR printed is what the user gets: a JPEG output's, read back from the file
+    (it was the float result's: 33.64 printed, 33.34 in the file)."""
+    clean = crop("camera", 64, 64, top=180, left=200)
+    clean_file, noisy_file = tmp_path / "clean.png", tmp_path / "noisy.png"
+    Image.fromarray(clean).save(clean_file)
+    Image.fromarray(noisy(clean, 20, seed=4)).save(noisy_file)
+    dst = tmp_path / "out.jpg"
+    code, out, err = run(capsys, "denoise", noisy_file, dst, "--sigma", 20, "--clean",
+                         clean_file, "--device", spec_of(runtime))
+    assert code == 0, err
+    _, after = psnr_values(out)
+    with Image.open(dst) as written:
+        assert after == pytest.approx(imageio.psnr(np.asarray(written), clean, 255), abs=0.01)
+    assert "of the JPEG file written" in out
+
+
 def test_demo_prints_psnr_and_writes_only_with_output(capsys, tmp_path, monkeypatch, runtime):
     monkeypatch.chdir(tmp_path)
     code, out, err = run(capsys, "demo", "--device", spec_of(runtime))
