@@ -17,7 +17,9 @@ import numpy as np
 from ..core.runtime import Runtime
 from ..core.volumes import as_volume
 from ..denoise.bm3d import bm3d, noise_255
+from ..denoise.bm3d_params import choose_aggregation as bm3d_aggregation
 from ..denoise.bm3d_params import settings_note, stage_params
+from ..denoise.nlm_aggregation import choose_aggregation as nlm_aggregation
 from ..denoise.nlmeans import nlmeans
 from ..denoise.strength import Strength
 from ..denoise.vbm3d import vbm3d
@@ -155,6 +157,29 @@ def denoise_image(name: str, image: np.ndarray, info: ImageInfo, args: argparse.
     guided = image_guide(args, image, info)
     runtime = Runtime(args.device)
     sigma_line = resolve_sigma(args, image, runtime, name)  # --sigma auto
+    # The header first, before the work (a long call, or kernel builds, then shows what it
+    # is doing); the time, PSNR and output lines after it. The arguments the call would
+    # refuse are checked before it, so that an error prints no header.
+    if args.method == "bm3d":
+        bm3d_aggregation(runtime.profile, kwargs.get("aggregation"))
+    elif args.method == "nlmeans":
+        nlm_aggregation(kwargs.get("patch_size", 8), kwargs.get("step", 4), runtime.profile,
+                        kwargs.get("aggregation"))
+    lines = [f"image:      {name}: {_shape(image)}, {info.describe()}"]
+    if info.note:
+        lines.append(f"note:       {info.note}")
+    if noise_line:
+        lines.append(f"noise:      {noise_line}")
+    if sigma_line:
+        lines.append(f"sigma:      {sigma_line}")
+    noise = (noise_255(as_volume(image), Strength.check(args.sigma,
+                                                        data_range=kwargs.get("data_range")),
+                       runtime, kwargs.get("preset")) if args.method == "bm3d" else None)
+    lines.append(f"method:     {method_line(args.method, function, args.sigma, kwargs, noise)}")
+    if guided:
+        lines.append(f"guide:      {guide_line(args)}")
+    lines.append(f"device:     {device_line(runtime)}")
+    print("\n".join(lines), flush=True)
     builds = runtime.programs.builds
     with Writing(args.output):  # an interrupted run writes nothing, and says so
         start = time.perf_counter()
@@ -171,23 +196,7 @@ def denoise_image(name: str, image: np.ndarray, info: ImageInfo, args: argparse.
     # What the user gets: a lossy file's values are read back from it (JPEG rounds and
     # compresses); otherwise the values the written bit depth holds (`as_written`).
     lossy = bool(args.output) and output_format(args.output, info) == "JPEG"
-    lines = [f"image:      {name}: {_shape(image)}, {info.describe()}"]
-    if info.note:
-        lines.append(f"note:       {info.note}")
-    if noise_line:
-        lines.append(f"noise:      {noise_line}")
-    if sigma_line:
-        lines.append(f"sigma:      {sigma_line}")
-    noise = (noise_255(as_volume(image), Strength.check(args.sigma,
-                                                        data_range=kwargs.get("data_range")),
-                       runtime, kwargs.get("preset")) if args.method == "bm3d" else None)
-    lines.append(f"method:     {method_line(args.method, function, args.sigma, kwargs, noise)}")
-    if guided:
-        lines.append(f"guide:      {guide_line(args)}")
-    lines += [
-        f"device:     {device_line(runtime)}",
-        f"time:       {seconds:.3f} s" + builds_note(builds),
-    ]
+    lines = [f"time:       {seconds:.3f} s" + builds_note(builds)]
     if clean is not None:
         peak = psnr_peak(clean, info.bit_depth)
         before = psnr(image, clean, peak)

@@ -58,8 +58,8 @@ def summary(result: Any, reference: np.ndarray, seconds: float, builds: int) -> 
 
 
 def cmd_knn(args: argparse.Namespace) -> int:
-    check_npz(args.output)
     check_outputs([args.output], inputs=[args.query, args.reference], overwrite=args.overwrite)
+    check_npz(args.output)
     query = _read(args.query, "QUERY")
     reference = _read(args.reference, "REFERENCE") if args.reference else None
     runtime = Runtime(args.device)

@@ -110,9 +110,9 @@ def summary(args: argparse.Namespace, a: np.ndarray, b: np.ndarray, result: Any,
 
 
 def cmd_nnf(args: argparse.Namespace) -> int:
-    check_npz(args.output)
     check_outputs([args.output, args.reconstruct], inputs=[args.a, args.b],
                   overwrite=args.overwrite)
+    check_npz(args.output)
     a = _read(args.a, "A")
     b = _read(args.b, "B")
     info = None

@@ -75,8 +75,8 @@ def _save(path: str, result: Any, runtime: Runtime) -> None:
 
 
 def cmd_search(args: argparse.Namespace) -> int:
-    check_npz(args.output)
     check_outputs([args.output], inputs=[args.image], overwrite=args.overwrite)
+    check_npz(args.output)
     image, video = read_array(args.image)
     with Writing(args.output):
         result, runtime, seconds, builds = _run_search(image, video, args)

@@ -6,6 +6,7 @@ on a CPU; the command's results are compared with calling `nlmeans` directly.
 
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from clpatch.cli import denoise as cli_denoise
 from clpatch.denoise.bm3d import bm3d
 from clpatch.denoise.nlmeans import nlmeans
 from clpatch.denoise.noise_level import estimate_sigma
@@ -465,3 +467,22 @@ def test_sigma_auto_errors(capsys, tmp_path, runtime):
     code, out, _ = run(capsys, "denoise", "--help")
     words = " ".join(out.split())
     assert "or 'auto': estimated from IN" in words and "videos: on the first frame" in words
+
+
+def test_the_header_comes_before_the_work(capsys, tmp_path, small_png, monkeypatch, runtime):
+    """What runs (image, method, device) is printed before the call, so a long call or its
+    kernel builds are not silent; the time and the output after it."""
+    real = cli_denoise.method_function("nlmeans")
+    seen = {}
+
+    @functools.wraps(real)
+    def spy(*args, **kwargs):
+        seen["before"] = capsys.readouterr().out
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(cli_denoise, "method_function", lambda name: spy)
+    code, out, err = run(capsys, "denoise", small_png, tmp_path / "out.png", "--sigma", 20,
+                         "--device", spec_of(runtime))
+    assert code == 0, err
+    assert "image:" in seen["before"] and "device:" in seen["before"]
+    assert "time:" not in seen["before"] and "time:" in out and "output:" in out
