@@ -199,9 +199,10 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "autotune", help="time the kernel configurations on this device and keep the fastest",
         description="Time every applicable search configuration for a grid of common requests "
                     "(checked against the naive search first) and write the device's tuning "
-                    "cache. --quick tunes only the defaults of each method.")
+                    "cache. --quick tunes one request: search_patches' and nlmeans' defaults.")
     tune.add_argument("--quick", action="store_true",
-                      help="the defaults of each method, first stage only (about a minute on a CPU)")
+                      help="one request, the defaults of search_patches and nlmeans (patch 8, "
+                           "step 4, k 16, window 21, one channel), first stage only")
     tune.add_argument("--output", "-o", metavar="FILE",
                       help="tuning file to write (default: $CLPATCH_TUNING or the user cache)")
     tune.add_argument("--size", metavar="ROWSxCOLS", help="test image size (default: 2048x2048 "
