@@ -156,7 +156,7 @@ def denoise_image(name: str, image: np.ndarray, info: ImageInfo, args: argparse.
         kwargs["data_range"] = float(info.peak)  # BM3D's thresholds follow the file's range
     guided = image_guide(args, image, info)
     runtime = Runtime(args.device)
-    sigma_line = resolve_sigma(args, image, runtime, name)  # --sigma auto
+    sigma_line = resolve_sigma(args, image, runtime, name, info.bit_depth)  # --sigma auto
     # The header first, before the work (a long call, or kernel builds, then shows what it
     # is doing); the time, PSNR and output lines after it. The arguments the call would
     # refuse are checked before it, so that an error prints no header.

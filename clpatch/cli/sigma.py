@@ -53,14 +53,39 @@ def _estimate(image: np.ndarray, runtime: Runtime, where: str) -> tuple[float, s
     return value, line
 
 
+#: A numeric --sigma on 16-bit data is checked against the estimate when it is below this
+#: (one 8-bit step in 16-bit units), and reported when the estimate exceeds it this much.
+UNITS_CHECK_BELOW = 257.0
+UNITS_CHECK_FACTOR = 4.0
+
+
 def resolve_sigma(args: argparse.Namespace, image: np.ndarray, runtime: Runtime,
-                  where: str) -> str | None:
+                  where: str, bit_depth: int | None = None) -> str | None:
     """With --sigma auto, set args.sigma to the estimate for `image` and return the report
-    line; None (args unchanged) for a numeric --sigma."""
+    line; None (args unchanged) for a numeric --sigma, but for a 16-bit `bit_depth` a
+    sigma far below the noise the image holds (in 8-bit units, say: unchanged output)
+    gets a warning line, returned in place of None."""
     if args.sigma != AUTO:
+        if bit_depth == 16 and args.sigma < UNITS_CHECK_BELOW:
+            return _units_warning(float(args.sigma), image, runtime, where)
         return None
     args.sigma, line = _estimate(image, runtime, where)
     return line
+
+
+def _units_warning(sigma: float, image: np.ndarray, runtime: Runtime, where: str) -> str | None:
+    """A warning when `image` (16-bit data) holds far more noise than `sigma`; None when not
+    (or when it cannot be estimated)."""
+    try:
+        seen = float(estimate_sigma(image, average_sigmas=True, runtime=runtime))
+    except ValueError:
+        return None
+    if not seen > UNITS_CHECK_FACTOR * sigma:
+        return None
+    return (f"WARNING: {sigma:g} given, but {where} holds noise of about {seen:.4g} in its 16-bit "
+            f"units (0-65535; clpatch.estimate_sigma): sigma is in the file's units (8-bit "
+            f"units x 257, here {sigma * 257:g}?); with this sigma the output is nearly the "
+            "input")
 
 
 def first_frame_sigma(args: argparse.Namespace, pairs: Iterator[tuple[Any, Any]],

@@ -486,3 +486,21 @@ def test_the_header_comes_before_the_work(capsys, tmp_path, small_png, monkeypat
     assert code == 0, err
     assert "image:" in seen["before"] and "device:" in seen["before"]
     assert "time:" not in seen["before"] and "time:" in out and "output:" in out
+
+
+def test_a_16_bit_image_with_an_8_bit_sigma_is_warned_about(capsys, tmp_path, runtime):
+    """sigma in 8-bit units on 16-bit data leaves the image as it was (+0.00 dB): the sigma
+    line says so, with the units the data implies; a sigma in the file's units is quiet."""
+    clean = crop("camera", 64, 64, top=180, left=200).astype(np.float64) * 257
+    rng = np.random.default_rng(5)
+    deep = np.clip(np.rint(clean + rng.normal(0, 20 * 257, clean.shape)), 0, 65535)
+    path = tmp_path / "deep.png"
+    Image.fromarray(deep.astype(np.uint16)).save(path)
+    code, out, err = run(capsys, "denoise", path, tmp_path / "a.png", "--sigma", 20,
+                         "--device", spec_of(runtime))
+    assert code == 0, err
+    line = next(x for x in out.splitlines() if x.startswith("sigma:"))
+    assert "WARNING" in line and "16-bit units" in line and "x 257" in line, out
+    code, out, err = run(capsys, "denoise", path, tmp_path / "b.png", "--sigma", 20 * 257,
+                         "--device", spec_of(runtime))
+    assert code == 0 and "WARNING" not in out, out
