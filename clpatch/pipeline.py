@@ -177,9 +177,8 @@ def _bm3d(rt: Runtime, shape: Any, dtype: Any, given: dict[str, Any]) -> Plan:
                          "data_range= or peak=: at this sigma the preset's settings differ "
                          "between data in [0, 1] and in [0, 255]")
     aggregation, variant, search = p.pop("aggregation"), p.pop("variant"), p.pop("search")
-    given = stage_matches(p.pop("matches"))
-    if given != (None, None):
-        matches_search(search, given, guide=True if guided else None, variant=variant)
+    given = stage_matches(p.pop("matches"), search, guide=True if guided else None,
+                          variant=variant)
     stages, count = sized_stages(volume.rows, volume.cols, preset=preset, noise=noise,
                                  search=search, matches=given, **p)
     plan = _fixed(BM3DPlan(rt, volume.rows, volume.cols, volume.channels, stages, count,

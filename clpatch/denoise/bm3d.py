@@ -135,7 +135,7 @@ from ..match.window.config import SearchConfig
 from .bm3d_guide import check_guide_role, guide_like
 from .bm3d_params import PRESETS, stage_params, switch_noise
 from .bm3d_plan import BM3DPlan
-from .given import matches_search, stage_matches
+from .given import stage_label, stage_matches
 from .strength import Strength
 
 __all__ = ["BM3DPlan", "bm3d", "plan_for"]
@@ -217,9 +217,7 @@ def bm3d(image: Any, sigma: float, *, preset: str = "fast", patch_size: int | No
     """
     strength = Strength.check(sigma, data_range=data_range, peak=peak)
     check_guide_role(guide_role, guide is not None, stages if isinstance(stages, int) else None)
-    given = stage_matches(matches)
-    if given != (None, None):
-        matches_search(search, matches, guide=guide, variant=variant)
+    given = stage_matches(matches, search, guide=guide, variant=variant)
     original = image
     image, restore = channels_last(image, channel_axis, video=False)
     if guide is not None:       # checked against the caller's layout, then moved alike
@@ -345,8 +343,7 @@ def sized_stages(rows: int, cols: int, *, preset: str, noise: float | None, sear
         else:
             available = check_given(m, rows=rows, cols=cols, frames=1, patch_size=sp.patch_size,
                                     step=sp.step, video=False,
-                                    name="matches" if matches[0] is matches[1] else
-                                    f"matches[{s}]").k
+                                    name=stage_label(matches, s)).k
             sp = replace(sp, stagger=False)
         capped.append(replace(sp, n=usable_n(sp.n, available, power_of_two=True)))
     return tuple(capped), count

@@ -28,6 +28,7 @@ from .bm3d_params import (
     fixed_point_scales,
 )
 from .bm3d_stage import Stage, Tile, plan_tiles
+from .given import stage_label
 from .peaks import peak_judge
 from .strength import Strength
 
@@ -107,7 +108,7 @@ class BM3DPlan(Plan):
         (`clpatch.match.given.GivenMatcher.use`)."""
         for s, (stage, m) in enumerate(zip(self.stages, matches[:len(self.stages)], strict=True)):
             if stage.given:
-                stage.search.use(m, "matches" if matches[0] is matches[1] else f"matches[{s}]")
+                stage.search.use(m, stage_label(matches, s))
 
     # ---- running ---------------------------------------------------------------------------
 

@@ -24,12 +24,22 @@ def matches_search(search: Any, matches: Any, **replaced: Any) -> str:
     return GIVEN
 
 
-def stage_matches(matches: Any) -> tuple[Any, Any]:
+def stage_matches(matches: Any, search: Any, **replaced: Any) -> tuple[Any, Any]:
     """BM3D's `matches=` as a (stage 1, stage 2) pair: one Matches serves both stages; a
-    pair may hold None for a stage that searches as usual. TypeError otherwise."""
+    pair may hold None for a stage that searches as usual. TypeError otherwise, or when
+    some are given with another search or one of `replaced` (`matches_search`)."""
     if matches is None or isinstance(matches, Matches):
-        return matches, matches
-    if isinstance(matches, (tuple, list)) and len(matches) == 2:
-        return matches[0], matches[1]
-    raise TypeError("matches must be a clpatch.Matches, or a (stage 1, stage 2) pair of "
-                    f"Matches or None, got {type(matches).__name__}")
+        pair = matches, matches
+    elif isinstance(matches, (tuple, list)) and len(matches) == 2:
+        pair = matches[0], matches[1]
+    else:
+        raise TypeError("matches must be a clpatch.Matches, or a (stage 1, stage 2) pair of "
+                        f"Matches or None, got {type(matches).__name__}")
+    if pair != (None, None):
+        matches_search(search, pair, **replaced)
+    return pair
+
+
+def stage_label(pair: tuple[Any, Any], stage: int) -> str:
+    """How errors name the matches of `stage` (0 or 1) of a `stage_matches` pair."""
+    return "matches" if pair[0] is pair[1] else f"matches[{stage}]"
