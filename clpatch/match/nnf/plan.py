@@ -258,8 +258,6 @@ class NnfPlan(Plan):
         for band in self.bands:
             events += self.uploader.convert(va, 0, 1, band.a0, band.a1 + self.p - 1, abuf,
                                             staging="stage_a")
-            if not banded:
-                break
         peak_a = self.uploader.peak([events[-1][1]])
         self.uploader.begin()
         bbuf = self.pool.get("b", 4 * c * self.hb * self.wb)
@@ -278,22 +276,21 @@ class NnfPlan(Plan):
         sink = MatchesSink(self, (), self.hac, self.wac, self.k, 2, device=self.device_output,
                            out=out)
         row_bytes = 4 * self.wac * self.k       # of distances; positions take twice that
+        ra = self.pool.get("ra", 4 * self.band_rows * self.wac * self.dims)
         for band in self.bands:
             rows = band.e - band.s
             if banded:      # the band's rows of a, then its matches into a buffer of its own
                 events += self.uploader.convert(va, 0, 1, band.s, band.e + self.p - 1, abuf,
                                                 staging="stage_a", wait_for=last)
                 last = [events[-1][1]]
-                count = rows * self.wac * self.k
-                out_pos = self.pool.get("band_pos", 8 * count)
-                out_dist = self.pool.get("band_dist", 4 * count)
+                out_pos = self.pool.get("band_pos", 2 * self.band_rows * row_bytes)
+                out_dist = self.pool.get("band_dist", self.band_rows * row_bytes)
             else:
                 out_pos, out_dist = sink.target(0, 1, 0, self.hac)[:2]
-            last = self._project(abuf, (rows + self.p - 1, self.wa), mbuf, wbuf,
-                                 self.pool.get("ra", 4 * self.band_rows * self.wac * self.dims),
+            last = self._project(abuf, (rows + self.p - 1, self.wa), mbuf, wbuf, ra,
                                  rows * self.wac, events, last)
-            last = self._search_rows(abuf, rows, bbuf, rb, tree, out_pos, out_dist, events,
-                                     last)
+            last = self._search_rows(abuf, rows, bbuf, ra, rb, tree, out_pos, out_dist,
+                                     events, last)
             if banded:      # the rows kept, into the result
                 pos_t, dist_t, _, row0, _ = sink.target(0, 1, band.a0, band.a1)
                 kept, skip = band.a1 - band.a0, band.a0 - band.s
@@ -315,16 +312,16 @@ class NnfPlan(Plan):
         return (Matches(positions, distances, grid_y, grid_x, self.p, 1, 0, self.k, "l2", 0,
                         None), last)
 
-    def _search_rows(self, abuf: Any, rows: int, bbuf: Any, rb: Any, tree: tuple[Any, ...],
-                     out_pos: Any, out_dist: Any, events: list, wait: list) -> list:
+    def _search_rows(self, abuf: Any, rows: int, bbuf: Any, ra: Any, rb: Any,
+                     tree: tuple[Any, ...], out_pos: Any, out_dist: Any, events: list,
+                     wait: list) -> list:
         """The field of `rows` patch-grid rows of a (their image rows in `abuf`, their
-        reduced points in "ra") in b (its reduced points `rb`, its `tree`) into `out_pos`/
+        reduced points in `ra`) in b (its reduced points `rb`, its `tree`) into `out_pos`/
         `out_dist`: containing leaves, exact rows, propagation, refinement, then the
         re-ranking, expansion and polish. Returns the last launches' events."""
         queue, i32, m, wac = self.runtime.queue, np.int32, self.m, self.wac
         dims, med, leaf_pts, leaf_pid, leaf_of = tree
         na = rows * wac
-        ra = self.pool.get("ra", 4 * self.band_rows * wac * self.dims)
         cd = self.pool.get("keys_cand_d", self.tree.keys_bytes)
         ci = self.pool.get("cand_i", 4 * self.band_rows * wac * m)
         searched = self.pool.get("order_searched", self.tree.order_bytes)
