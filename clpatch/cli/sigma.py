@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from ..core.runtime import Runtime
-from ..denoise.noise_level import estimate_sigma
+from ..denoise.noise_level import combined_sigma, estimate_sigma
 from .common import CommandError, first_line, positive_number
 
 __all__ = ["AUTO", "SIGMA_HELP", "first_frame_sigma", "resolve_sigma", "sigma_option"]
@@ -41,7 +41,7 @@ def _estimate(image: np.ndarray, runtime: Runtime, where: str) -> tuple[float, s
         values = np.atleast_1d(estimate_sigma(image, runtime=runtime))
     except ValueError as exc:
         raise CommandError(f"--sigma auto: {first_line(exc)}") from None
-    value = float(np.sqrt(np.mean(values * values)))
+    value = combined_sigma(values)
     if not value > 0:
         raise CommandError(f"--sigma auto: the estimated noise of {where} is 0 (no noise to "
                            "remove); give --sigma")

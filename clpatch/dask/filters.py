@@ -172,13 +172,12 @@ def bm3d(image: Any, sigma: float, *, preset: str = "fast", patch_size: int | No
     rows, cols = x.shape[:2]
     noise = switch_noise(sigma, data_range, x.dtype, peak, preset)
     readings = [noise] if noise is not None else [sigma, sigma * 255.0]
-    layouts = {_freeze(_bm3d_layout(preset, r, params, rows, cols)) for r in readings}
+    layouts = {_bm3d_layout(preset, r, params, rows, cols) for r in readings}
     if len(layouts) > 1:
         peak = float(global_peak(x, None).compute())
-        layouts = {_freeze(_bm3d_layout(preset, switch_noise(sigma, data_range, x.dtype, peak,
-                                                             preset), params, rows, cols))}
-    ((count, halo, frozen),) = layouts
-    fixed = dict(frozen)
+        layouts = {_bm3d_layout(preset, switch_noise(sigma, data_range, x.dtype, peak, preset),
+                                params, rows, cols)}
+    ((count, halo, fixed),) = layouts
     check_bm3d_role(guide_role, g is not None, count)
     params.update(fixed)
     kwargs = dict(preset=preset, aggregation=aggregation, data_range=data_range,
@@ -191,29 +190,21 @@ def bm3d(image: Any, sigma: float, *, preset: str = "fast", patch_size: int | No
 
 
 def _bm3d_layout(preset: str, noise: float, params: dict[str, Any], rows: int,
-                 cols: int) -> tuple[int, Halo, dict[str, Any]]:
+                 cols: int) -> tuple[int, Halo, tuple[tuple[str, Any], ...]]:
     """What cutting an image into BM3D's pieces takes from the settings at `noise` (σ in
     0-255 units), as one call on the whole image sizes them (`sized_stages`): the number
     of stages, the halo, and the sizes it changes from the preset's that every piece must
-    take alike (k and the patch size on tiny images; empty where it changes none)."""
+    take alike, as (name, pair) items (k and the patch size on tiny images; none where it
+    changes none). Hashable, so that two readings of the noise compare."""
     (p1, p2), count = sized_stages(rows, cols, preset=preset, noise=noise, search="window",
                                    **params)
     s1, s2, _ = stage_params(preset, noise, **params)
     used = (p1, p2)[:count]
     halo = bm3d_halo([(sp.patch_size, sp.step, sp.window,
                        len(stagger_shifts(sp.step)) if sp.stagger else 1) for sp in used])
-    fixed: dict[str, Any] = {}
-    for key in ("n", "patch_size"):
-        whole = (getattr(p1, key), getattr(p2, key))
-        if whole != (getattr(s1, key), getattr(s2, key)):
-            fixed[key] = whole
+    fixed = tuple((key, (getattr(p1, key), getattr(p2, key))) for key in ("n", "patch_size")
+                  if (getattr(p1, key), getattr(p2, key)) != (getattr(s1, key), getattr(s2, key)))
     return count, halo, fixed
-
-
-def _freeze(layout: tuple[int, Halo, dict[str, Any]]) -> tuple[int, Halo, tuple]:
-    """`_bm3d_layout`'s result, hashable (to compare two readings of the noise)."""
-    count, halo, fixed = layout
-    return count, halo, tuple(sorted(fixed.items()))
 
 
 def vbm3d(frames: Any, sigma: float, *, patch_size: int | None = None,

@@ -84,7 +84,7 @@ from .noise_stats import (
 )
 
 __all__ = ["BINS", "CONFIDENCE", "MAX_ITERATIONS", "MIN_PATCHES_PER_DIMENSION", "PATCH", "RTOL",
-           "NoiseLevelPlan", "estimate_sigma", "min_patches", "settled", "threshold_factor"]
+           "NoiseLevelPlan", "combined_sigma", "estimate_sigma", "min_patches", "settled", "threshold_factor"]
 
 #: Plans kept per runtime.
 PLANS_KEPT = 4
@@ -362,5 +362,13 @@ def estimate_sigma(image: Any, channel_axis: int | None = None,
     if len(image.shape) == 2:
         return float(sigma[0])
     if average_sigmas:
-        return float(np.sqrt(np.mean(np.square(sigma))))
+        return combined_sigma(sigma)
     return sigma
+
+
+def combined_sigma(sigmas: Any) -> float:
+    """The one noise level of channels whose noise levels are `sigmas`: their root mean
+    square (the colour filters' opponent transform is orthonormal: it keeps the mean noise
+    variance)."""
+    values = np.asarray(sigmas, dtype=np.float64)
+    return float(np.sqrt(np.mean(values * values)))
