@@ -8,7 +8,8 @@ IN is a directory of images (its frame files in natural name order, `frame2` bef
 (T, H, W[, 3]) `.npy` array or, with the `video` extra, a video file (read by `open_video`).
 OUT is one image, written with the reference frame's bit depth and mode (a directory's
 reference frame keeps its alpha channel, as `denoise` does for images). `denoise` applies the
-output rules and the noise options; PSNR is the reference frame's.
+output rules and the noise options; PSNR is the reference frame's. The burst is read whole
+before any work: what is refused there, or in the options, is a UsageError (exit 2).
 """
 
 from __future__ import annotations
@@ -22,12 +23,19 @@ from typing import Any
 
 import numpy as np
 
-from ..core.runtime import Runtime
 from ..denoise.burst import BURST_METHODS, burst_defaults, burst_denoise
 from ..io.images import ImageInfo, output_format, psnr, read_image, write_image
 from ..io.noise import psnr_peak
 from ..io.video import FRAME_EXTENSIONS, frame_files, is_video_path, open_video, output_frame_info
-from .common import CommandError, as_written, builds_note, device_line
+from .common import (
+    ARGUMENT_ERRORS,
+    UsageError,
+    as_written,
+    builds_note,
+    device_line,
+    open_runtime,
+    usage_checks,
+)
 from .outputs import Writing
 from .sigma import resolve_sigma
 
@@ -69,29 +77,29 @@ def add_burst_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def burst_options(args: argparse.Namespace) -> dict[str, Any]:
-    """The keywords of burst_denoise given on the command line; CommandError for an option
+    """The keywords of burst_denoise given on the command line; UsageError for an option
     of another method."""
     for dest, why in NOT_FOR_BURST.items():
         if getattr(args, dest, None) is not None:
             option = f"--{dest.replace('_', '-')}"
-            raise CommandError(f"{option} does not apply to --method burst{why}")
+            raise UsageError(f"{option} does not apply to --method burst{why}")
     kwargs = {key: getattr(args, dest) for dest, key, _ in BURST_OPTIONS
               if getattr(args, dest, None) is not None}
     method = getattr(args, "burst_method", None)
     if method is not None:
         if method == "bm3d" and "h" in kwargs:
-            raise CommandError("--h is NL-means' filtering parameter: it does not apply to "
-                               "--burst-method bm3d")
+            raise UsageError("--h is NL-means' filtering parameter: it does not apply to "
+                             "--burst-method bm3d")
         kwargs["method"] = method
     return kwargs
 
 
 def check_burst_only(args: argparse.Namespace) -> None:
-    """CommandError when an option of --method burst comes with another method."""
+    """UsageError when an option of --method burst comes with another method."""
     for dest, option in BURST_ONLY:
         if getattr(args, dest, None) is not None:
-            raise CommandError(f"{option} applies to --method burst only, not to --method "
-                               f"{args.method}")
+            raise UsageError(f"{option} applies to --method burst only, not to --method "
+                             f"{args.method}")
 
 
 def check_burst_output(path: str | None, source: str) -> None:
@@ -102,14 +110,14 @@ def check_burst_output(path: str | None, source: str) -> None:
     output = Path(path)
     if (output.suffix.lower() in FRAME_EXTENSIONS
             and output.resolve().parent == Path(source).resolve()):
-        raise CommandError(f"{path}: is inside the input directory {source}, where it would be "
-                           "read as a frame of the burst; write it elsewhere")
+        raise UsageError(f"{path}: is inside the input directory {source}, where it would be "
+                         "read as a frame of the burst; write it elsewhere")
 
 
 def _check_reference(reference: int, count: int, path: str) -> None:
     if not 0 <= reference < count:
-        raise CommandError(f"--reference {reference} is out of range: {path} holds {count} "
-                           f"frames (0 to {count - 1})")
+        raise UsageError(f"--reference {reference} is out of range: {path} holds {count} "
+                         f"frames (0 to {count - 1})")
 
 
 def _layout(shape: tuple[int, ...], info: ImageInfo) -> str:
@@ -120,19 +128,19 @@ def _layout(shape: tuple[int, ...], info: ImageInfo) -> str:
 def _read_directory(path: str, reference: int) -> Burst:
     files = frame_files(path)
     if not files:
-        raise CommandError(f"{path}: no images in the directory (--method burst reads its "
-                           f"*{'/*'.join(sorted(FRAME_EXTENSIONS))} files, in name order)")
+        raise UsageError(f"{path}: no images in the directory (--method burst reads its "
+                         f"*{'/*'.join(sorted(FRAME_EXTENSIONS))} files, in name order)")
     if len(files) < 2:
-        raise CommandError(f"{path}: holds one image, {files[0].name}; --method burst needs "
-                           "several frames of one scene")
+        raise UsageError(f"{path}: holds one image, {files[0].name}; --method burst needs "
+                         "several frames of one scene")
     _check_reference(reference, len(files), path)
     frames, infos = [], []
     for file in files:
         frame, info = read_image(file)
         if frames and (frame.shape != frames[0].shape or info.bit_depth != infos[0].bit_depth):
-            raise CommandError(f"{file}: {_layout(frame.shape, info)}, but {files[0].name} is "
-                               f"{_layout(frames[0].shape, infos[0])}: the frames of a burst "
-                               "must all have the same shape and bit depth")
+            raise UsageError(f"{file}: {_layout(frame.shape, info)}, but {files[0].name} is "
+                             f"{_layout(frames[0].shape, infos[0])}: the frames of a burst "
+                             "must all have the same shape and bit depth")
         frames.append(frame)
         infos.append(info)
     described = f"{len(files)} frames of {_layout(frames[0].shape, infos[0])} (directory)"
@@ -140,18 +148,24 @@ def _read_directory(path: str, reference: int) -> Burst:
 
 
 def read_burst(path: str, reference: int) -> Burst:
-    """The burst at `path` (see the module doc); CommandError for an empty directory, frames
-    of different shapes, a `reference` out of range, or a single image."""
+    """The burst at `path` (see the module doc), read whole; UsageError for a missing or
+    unreadable file, an empty directory, frames of different shapes, a `reference` out of
+    range, or a single image."""
+    with usage_checks():
+        return _read_burst(path, reference)
+
+
+def _read_burst(path: str, reference: int) -> Burst:
     if Path(path).is_dir():
         return _read_directory(path, reference)
     if not is_video_path(path):
         read_image(path)  # a missing or unreadable file is reported as such
-        raise CommandError(f"--method burst denoises several frames of one scene, and {path} "
-                           f"is a single image; pass several frames: {SOURCES}")
+        raise UsageError(f"--method burst denoises several frames of one scene, and {path} "
+                         f"is a single image; pass several frames: {SOURCES}")
     info, frames = open_video(path)
     if info.frames < 2:
-        raise CommandError(f"{path}: holds one frame; --method burst needs several frames of "
-                           "one scene")
+        raise UsageError(f"{path}: holds one frame; --method burst needs several frames of "
+                         "one scene")
     _check_reference(reference, info.frames, path)
     stack = np.stack(list(frames)).astype(np.float32, copy=False)
     return Burst(stack.reshape(len(stack), *info.shape), output_frame_info(info), reference,
@@ -179,13 +193,14 @@ def denoise_burst(args: argparse.Namespace, burst: Burst, kwargs: dict[str, Any]
                   noise_line: str | None) -> int:
     """Denoise `burst` (noise already added) into its reference frame, write args.output
     (when given) and print what happened."""
-    runtime = Runtime(args.device)
+    runtime = open_runtime(args.device)
     sigma_line = resolve_sigma(args, burst.frames[burst.reference], runtime,  # --sigma auto
                                f"frame {burst.reference} of {Path(args.input).name}")
     builds = runtime.programs.builds
     with Writing(args.output):  # an interrupted run writes nothing, and says so
         start = time.perf_counter()
-        result = burst_denoise(burst.frames, args.sigma, runtime=runtime, **kwargs)
+        with usage_checks(ARGUMENT_ERRORS):  # the parameters, checked before any work
+            result = burst_denoise(burst.frames, args.sigma, runtime=runtime, **kwargs)
         seconds = time.perf_counter() - start
         builds = runtime.programs.builds - builds
         result = np.asarray(result, dtype=np.float32)

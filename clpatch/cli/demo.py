@@ -8,8 +8,8 @@ import argparse
 from ..core.resources import sample_image_path
 from ..io.images import add_noise, read_image
 from .common import add_device_option
-from .denoise import check_format, denoise_image
-from .outputs import check_outputs
+from .denoise import denoise_image
+from .outputs import check_format, check_outputs
 
 DEMO_SIGMA = 20.0
 DEMO_SEED = 0

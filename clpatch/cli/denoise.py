@@ -1,7 +1,8 @@
 """`clpatch denoise IN OUT` on images: read, optionally add noise, denoise with NL-means or
 BM3D (neighbours from the windowed search or, with `--search ann`, the clustering ANN), write
 with the input's bit depth and mode, report the PSNR. Videos go to `video`, bursts
-(`--method burst`: several frames of one scene into one image) to `burst`."""
+(`--method burst`: several frames of one scene into one image) to `burst`. Refusals before
+any work are UsageErrors (exit 2), failures while denoising or writing exit 1 (`common`)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,6 @@ from typing import Any
 
 import numpy as np
 
-from ..core.runtime import Runtime
 from ..core.volumes import as_volume
 from ..denoise.bm3d import bm3d, noise_255
 from ..denoise.bm3d_params import choose_aggregation as bm3d_aggregation
@@ -38,16 +38,20 @@ from .burst import (
 )
 from .chunked import denoise_chunked
 from .common import (
+    ARGUMENT_ERRORS,
     CommandError,
+    UsageError,
     add_device_option,
     as_written,
     builds_note,
     device_line,
+    open_runtime,
     positive_number,
     seed_number,
+    usage_checks,
 )
 from .guide import add_guide_options, check_guide_options, guide_line, image_guide
-from .outputs import Writing, check_outputs
+from .outputs import Writing, check_format, check_outputs
 from .sigma import AUTO, SIGMA_HELP, resolve_sigma, sigma_option
 from .video import denoise_video
 
@@ -67,8 +71,8 @@ METHOD_OPTIONS = (("preset", "preset", "preset"), ("patch_size", "patch_size", "
 def method_function(name: str) -> Callable[..., Any]:
     """The library function of the denoising method `name` (not burst: see `burst`)."""
     if name not in _FUNCTIONS:
-        raise CommandError(f"unknown denoising method {name!r}; choose from "
-                           f"{', '.join(DENOISE_METHODS)}")
+        raise UsageError(f"unknown denoising method {name!r}; choose from "
+                         f"{', '.join(DENOISE_METHODS)}")
     return _FUNCTIONS[name]
 
 
@@ -111,22 +115,16 @@ def _shape(image: np.ndarray) -> str:
     return "x".join(str(s) for s in image.shape[:2])
 
 
-def check_format(path: str | None, info: ImageInfo) -> None:
-    """Fail before any work when `path` (None: not asked for) cannot be written with `info`'s
-    depth and mode; where it may be written is `check_outputs`' business."""
-    if path is not None:
-        output_format(path, info)
-
-
 def _clean_reference(path: str, image: np.ndarray, info: ImageInfo) -> np.ndarray:
-    clean, clean_info = read_image(path)
+    with usage_checks():
+        clean, clean_info = read_image(path)
     if clean.shape != image.shape:
-        raise CommandError(f"the clean reference {path} is {_shape(clean)} "
-                           f"{'colour' if clean_info.colour else 'grayscale'}, the input "
-                           f"{_shape(image)} {'colour' if info.colour else 'grayscale'}")
+        raise UsageError(f"the clean reference {path} is {_shape(clean)} "
+                         f"{'colour' if clean_info.colour else 'grayscale'}, the input "
+                         f"{_shape(image)} {'colour' if info.colour else 'grayscale'}")
     if clean_info.bit_depth != info.bit_depth:
-        raise CommandError(f"the clean reference {path} is {clean_info.describe()}, the input "
-                           f"{info.describe()}: PSNR needs the same bit depth")
+        raise UsageError(f"the clean reference {path} is {clean_info.describe()}, the input "
+                         f"{info.describe()}: PSNR needs the same bit depth")
     return clean
 
 
@@ -136,35 +134,40 @@ def denoise_image(name: str, image: np.ndarray, info: ImageInfo, args: argparse.
     """Denoise `image` with args.method, write args.output (when given) and print what
     happened."""
     if args.method == "vbm3d":
-        raise CommandError(f"--method vbm3d denoises videos, and {name} is an image; give a "
-                           "directory of frames, a multi-page TIFF, a (T, H, W[, 3]) .npy array "
-                           "or a video file")
+        raise UsageError(f"--method vbm3d denoises videos, and {name} is an image; give a "
+                         "directory of frames, a multi-page TIFF, a (T, H, W[, 3]) .npy array "
+                         "or a video file")
     function = method_function(args.method)
     if args.method == "bm3d" and info.channels not in (1, 3):
-        raise CommandError(f"--method bm3d filters grayscale or RGB images, and {name} is a "
-                           f"{info.mode} .npy array (every channel of a .npy array is data, "
-                           "none is alpha); use --method nlmeans, or save 1 or 3 channels")
+        raise UsageError(f"--method bm3d filters grayscale or RGB images, and {name} is a "
+                         f"{info.mode} .npy array (every channel of a .npy array is data, "
+                         "none is alpha); use --method nlmeans, or save 1 or 3 channels")
     kwargs = {key: getattr(args, dest) for dest, key, _ in METHOD_OPTIONS
               if getattr(args, dest, None) is not None}
     accepted = inspect.signature(function).parameters
     for key in kwargs:
         if key not in accepted:
             users = [m for m, f in _FUNCTIONS.items() if key in inspect.signature(f).parameters]
-            raise CommandError(f"--{key.replace('_', '-')} does not apply to --method "
-                               f"{args.method} (only to {', '.join(users)})")
+            raise UsageError(f"--{key.replace('_', '-')} does not apply to --method "
+                             f"{args.method} (only to {', '.join(users)})")
     if "data_range" in accepted and info.bit_depth is not None:
         kwargs["data_range"] = float(info.peak)  # BM3D's thresholds follow the file's range
     guided = image_guide(args, image, info)
-    runtime = Runtime(args.device)
+    runtime = open_runtime(args.device)
     sigma_line = resolve_sigma(args, image, runtime, name, info.bit_depth)  # --sigma auto
     # The header first, before the work (a long call, or kernel builds, then shows what it
     # is doing); the time, PSNR and output lines after it. The arguments the call would
     # refuse are checked before it, so that an error prints no header.
-    if args.method == "bm3d":
-        bm3d_aggregation(runtime.profile, kwargs.get("aggregation"))
-    elif args.method == "nlmeans":
-        nlm_aggregation(kwargs.get("patch_size", 8), kwargs.get("step", 4), runtime.profile,
-                        kwargs.get("aggregation"))
+    with usage_checks(ARGUMENT_ERRORS):  # the method's line checks its parameters too
+        if args.method == "bm3d":
+            bm3d_aggregation(runtime.profile, kwargs.get("aggregation"))
+        elif args.method == "nlmeans":
+            nlm_aggregation(kwargs.get("patch_size", 8), kwargs.get("step", 4),
+                            runtime.profile, kwargs.get("aggregation"))
+        noise = (noise_255(as_volume(image), Strength.check(
+            args.sigma, data_range=kwargs.get("data_range")), runtime, kwargs.get("preset"))
+            if args.method == "bm3d" else None)
+        method = method_line(args.method, function, args.sigma, kwargs, noise)
     lines = [f"image:      {name}: {_shape(image)}, {info.describe()}"]
     if info.note:
         lines.append(f"note:       {info.note}")
@@ -172,10 +175,7 @@ def denoise_image(name: str, image: np.ndarray, info: ImageInfo, args: argparse.
         lines.append(f"noise:      {noise_line}")
     if sigma_line:
         lines.append(f"sigma:      {sigma_line}")
-    noise = (noise_255(as_volume(image), Strength.check(args.sigma,
-                                                        data_range=kwargs.get("data_range")),
-                       runtime, kwargs.get("preset")) if args.method == "bm3d" else None)
-    lines.append(f"method:     {method_line(args.method, function, args.sigma, kwargs, noise)}")
+    lines.append(f"method:     {method}")
     if guided:
         lines.append(f"guide:      {guide_line(args)}")
     lines.append(f"device:     {device_line(runtime)}")
@@ -183,7 +183,8 @@ def denoise_image(name: str, image: np.ndarray, info: ImageInfo, args: argparse.
     builds = runtime.programs.builds
     with Writing(args.output):  # an interrupted run writes nothing, and says so
         start = time.perf_counter()
-        result = function(image, args.sigma, runtime=runtime, **kwargs, **guided)
+        with usage_checks(ARGUMENT_ERRORS):  # the parameters, checked before any work
+            result = function(image, args.sigma, runtime=runtime, **kwargs, **guided)
         seconds = time.perf_counter() - start
         builds = runtime.programs.builds - builds
         result = np.asarray(result, dtype=np.float32)
@@ -250,12 +251,12 @@ def _check_search(args: argparse.Namespace, video: bool) -> None:
     if args.search in (None, "window"):
         return
     if video:
-        raise CommandError(f"--search {args.search} denoises images (--method nlmeans or "
-                           f"bm3d), and {args.input} is a video; for several frames of one "
-                           "scene use --method burst")
+        raise UsageError(f"--search {args.search} denoises images (--method nlmeans or "
+                         f"bm3d), and {args.input} is a video; for several frames of one "
+                         "scene use --method burst")
     if args.window is not None:
-        raise CommandError(f"--window does not apply to --search {args.search} (the ANN "
-                           f"searches tiles of {FILTER_TILE})")
+        raise UsageError(f"--window does not apply to --search {args.search} (the ANN "
+                         f"searches tiles of {FILTER_TILE})")
 
 
 def _cmd_burst(args: argparse.Namespace) -> int:
@@ -278,19 +279,19 @@ def cmd_denoise(args: argparse.Namespace) -> int:
     """`clpatch denoise IN OUT`: read, optionally add noise, denoise, write, report."""
     if args.sigma is None:
         if args.add_noise is None:
-            raise CommandError("--sigma is required: the noise standard deviation of IN, in its "
-                               "units (e.g. 20 for an 8-bit image)")
+            raise UsageError("--sigma is required: the noise standard deviation of IN, in its "
+                             "units (e.g. 20 for an 8-bit image)")
         args.sigma = args.add_noise
     if args.add_noise is None and (args.seed is not None or args.save_noisy):
-        raise CommandError("--seed and --save-noisy go with --add-noise")
+        raise UsageError("--seed and --save-noisy go with --add-noise")
     check_guide_options(args)
     if args.chunks is not None:
         if args.sigma == AUTO:
-            raise CommandError("--sigma auto does not go with --chunks: estimate sigma on a "
-                               "part of IN (clpatch.estimate_sigma) and give its value")
+            raise UsageError("--sigma auto does not go with --chunks: estimate sigma on a "
+                             "part of IN (clpatch.estimate_sigma) and give its value")
         return denoise_chunked(args)
     if args.scheduler is not None:
-        raise CommandError("--scheduler goes with --chunks")
+        raise UsageError("--scheduler goes with --chunks")
     if args.method == "burst":
         return _cmd_burst(args)
     check_burst_only(args)
@@ -300,7 +301,8 @@ def cmd_denoise(args: argparse.Namespace) -> int:
                   overwrite=args.overwrite, video=video)
     if video:
         return denoise_video(args, noise_seed(args.seed) if args.add_noise else None)
-    image, info = read_image(args.input)
+    with usage_checks():
+        image, info = read_image(args.input)
     check_format(args.output, info)
     check_format(args.save_noisy, info)
     image, clean, clean_name, noise_line = _noise_and_clean(args, image, info)

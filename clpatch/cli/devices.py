@@ -1,5 +1,6 @@
 """`clpatch devices [--check]`: list the OpenCL devices with their profiles, mark the default
-one, and optionally check each with a small search against NumPy."""
+one, and optionally check each with a small search against NumPy. Finding no device, or with
+--check none that works, is the outcome of its work: a CommandError, exit 1 (see `common`)."""
 
 from __future__ import annotations
 

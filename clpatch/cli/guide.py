@@ -5,7 +5,8 @@ BM3D-CUDA's `ref`), with `--guide-role` (bm3d, vbm3d) and `--guide-sigma` (nlmea
 G is read like IN (any format `denoise` reads; an image for an image, a video of as many
 frames for a video) and must have IN's size and channels (alpha apart) and the same units: a
 16-bit G does not go with an 8-bit IN (a float `.npy` is on the 0–255 scale, like 8-bit).
-`--add-noise` adds noise to IN only.
+`--add-noise` adds noise to IN only. Everything here is checked before any work: a refusal
+is a UsageError (exit 2).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import numpy as np
 from ..denoise.bm3d_guide import GUIDE_ROLES
 from ..io.images import ImageInfo, read_image
 from ..io.video import VideoInfo, open_video
-from .common import CommandError, non_negative_number
+from .common import UsageError, non_negative_number, usage_checks
 
 __all__ = ["add_guide_options", "check_guide_options", "guide_line", "image_guide",
            "video_guide"]
@@ -57,24 +58,24 @@ def check_guide_options(args: argparse.Namespace) -> None:
     if args.guide is None:
         for dest, option in (("guide_role", "--guide-role"), ("guide_sigma", "--guide-sigma")):
             if getattr(args, dest) is not None:
-                raise CommandError(f"{option} goes with --guide")
+                raise UsageError(f"{option} goes with --guide")
         return
     if args.method == "burst" or args.chunks is not None:
         where = "--method burst" if args.method == "burst" else "--chunks"
-        raise CommandError(f"--guide does not go with {where}")
+        raise UsageError(f"--guide does not go with {where}")
     if args.guide_role is not None and args.method not in _ROLE_METHODS:
-        raise CommandError(f"--guide-role applies to --method {' and '.join(_ROLE_METHODS)}, "
-                           f"not to {args.method} (an NL-means guide is always matched on)")
+        raise UsageError(f"--guide-role applies to --method {' and '.join(_ROLE_METHODS)}, "
+                         f"not to {args.method} (an NL-means guide is always matched on)")
     if args.guide_sigma is not None and args.method not in _SIGMA_METHODS:
-        raise CommandError(f"--guide-sigma applies to --method nlmeans, not to {args.method}")
+        raise UsageError(f"--guide-sigma applies to --method nlmeans, not to {args.method}")
 
 
 def _same_units(guide_depth: int | None, depth: int | None, guide: str) -> None:
     scale = {None: 8, 8: 8, 16: 16}
     if scale.get(guide_depth, guide_depth) != scale.get(depth, depth):
         what = {None: "float (0-255 scale)", 8: "8-bit", 16: "16-bit"}
-        raise CommandError(f"the guide {guide} is {what.get(guide_depth, guide_depth)}, the input "
-                           f"{what.get(depth, depth)}: give the guide in the input's units")
+        raise UsageError(f"the guide {guide} is {what.get(guide_depth, guide_depth)}, the input "
+                         f"{what.get(depth, depth)}: give the guide in the input's units")
 
 
 def _keywords(args: argparse.Namespace, guide: Any) -> dict[str, Any]:
@@ -92,11 +93,12 @@ def image_guide(args: argparse.Namespace, image: np.ndarray,
     without the option, such as `demo`)."""
     if getattr(args, "guide", None) is None:
         return {}
-    guide, guide_info = read_image(args.guide)
+    with usage_checks():
+        guide, guide_info = read_image(args.guide)
     if guide.shape != image.shape:
-        raise CommandError(f"the guide {args.guide} is {_layout(guide.shape)}, the input "
-                           f"{_layout(image.shape)}: they must have the same size and channels "
-                           "(alpha apart)")
+        raise UsageError(f"the guide {args.guide} is {_layout(guide.shape)}, the input "
+                         f"{_layout(image.shape)}: they must have the same size and channels "
+                         "(alpha apart)")
     _same_units(guide_info.bit_depth, info.bit_depth, args.guide)
     return _keywords(args, guide)
 
@@ -107,11 +109,12 @@ def video_guide(args: argparse.Namespace, info: VideoInfo) -> tuple[dict[str, An
     frames, read one at a time (None without --guide)."""
     if args.guide is None:
         return {}, None
-    guide_info, frames = open_video(args.guide)
+    with usage_checks():
+        guide_info, frames = open_video(args.guide)
     if (guide_info.frames, guide_info.shape) != (info.frames, info.shape):
-        raise CommandError(f"the guide {args.guide} is {guide_info.frames} frames of "
-                           f"{_layout(guide_info.shape)}, the input {info.frames} frames of "
-                           f"{_layout(info.shape)}: they must match")
+        raise UsageError(f"the guide {args.guide} is {guide_info.frames} frames of "
+                         f"{_layout(guide_info.shape)}, the input {info.frames} frames of "
+                         f"{_layout(info.shape)}: they must match")
     _same_units(guide_info.bit_depth, info.bit_depth, args.guide)
     kwargs = _keywords(args, None)
     del kwargs["guide"]

@@ -1,7 +1,9 @@
 """`clpatch knn QUERY [REFERENCE]`: the exhaustive k-nearest-patch search of every query patch
 among all patches of a reference image (the query itself when none is given); prints a
 one-line summary and saves the result as `.npz` (written whole or not at all, never over an
-input nor, unless --overwrite, over an existing file: see `outputs`)."""
+input nor, unless --overwrite, over an existing file: see `outputs`). The output, the images
+and the parameters (`knn` checks them before any work) are usage errors when refused (exit
+2)."""
 
 from __future__ import annotations
 
@@ -15,16 +17,24 @@ from ..core.runtime import Runtime
 from ..io.images import read_array
 from ..io.outputs import TemporaryOutput
 from ..match.knn.search import knn
-from .common import CommandError, add_device_option, builds_note
+from .common import (
+    ARGUMENT_ERRORS,
+    UsageError,
+    add_device_option,
+    builds_note,
+    open_runtime,
+    usage_checks,
+)
 from .outputs import Writing, check_npz, check_outputs
 
 KNN_METRICS = ("l2", "l1", "chamfer", "chamfer_sym")
 
 
 def _read(path: str, what: str) -> np.ndarray:
-    image, video = read_array(path)
+    with usage_checks():
+        image, video = read_array(path)
     if video:
-        raise CommandError(f"{what} {path}: a multi-frame file; knn takes one image "
+        raise UsageError(f"{what} {path}: a multi-frame file; knn takes one image "
                            "((H, W) or (H, W, C))")
     return image
 
@@ -62,12 +72,13 @@ def cmd_knn(args: argparse.Namespace) -> int:
     check_npz(args.output)
     query = _read(args.query, "QUERY")
     reference = _read(args.reference, "REFERENCE") if args.reference else None
-    runtime = Runtime(args.device)
+    runtime = open_runtime(args.device)
     builds = runtime.programs.builds
     with Writing(args.output):
         start = time.perf_counter()
-        result = knn(query, reference, patch_size=args.patch_size, k=args.k, metric=args.metric,
-                     step=args.step, runtime=runtime)
+        with usage_checks(ARGUMENT_ERRORS):  # its parameters, checked before any work
+            result = knn(query, reference, patch_size=args.patch_size, k=args.k,
+                         metric=args.metric, step=args.step, runtime=runtime)
         seconds = time.perf_counter() - start
         save(args.output, result, runtime)
     print(summary(result, query if reference is None else reference, seconds,

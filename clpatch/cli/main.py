@@ -3,7 +3,10 @@ errors are reported.
 
 Every command returns an exit code from `main(argv)`; errors are reported as one
 `clpatch: error: ...` line on stderr (a multi-line explanation, such as how to install
-an OpenCL driver, follows it), never as a traceback.
+an OpenCL driver, follows it), never as a traceback. The exit statuses are the same for every
+command (`EXIT_STATUS_HELP`, the epilog of `clpatch --help`; see `common`): 2 when the command
+line is refused before any work (argparse's errors included), 1 when the work fails, 130
+after Ctrl-C.
 """
 
 from __future__ import annotations
@@ -21,28 +24,39 @@ from ..core.errors import ClpatchError
 from ..core.kernels import set_default_build_progress
 from ..version import __version__
 from . import demo, denoise, devices, knn, nnf, search, selftest, tuning, warmup
-from .common import CommandError
+from .common import EXIT_FAILURE, EXIT_USAGE, CommandError, UsageError
 from .outputs import INTERRUPTED_CODE
 from .progress import BuildProgress, EndsBuildLine, is_terminal
 
-__all__ = ["PROG", "CommandError", "build_parser", "main"]
+__all__ = ["EXIT_STATUS_HELP", "PROG", "CommandError", "UsageError", "build_parser", "main"]
 
 log = logging.getLogger("clpatch")
 
 PROG = "clpatch"
 
+#: The epilog of `clpatch --help`: the exit statuses of every command.
+EXIT_STATUS_HELP = (
+    f"Exit status, the same for every command: 0 done; {EXIT_USAGE} the command line was "
+    "refused before any work started (a bad or conflicting option or value, an unknown "
+    "method or device, a missing or unreadable input, an input format refused, an output "
+    "refused: it exists without --overwrite, is an input, has the wrong extension or an "
+    f"unwritable folder), as argparse's own errors; {EXIT_FAILURE} the work failed (no "
+    "OpenCL driver, a device or OpenCL error, a build failure, invalid data found during "
+    f"the run, a write failing); {INTERRUPTED_CODE} interrupted (Ctrl-C).")
+
 
 class _Parser(argparse.ArgumentParser):
-    """argparse, but usage errors become one `clpatch: error:` line instead of usage + exit."""
+    """argparse, but usage errors become one `clpatch: error:` line instead of usage + exit
+    (the same exit status, EXIT_USAGE)."""
 
     def error(self, message: str) -> NoReturn:
-        raise CommandError(f"{message} (see '{self.prog} --help')", code=2)
+        raise UsageError(f"{message} (see '{self.prog} --help')")
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The parser of `clpatch` and all its commands (each command's `func` runs it)."""
     parser = _Parser(prog=PROG, description="Portable OpenCL patch search and patch-based "
-                     "denoising.")
+                     "denoising.", epilog=EXIT_STATUS_HELP)
     parser.add_argument("--version", action="version", version=f"clpatch {__version__}")
     parser.add_argument("--verbose", "-v", action="store_true",
                         help="show clpatch's log messages (kernel cache, driver registration)")
@@ -138,7 +152,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _setup_logging(args.verbose)
         if args.command is None:
             parser.print_help()
-            return 2
+            return EXIT_USAGE
         return _run(args)
     except SystemExit as exc:  # --help and --version
         return exc.code if isinstance(exc.code, int) else 0
@@ -147,13 +161,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.code
     except BrokenPipeError:  # output piped into a command that stopped reading (| head)
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 1
+        return EXIT_FAILURE
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return INTERRUPTED_CODE
     except (ClpatchError, ValueError, TypeError, OSError, LookupError) as exc:
+        # Raised outside `usage_checks`: while doing the work.
         _report(str(exc) or type(exc).__name__)
-        return 1
+        return EXIT_FAILURE
     except cl.Error as exc:
         _report(f"OpenCL error: {exc}")
-        return 1
+        return EXIT_FAILURE

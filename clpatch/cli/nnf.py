@@ -4,9 +4,10 @@ saves the field as `.npz` and, with --reconstruct, writes A rebuilt from B's pat
 (`clpatch.reconstruct`). Every output is written whole or not at all, never over an input
 nor, unless --overwrite, over an existing file (see `outputs`).
 
-Exit codes: 0 done; 2 bad arguments: argparse's own checks, and the ValueError or TypeError
+Exit codes (those of every command, see `common`): 2 when refused before any work: argparse's
+own checks, an output refused, A or B missing or unreadable, and the ValueError or TypeError
 with which `clpatch.nnf` refuses its parameters or images (it checks everything before any
-work, naming the argument); 1 anything else (unreadable files, OpenCL errors, ...).
+work, naming the argument); 1 when the work fails (OpenCL errors, a write failing, ...).
 """
 
 from __future__ import annotations
@@ -22,7 +23,16 @@ from ..core.runtime import Runtime
 from ..io.images import MODES, ImageInfo, output_format, quantize, read_array, write_image
 from ..io.outputs import TemporaryOutput
 from ..match.nnf.search import nnf, reconstruct
-from .common import CommandError, add_device_option, builds_note, device_line, seed_number
+from .common import (
+    ARGUMENT_ERRORS,
+    UsageError,
+    add_device_option,
+    builds_note,
+    device_line,
+    open_runtime,
+    seed_number,
+    usage_checks,
+)
 from .outputs import Writing, check_npz, check_outputs
 
 #: What the .npz holds besides the field (the parameters it was computed with).
@@ -30,9 +40,10 @@ SAVED_PARAMETERS = ("patch_size", "k", "pca_dims", "candidates", "leaf_size", "s
 
 
 def _read(path: str, what: str) -> np.ndarray:
-    image, video = read_array(path)
+    with usage_checks():
+        image, video = read_array(path)
     if video:
-        raise CommandError(f"{what} {path}: a multi-frame file; nnf takes one image "
+        raise UsageError(f"{what} {path}: a multi-frame file; nnf takes one image "
                            "((H, W) or (H, W, C))")
     return image
 
@@ -51,8 +62,8 @@ def reconstruction_info(b: np.ndarray, a_shape: tuple[int, ...]) -> ImageInfo:
     others). The alpha here is a placeholder of the right size, for `output_format`."""
     channels = 1 if b.ndim == 2 else b.shape[2]
     if channels not in MODES:
-        raise CommandError(f"--reconstruct: B has {channels} channels; an image file holds 1 "
-                           "to 4", code=2)
+        raise UsageError(f"--reconstruct: B has {channels} channels; an image file holds 1 "
+                         "to 4")
     depth = 8 if b.dtype == np.uint8 else 16 if b.dtype.kind in "ui" else None
     mode = MODES[channels]
     alpha = np.zeros(a_shape[:2], np.float32) if mode in ("LA", "RGBA") else None
@@ -118,17 +129,16 @@ def cmd_nnf(args: argparse.Namespace) -> int:
     info = None
     if args.reconstruct:
         info = reconstruction_info(b, a.shape)
-        output_format(args.reconstruct, info)          # an unwritable format fails now
-    runtime = Runtime(args.device)
+        with usage_checks():
+            output_format(args.reconstruct, info)      # an unwritable format fails now
+    runtime = open_runtime(args.device)
     builds = runtime.programs.builds
     with Writing(args.output, args.reconstruct) as writing:
         start = time.perf_counter()
-        try:
+        with usage_checks(ARGUMENT_ERRORS):            # refused before any work
             result = nnf(a, b, patch_size=args.patch_size, k=args.k, pca_dims=args.pca_dims,
                          candidates=args.candidates, leaf_size=args.leaf_size, seed=args.seed,
                          runtime=runtime)
-        except (ValueError, TypeError) as exc:         # refused before any work
-            raise CommandError(str(exc), code=2) from None
         seconds = time.perf_counter() - start
         builds = runtime.programs.builds - builds
         save(args.output, result, args, runtime)

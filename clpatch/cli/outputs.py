@@ -1,6 +1,10 @@
 """The output rule of every command that writes files, as the command line applies it.
 
-- `check_npz`: an archive's name ends in .npz.
+Every refusal here is a `UsageError` (exit 2: before any work); a report that cannot be
+written, or a failure inside `Writing`, a `CommandError` (exit 1).
+
+- `check_npz`: an archive's name ends in .npz; `check_format`: an image can be written in
+  the format its name says.
 - `check_outputs` runs before any work: an output may not be one of the inputs (the same file,
   also through symlinks and hard links) nor another output, its folder must exist and be
   writable, it may not be a directory (except a video's directory of frames), and an existing
@@ -21,9 +25,10 @@ from types import TracebackType
 import pyopencl as cl
 
 from ..core.errors import ClpatchError
+from ..io.images import ImageFileError, ImageInfo, output_format
 from ..io.outputs import OutputError, TemporaryOutput, check_output, same_file
 from ..io.video import output_kind
-from .common import CommandError, first_line
+from .common import EXIT_FAILURE, CommandError, UsageError, first_line
 
 OVERWRITE_OPTION = "--overwrite"
 INTERRUPTED_CODE = 130  # the shell's code for a process stopped by SIGINT
@@ -32,30 +37,41 @@ REPORTED = (CommandError, ClpatchError, ValueError, TypeError, OSError, LookupEr
 
 
 def check_npz(path: str | None, option: str = "--output") -> None:
-    """An archive output must say what it is: a CommandError naming `option` unless `path`
+    """An archive output must say what it is: a UsageError naming `option` unless `path`
     (None: not asked for) ends in .npz (numpy.savez writes what it is given, so `-o res.txt`
     wrote an archive named res.txt)."""
     if path and not path.lower().endswith(".npz"):
-        raise CommandError(f"{option} {path}: the result is a NumPy .npz archive; give a "
-                           "name ending in .npz")
+        raise UsageError(f"{option} {path}: the result is a NumPy .npz archive; give a "
+                         "name ending in .npz")
 
 
 def check_outputs(outputs: Sequence[str | None], *, inputs: Sequence[str | None] = (),
                   overwrite: bool = False, video: bool = False) -> None:
-    """Fail with a CommandError naming the path, before any work, when one of `outputs`
+    """Fail with a UsageError naming the path, before any work, when one of `outputs`
     (None: not asked for) must not or cannot be written (see the module doc). `video`: the
     outputs are videos, directories of frames unless their name says otherwise."""
     given = [path for path in outputs if path]
     for k, path in enumerate(given):
         for other in given[:k]:
             if same_file(path, other):
-                raise CommandError(f"{path}: is also {other}; give each output its own path")
+                raise UsageError(f"{path}: is also {other}; give each output its own path")
         try:
             directory = video and output_kind(path) == "directory"
             check_output(path, inputs=inputs, overwrite=overwrite, directory=directory,
                          overwrite_option=OVERWRITE_OPTION)
         except OutputError as exc:
-            raise CommandError(str(exc)) from None
+            raise UsageError(str(exc)) from None
+
+
+def check_format(path: str | None, info: ImageInfo) -> None:
+    """Before any work: a UsageError when the image `path` (None: not asked for) cannot be
+    written with `info`'s depth and mode (its extension, JPEG's limits); where it may be
+    written is `check_outputs`' business."""
+    if path is not None:
+        try:
+            output_format(path, info)
+        except ImageFileError as exc:
+            raise UsageError(str(exc)) from None
 
 
 def check_report(path: str | None) -> None:
@@ -66,7 +82,7 @@ def check_report(path: str | None) -> None:
         try:
             check_output(path, overwrite=True)
         except OutputError as exc:
-            raise CommandError(str(exc)) from None
+            raise UsageError(str(exc)) from None
 
 
 def write_report(path: str, text: str) -> None:
@@ -82,7 +98,8 @@ def write_report(path: str, text: str) -> None:
 class Writing:
     """Wraps the work that ends in writing `paths` (None: not asked for); call `written(path)`
     once a path is in place. A KeyboardInterrupt or a reported error inside becomes a
-    CommandError whose line ends with what happened to the outputs not yet written; other
+    CommandError whose line ends with what happened to the outputs not yet written (its exit
+    status a CommandError's own, else EXIT_FAILURE; 130 for Ctrl-C); other
     exceptions get that said on stderr and go on (with their traceback)."""
 
     def __init__(self, *paths: str | None) -> None:
@@ -119,6 +136,7 @@ class Writing:
             lines = str(exc).strip().splitlines() or [type(exc).__name__]
             prefix = "OpenCL error: " if isinstance(exc, cl.Error) else ""
             message = "\n".join([f"{prefix}{lines[0]} ({self.outcome()})", *lines[1:]])
-            raise CommandError(message, code=exc.code if isinstance(exc, CommandError) else 1) from exc
+            code = exc.code if isinstance(exc, CommandError) else EXIT_FAILURE
+            raise CommandError(message, code=code) from exc
         if isinstance(exc, Exception):
             print(f"clpatch: {first_line(exc)}: {self.outcome()}", file=sys.stderr)

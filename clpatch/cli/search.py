@@ -1,5 +1,7 @@
 """`clpatch search IMAGE`: the exact windowed patch search on an image, a video array or a
-`.npy` file; prints a summary and optionally saves the result as `.npz`."""
+`.npy` file; prints a summary and optionally saves the result as `.npz`. The output, IMAGE
+and the parameters (`search_patches` checks them before any work) are usage errors when
+refused (exit 2)."""
 
 from __future__ import annotations
 
@@ -15,7 +17,14 @@ from ..io.images import read_array
 from ..io.outputs import TemporaryOutput
 from ..match.window.config import SEARCH_VARIANTS
 from ..match.window.search import search_patches
-from .common import add_device_option, builds_note, device_line
+from .common import (
+    ARGUMENT_ERRORS,
+    add_device_option,
+    builds_note,
+    device_line,
+    open_runtime,
+    usage_checks,
+)
 from .outputs import Writing, check_npz, check_outputs
 
 
@@ -54,13 +63,14 @@ def summary(name: str, image: np.ndarray, video: bool, result: Any, runtime: Run
 
 def _run_search(image: np.ndarray, video: bool, args: argparse.Namespace) -> tuple[Any, Runtime,
                                                                                    float, int]:
-    runtime = Runtime(args.device)
+    runtime = open_runtime(args.device)
     builds = runtime.programs.builds
     start = time.perf_counter()
-    result = search_patches(image, args.patch_size, args.step, args.window, args.k,
-                            metric=args.metric, variant=args.variant,
-                            temporal_window=args.temporal_window, runtime=runtime,
-                            video=True if video else None)
+    with usage_checks(ARGUMENT_ERRORS):  # its parameters, checked before any work
+        result = search_patches(image, args.patch_size, args.step, args.window, args.k,
+                                metric=args.metric, variant=args.variant,
+                                temporal_window=args.temporal_window, runtime=runtime,
+                                video=True if video else None)
     return result, runtime, time.perf_counter() - start, runtime.programs.builds - builds
 
 
@@ -77,7 +87,8 @@ def _save(path: str, result: Any, runtime: Runtime) -> None:
 def cmd_search(args: argparse.Namespace) -> int:
     check_outputs([args.output], inputs=[args.image], overwrite=args.overwrite)
     check_npz(args.output)
-    image, video = read_array(args.image)
+    with usage_checks():
+        image, video = read_array(args.image)
     with Writing(args.output):
         result, runtime, seconds, builds = _run_search(image, video, args)
         if args.output:

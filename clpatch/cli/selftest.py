@@ -4,9 +4,10 @@ per family. The families run in a child process (`clpatch.selftest.run_selftest`
 whose driver kills its process is a CRASH line naming the signal and the OpenCL
 implementation, and the others still run.
 
-Exit status: 0 when every family passes (or is skipped because the device cannot run it),
-1 when one differs from its oracle, fails to run or crashes, 2 when the self-test cannot
-start (a bad option, an unknown device, no OpenCL driver)."""
+Exit status (that of every command, see `common`): 0 when every family passes (or is skipped
+because the device cannot run it), 1 when one differs from its oracle, fails to run or crashes
+(or no OpenCL driver is found), 2 when the command line is refused (a bad option, an unknown
+family or device)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from typing import Any
 from ..core.runtime import Runtime
 from ..selftest import FAMILIES, STATUSES, FamilyResult, run_selftest, select_families
 from ..version import __version__
-from .common import CommandError, add_device_option, device_line, open_runtime
+from .common import EXIT_FAILURE, UsageError, add_device_option, device_line, open_runtime
 
 #: Width of the family-name column.
 NAME_WIDTH = max(len(f.name) for f in FAMILIES) + 2
@@ -79,7 +80,7 @@ def cmd_selftest(args: argparse.Namespace) -> int:
     try:
         families = select_families(args.family)
     except ValueError as exc:
-        raise CommandError(str(exc), code=2) from None
+        raise UsageError(str(exc)) from None
     if args.list:
         for family in families:
             print(f"{family.name:<{NAME_WIDTH}}{family.what}")
@@ -112,7 +113,7 @@ def cmd_selftest(args: argparse.Namespace) -> int:
         print()
     else:
         print(summary_line(results, seconds))
-    return 0 if passed else 1
+    return 0 if passed else EXIT_FAILURE
 
 
 def add_command(commands: argparse._SubParsersAction) -> None:
@@ -123,8 +124,8 @@ def add_command(commands: argparse._SubParsersAction) -> None:
         "ANN, NNF, NL-means aggregations, BM3D, CBM3D, VBM3D) on tiny inputs on one device and "
         "compare each with its NumPy oracle; one line per family. The families run in a child "
         "process: one that kills it (a driver crash) is reported as CRASH and the others still "
-        "run. Exit status 0: all passed; 1: a family differs, failed or crashed; 2: the "
-        "self-test could not start.")
+        "run. Exit status 0: all passed; 1: a family differs, failed or crashed (or no OpenCL "
+        "driver); 2: the command line was refused.")
     add_device_option(parser)
     parser.add_argument("--family", "-f", action="append", metavar="NAME",
                         help="run only this family, or every family under a prefix such as "

@@ -4,6 +4,8 @@
 Images are estimated as they are denoised (after `--add-noise`, when given); videos on their
 first frame; bursts on their reference frame. Colour inputs get one estimate per channel and
 are denoised with their root mean square (the denoisers take one sigma for all channels).
+An input on which no sigma can be estimated (too small, no noise, no frames) is a UsageError
+(exit 2): it comes before any denoising, and the remedy is a numeric --sigma.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import numpy as np
 
 from ..core.runtime import Runtime
 from ..denoise.noise_level import combined_sigma, estimate_sigma
-from .common import CommandError, first_line, positive_number
+from .common import UsageError, first_line, positive_number
 
 __all__ = ["AUTO", "SIGMA_HELP", "first_frame_sigma", "resolve_sigma", "sigma_option"]
 
@@ -40,11 +42,11 @@ def _estimate(image: np.ndarray, runtime: Runtime, where: str) -> tuple[float, s
     try:
         values = np.atleast_1d(estimate_sigma(image, runtime=runtime))
     except ValueError as exc:
-        raise CommandError(f"--sigma auto: {first_line(exc)}") from None
+        raise UsageError(f"--sigma auto: {first_line(exc)}") from None
     value = combined_sigma(values)
     if not value > 0:
-        raise CommandError(f"--sigma auto: the estimated noise of {where} is 0 (no noise to "
-                           "remove); give --sigma")
+        raise UsageError(f"--sigma auto: the estimated noise of {where} is 0 (no noise to "
+                         "remove); give --sigma")
     line = f"{value:.4g}, estimated on {where} (clpatch.estimate_sigma)"
     if len(values) > 1:
         names = list("RGB") if len(values) == 3 else [f"channel {c}" for c in range(len(values))]
@@ -96,6 +98,6 @@ def first_frame_sigma(args: argparse.Namespace, pairs: Iterator[tuple[Any, Any]]
         return pairs, None
     first = next(pairs, None)
     if first is None:
-        raise CommandError(f"--sigma auto: {name} has no frames")
+        raise UsageError(f"--sigma auto: {name} has no frames")
     line = resolve_sigma(args, np.asarray(first[0]), runtime, f"frame 0 of {name}")
     return itertools.chain([first], pairs), line

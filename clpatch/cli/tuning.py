@@ -1,5 +1,7 @@
 """The tuning commands: `clpatch explain` (which kernel configuration runs, and why),
-`clpatch autotune` (time them and keep the fastest) and `clpatch bench` (kernel times)."""
+`clpatch autotune` (time them and keep the fastest) and `clpatch bench` (kernel times).
+Options, the tuning file and the device are checked before any work (refused: exit 2); a
+timing run failing is exit 1 (see `common`)."""
 
 from __future__ import annotations
 
@@ -24,7 +26,13 @@ from ..tune.bench import BENCHES, METHODS, format_table, parse_size, run_bench
 from ..tune.explain import explain as explain_choice
 from ..tune.explain import takes_search
 from ..tune.knn_tune import tune_knn
-from .common import CommandError, add_device_option
+from .common import (
+    ARGUMENT_ERRORS,
+    UsageError,
+    add_device_option,
+    open_runtime,
+    usage_checks,
+)
 from .outputs import check_report, write_report
 
 
@@ -33,6 +41,14 @@ def _csv_ints(text: str) -> list[int]:
         return [int(v) for v in text.split(",") if v.strip()]
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+
+
+def _size(text: str) -> tuple[int, int]:
+    """argparse type of --size: 'ROWSxCOLS', at least 16x16 (`parse_size`)."""
+    try:
+        return parse_size(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def results_json(results: list, jobs: int) -> str:
@@ -61,23 +77,28 @@ def _positive_int(text: str) -> int:
 def cmd_explain(args: argparse.Namespace) -> int:
     if args.search != "window" and not takes_search(args.operation):
         users = [name for name in operations() if takes_search(name)]
-        raise CommandError(f"--search {args.search} does not apply to {args.operation} (only "
-                           f"to {', '.join(users)})")
-    runtime = Runtime(args.device)
+        raise UsageError(f"--search {args.search} does not apply to {args.operation} (only "
+                         f"to {', '.join(users)})")
+    runtime = open_runtime(args.device)
     if args.tuning:
-        runtime.use_tuning(args.tuning)
-    print(explain_choice(args.operation, patch_size=args.patch_size, step=args.step, k=args.k,
-                         window=args.window, channels=args.channels, metric=args.metric,
-                         video=args.video, variant=args.variant, preset=args.preset,
-                         pca_dims=args.pca_dims, candidates=args.candidates,
-                         leaf_size=args.leaf_size, search=args.search, runtime=runtime))
+        with usage_checks():
+            runtime.use_tuning(args.tuning)
+    with usage_checks(ARGUMENT_ERRORS):  # explaining is checking: its refusals are usage
+        text = explain_choice(args.operation, patch_size=args.patch_size, step=args.step,
+                              k=args.k, window=args.window, channels=args.channels,
+                              metric=args.metric, video=args.video, variant=args.variant,
+                              preset=args.preset, pca_dims=args.pca_dims,
+                              candidates=args.candidates, leaf_size=args.leaf_size,
+                              search=args.search, runtime=runtime)
+    print(text)
     return 0
 
 
 def cmd_autotune(args: argparse.Namespace) -> int:
     check_report(args.json)
-    runtime = Runtime(args.device, profiling=True)
-    cache = runtime.use_tuning(args.output) if args.output else runtime.tuning
+    runtime = open_runtime(args.device, profiling=True)
+    with usage_checks():
+        cache = runtime.use_tuning(args.output) if args.output else runtime.tuning
     if args.knn:
         return _autotune_knn(args, runtime, cache)
     if args.quick and not any((args.patch_sizes, args.steps, args.ns, args.windows, args.channels)):
@@ -87,7 +108,7 @@ def cmd_autotune(args: argparse.Namespace) -> int:
                                  args.steps or FULL_GRID["step"], args.ns or FULL_GRID["n"],
                                  args.windows or FULL_GRID["window"],
                                  args.channels or FULL_GRID["channels"])
-    size = parse_size(args.size) if args.size else None
+    size = args.size
     jobs = args.jobs if args.jobs is not None else default_jobs()
     print(f"tuning {len(requests)} request(s) on {runtime.device.name.strip()}"
           + (" (quick)" if args.quick else "")
@@ -116,7 +137,7 @@ def _autotune_knn(args: argparse.Namespace, runtime: Runtime, cache: Any) -> int
         requests = [(m, p, c, 1) for m in ("l2", "l1")
                     for p in (args.patch_sizes or [5, 7, 8, 11]) for c in (args.channels or [1, 3])]
     cpu = runtime.profile.family == "cpu"
-    size = parse_size(args.size) if args.size else ((64, 64) if cpu else (256, 256))
+    size = args.size or ((64, 64) if cpu else (256, 256))
     print(f"tuning {len(requests)} kNN request(s) on {runtime.device.name.strip()} with "
           f"{size[0]}x{size[1]} self-searches", file=sys.stderr)
     report = (lambda line: print(line, file=sys.stderr)) if args.verbose else None
@@ -136,10 +157,10 @@ def _autotune_knn(args: argparse.Namespace, runtime: Runtime, cache: Any) -> int
 def cmd_bench(args: argparse.Namespace) -> int:
     methods = [m for m in METHODS] if args.method == "all" else [args.method]
     check_report(args.json)
-    runtime = Runtime(args.device, profiling=True)
+    runtime = open_runtime(args.device, profiling=True)
     if args.method == "all":
         methods = [m for m in methods if m in BENCHES]
-    sizes = [parse_size(s) for s in (args.size or ["512x512"])]
+    sizes = args.size or [(512, 512)]
     rows = run_bench(runtime, methods, sizes, repeats=args.repeats)
     print(f"device: {runtime.device.name.strip()} ({runtime.device.platform.name.strip()})")
     print(format_table(rows))
@@ -205,7 +226,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
                            "step 4, k 16, window 21, one channel), first stage only")
     tune.add_argument("--output", "-o", metavar="FILE",
                       help="tuning file to write (default: $CLPATCH_TUNING or the user cache)")
-    tune.add_argument("--size", metavar="ROWSxCOLS", help="test image size (default: 2048x2048 "
+    tune.add_argument("--size", metavar="ROWSxCOLS", type=_size, help="test image size (default: 2048x2048 "
                       "on GPUs, 512x512 on CPUs, 256x256 with --quick on CPUs)")
     tune.add_argument("--repeats", type=int, default=None, help="timed runs per configuration")
     tune.add_argument("--patch-sizes", type=_csv_ints, help="e.g. 4,5,7,8,16")
@@ -232,7 +253,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
                     "method's default configuration, split by stage.")
     bench.add_argument("--method", choices=("search", "nlmeans", "bm3d", "all"), default="all",
                        help="what to time (default all three)")
-    bench.add_argument("--size", action="append", metavar="ROWSxCOLS",
+    bench.add_argument("--size", action="append", metavar="ROWSxCOLS", type=_size,
                        help="image size, repeatable (default 512x512)")
     bench.add_argument("--repeats", type=int, default=15,
                        help="timed runs after the warm-up; the median is reported (default 15)")

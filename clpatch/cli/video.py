@@ -12,6 +12,11 @@ all frames. A progress bar goes to stderr when it is a terminal.
 Outputs are written to temporaries beside them and renamed into place once every frame is
 written (`VideoWriter`): an interrupted or failed run leaves no partial video and the previous
 output, if any, untouched, and says so (see `outputs.Writing`).
+
+Exit statuses (see `common`): IN, the clean reference, the guide, the outputs (opened before
+any work) and the method's parameters (checked as its plan is made) are usage errors when
+refused (2); a frame failing to decode or holding NaN values midway, the device or a write
+failing is a failure (1).
 """
 
 from __future__ import annotations
@@ -33,7 +38,15 @@ from ..denoise.vbm3d import VBM3DPlan
 from ..denoise.vbm3d_params import choose_video_search, video_stage_params
 from ..io.noise import psnr_peak
 from ..io.video import VideoInfo, VideoWriter, open_video
-from .common import CommandError, as_written, builds_note, device_line
+from .common import (
+    ARGUMENT_ERRORS,
+    UsageError,
+    as_written,
+    builds_note,
+    device_line,
+    open_runtime,
+    usage_checks,
+)
 from .guide import guide_line, video_guide
 from .outputs import Writing
 from .progress import Progress
@@ -58,8 +71,8 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
     for dest in given:
         if dest not in accepted:
             users = [m for m, opts in VIDEO_OPTIONS.items() if dest in opts]
-            raise CommandError(f"--{dest.replace('_', '-')} does not apply to --method "
-                                    f"{args.method} on a video (only to {', '.join(users)})")
+            raise UsageError(f"--{dest.replace('_', '-')} does not apply to --method "
+                             f"{args.method} on a video (only to {', '.join(users)})")
     return {accepted[dest]: value for dest, value in given.items()}
 
 
@@ -111,46 +124,57 @@ def _denoised(args: argparse.Namespace, info: VideoInfo, pairs: Iterator[tuple[A
 
     rows, cols = info.shape[:2]
     channels = 3 if info.colour else 1
+    # A plan checks its parameters as it is made, before any work: usage errors. The frames
+    # stream through it after that: what fails then (a frame, the device) is a failure.
     if args.method == "vbm3d":
         given = {k: v for k, v in kwargs.items() if k != "aggregation"}
-        p1, p2, stages, radius = video_stage_params(**given)
-        plan = VBM3DPlan(runtime, rows, cols, channels, (p1, p2), stages, radius,
-                         aggregation=kwargs.get("aggregation"))
+        with usage_checks(ARGUMENT_ERRORS):
+            p1, p2, stages, radius = video_stage_params(**given)
+            plan = VBM3DPlan(runtime, rows, cols, channels, (p1, p2), stages, radius,
+                             aggregation=kwargs.get("aggregation"))
         yield from plan.stream(inputs(), args.sigma, data_range=data_range, **guide_kwargs)
     elif args.method == "bm3d":      # frame by frame, copies overlapping the kernels
         # The preset's settings follow σ in 0-255 units (float videos: on that scale, as the
         # command line takes float data).
         noise = args.sigma * 255.0 / (data_range or 255.0)
-        plan = plan_for(runtime, rows, cols, channels, noise=noise, **kwargs)
+        with usage_checks(ARGUMENT_ERRORS):
+            plan = plan_for(runtime, rows, cols, channels, noise=noise, **kwargs)
         yield from plan.stream(inputs(), args.sigma, data_range=data_range, **guide_kwargs)
     else:
         video = np.stack(list(inputs()))
         if guide_frames is not None:
             guide_kwargs["guide"] = np.stack(list(guide_frames))
-        yield from nlmeans_video(video, args.sigma, runtime=runtime, **kwargs, **guide_kwargs)
+        with usage_checks(ARGUMENT_ERRORS):  # the whole video at once: checked before work
+            result = nlmeans_video(video, args.sigma, runtime=runtime, **kwargs,
+                                   **guide_kwargs)
+        yield from result
 
 
 def denoise_video(args: argparse.Namespace, seed: int | None) -> int:
     """`clpatch denoise` when IN is a video (see the module doc). `seed`: the noise seed
     when args.add_noise is given."""
-    info, frames = open_video(args.input)
+    with usage_checks():
+        info, frames = open_video(args.input)
     kwargs = _options(args)
     guide = video_guide(args, info)
     clean_frames: Iterator[np.ndarray] | None = None
     if args.clean:
-        clean_info, clean_frames = open_video(args.clean)
+        with usage_checks():
+            clean_info, clean_frames = open_video(args.clean)
         if (clean_info.frames, clean_info.shape) != (info.frames, info.shape):
-            raise CommandError(f"the clean reference {args.clean} is {clean_info.describe()}, "
-                                    f"the input {info.describe()}")
-    runtime = Runtime(args.device)
+            raise UsageError(f"the clean reference {args.clean} is {clean_info.describe()}, "
+                             f"the input {info.describe()}")
+    runtime = open_runtime(args.device)
     builds = runtime.programs.builds
     with contextlib.ExitStack() as files:  # on any exception the writers drop their temporaries
         writer = noisy_writer = None
-        if args.output:
-            writer = files.enter_context(VideoWriter(args.output, info, overwrite=args.overwrite))
-        if args.save_noisy:
-            noisy_writer = files.enter_context(VideoWriter(args.save_noisy, info,
-                                                           overwrite=args.overwrite))
+        with usage_checks():  # an output the writer refuses (its kind, 16-bit, odd sizes)
+            if args.output:
+                writer = files.enter_context(VideoWriter(args.output, info,
+                                                         overwrite=args.overwrite))
+            if args.save_noisy:
+                noisy_writer = files.enter_context(VideoWriter(args.save_noisy, info,
+                                                               overwrite=args.overwrite))
         with Writing(args.output, args.save_noisy) as writing:
             count, seconds, squared, sigma_line = _run(args, info, frames, clean_frames, kwargs,
                                                        runtime, seed, writer, noisy_writer,

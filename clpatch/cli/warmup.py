@@ -7,8 +7,9 @@ its error, or its crash (a compiler or kernel killing its process: the steps run
 process); on a terminal, a "building kernels" line on stderr while a step compiles. Safe to
 run again (then quick).
 
-Exit status: 0 when every step ran, 1 when one failed or crashed (its error is printed), 2
-when the warmup cannot start (a bad option, an unknown device, no OpenCL driver)."""
+Exit status (that of every command, see `common`): 0 when every step ran, 1 when one failed
+or crashed (its error is printed) or no OpenCL driver is found, 2 when the command line is
+refused (a bad option, an unknown device)."""
 
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ from ..tune.warmup import (
     stored_in,
     warmup_steps,
 )
-from .common import CommandError, add_device_option, device_line, open_runtime
+from .common import EXIT_FAILURE, UsageError, add_device_option, device_line, open_runtime
 from .progress import BuildProgress, end_build_line, format_duration
 
 #: Width of the step column.
@@ -138,7 +139,7 @@ def cmd_warmup(args: argparse.Namespace) -> int:
     try:
         steps = warmup_steps(args.methods, args.channels, args.presets, args.high_noise)
     except ValueError as exc:
-        raise CommandError(f"--{exc}", code=2) from None
+        raise UsageError(f"--{exc}") from None
     sizes = list(dict.fromkeys(args.size or [(SIDE, SIDE)]))
     todo = [(size, step) for size in sizes for step in steps]
     if args.list:
@@ -172,7 +173,7 @@ def cmd_warmup(args: argparse.Namespace) -> int:
         print()
     else:
         print(summary_line(report))
-    return 0 if report.ok else 1
+    return 0 if report.ok else EXIT_FAILURE
 
 
 def add_command(commands: argparse._SubParsersAction) -> None:
@@ -187,8 +188,8 @@ def add_command(commands: argparse._SubParsersAction) -> None:
         "Programs already cached are only loaded: a second run is quick. Calls with other "
         "parameters (patch size, window, n) still build theirs on first use. The steps run "
         "in a child process: one whose compiler or kernel crashes is reported as CRASH and "
-        "the others still run. Exit status 0: every step ran; 1: a step failed or crashed; "
-        "2: the warmup could not start.")
+        "the others still run. Exit status 0: every step ran; 1: a step failed or crashed (or "
+        "no OpenCL driver); 2: the command line was refused.")
     add_device_option(parser)
     parser.add_argument("--methods", "-m", type=_name_list(tuple(METHODS), "method"),
                         default=None, metavar="LIST",

@@ -204,7 +204,7 @@ def test_search_uses_clpatch_device(capsys, tmp_path, monkeypatch, first_device)
     assert clpatch.select_device(first_device).name.strip() in out
     monkeypatch.setenv("CLPATCH_DEVICE", "no-such-device-anywhere")
     code, out, err = run(capsys, "search", path, "-w", 7, "-n", 4)
-    assert code == 1
+    assert code == 2
     assert err.splitlines()[0].startswith("clpatch: error: device 'no-such-device-anywhere'")
     assert "Traceback" not in err
 
@@ -213,7 +213,7 @@ def test_search_uses_clpatch_device(capsys, tmp_path, monkeypatch, first_device)
 
 def test_missing_file(capsys, tmp_path):
     code, out, err = run(capsys, "search", tmp_path / "nothing-here.png")
-    assert code != 0 and out == ""
+    assert code == 2 and out == ""
     assert_one_error_line(err, "nothing-here.png", "no such file")
 
 
@@ -221,7 +221,7 @@ def test_unreadable_image(capsys, tmp_path):
     path = tmp_path / "fake.png"
     path.write_text("this is not a picture\n")
     code, _, err = run(capsys, "search", path)
-    assert code != 0
+    assert code == 2
     assert_one_error_line(err, "fake.png")
 
 
@@ -238,7 +238,7 @@ def test_bad_arguments(capsys, tmp_path, first_device, argv, fragment):
     path = tmp_path / "small.npy"
     np.save(path, random_image((20, 24)))
     code, out, err = run(capsys, "search", path, "--device", first_device, *argv)
-    assert code != 0
+    assert code == 2 and out == ""
     assert_one_error_line(err, fragment)
 
 
@@ -257,12 +257,12 @@ def test_help_and_no_command(capsys):
 @pytest.mark.parametrize("command", ["search", "knn", "nnf"])
 def test_archives_must_be_named_npz(capsys, tmp_path, command):
     """`-o res.txt` wrote an .npz archive named res.txt: refused before any work, naming
-    the option (exit 1, as the other output errors)."""
+    the option (exit 2, as the other output errors)."""
     image = write_png(tmp_path / "in.png", load_image("camera", np.uint8)[:40, :40])
     argv = {"search": ["search", image], "knn": ["knn", image],
             "nnf": ["nnf", image, image]}[command]
     code, out, err = run(capsys, *argv, "-o", tmp_path / "res.txt")
-    assert code == 1 and "--output" in err and "res.txt" in err and ".npz" in err, err
+    assert code == 2 and "--output" in err and "res.txt" in err and ".npz" in err, err
     assert not (tmp_path / "res.txt").exists()
 
 
@@ -271,7 +271,7 @@ def test_complex_npy_is_refused_as_the_api_refuses_it(capsys, tmp_path):
     np.save(path, (np.ones((20, 20)) * (1 + 2j)).astype(np.complex64))
     for argv in (["search", path], ["denoise", path, tmp_path / "out.npy", "--sigma", 20]):
         code, out, err = run(capsys, *argv)
-        assert code == 1 and "complex64" in err and "real numbers" in err, err
+        assert code == 2 and "complex64" in err and "real numbers" in err, err
         assert not (tmp_path / "out.npy").exists()
 
 

@@ -125,7 +125,7 @@ def test_burst_with_a_clean_reference_image(capsys, tmp_path, runtime):
     assert after == pytest.approx(psnr(read(dst), clean[1], 255), abs=0.006)
     code, _, err = run(capsys, "denoise", src, tmp_path / "o.png", "-m", "burst", "--sigma",
                        SIGMA, "--clean", tmp_path / "small.png", "--device", spec_of(runtime))
-    assert code == 1
+    assert code == 2
     assert_one_error_line(err, "the clean reference", "small.png")
 
 
@@ -184,7 +184,7 @@ def test_burst_refuses_an_existing_output_unless_overwrite(capsys, tmp_path, run
     dst.write_bytes(b"previous")
     args = ("denoise", src, dst, "-m", "burst", "--sigma", SIGMA, "--device", spec_of(runtime))
     code, _, err = run(capsys, *args)
-    assert code == 1
+    assert code == 2
     assert_one_error_line(err, str(dst), "--overwrite")
     assert dst.read_bytes() == b"previous"
     code, _, err = run(capsys, *args, "--overwrite")
@@ -203,7 +203,7 @@ def test_burst_usage_errors(capsys, tmp_path, runtime):
     single = save_frames(tmp_path / "single", frames[:1])
     out = tmp_path / "o.png"
 
-    def error(*argv, code: int = 1) -> str:
+    def error(*argv, code: int = 2) -> str:
         got, _, err = run(capsys, "denoise", *argv, "--device", spec)
         assert got == code, err
         assert not out.exists()
@@ -257,11 +257,11 @@ def test_search_usage_errors(capsys, tmp_path, runtime):
     out = tmp_path / "o.png"
     code, _, err = run(capsys, "denoise", tmp_path / "in.png", out, "--sigma", SIGMA,
                        "--search", "ann", "-w", 11, "--device", spec)
-    assert code == 1
+    assert code == 2
     assert_one_error_line(err, "--window does not apply to --search ann")
     code, _, err = run(capsys, "denoise", tmp_path / "video.npy", tmp_path / "o.npy", "--sigma",
                        SIGMA, "--search", "ann", "--device", spec)
-    assert code == 1
+    assert code == 2
     assert_one_error_line(err, "--search ann denoises images", "--method burst")
     code, _, err = run(capsys, "denoise", tmp_path / "in.png", out, "--sigma", SIGMA,
                        "--search", "kdtree", "--device", spec)

@@ -61,7 +61,7 @@ def test_burst_method_usage_errors(capsys, tmp_path, runtime):
     src = save_frames(tmp_path / "burst", frames)
     out = tmp_path / "o.png"
 
-    def error(*argv, code: int = 1) -> str:
+    def error(*argv, code: int = 2) -> str:
         got, _, err = run(capsys, "denoise", *argv, "--device", spec)
         assert got == code, err
         assert not out.exists()
@@ -75,7 +75,7 @@ def test_burst_method_usage_errors(capsys, tmp_path, runtime):
     assert_one_error_line(error(src / "frame0.png", out, "--sigma", SIGMA, "--burst-method",
                                 "bm3d"), "--burst-method applies to --method burst only")
     assert_one_error_line(error(src, out, "-m", "burst", "--burst-method", "bm4d", "--sigma",
-                                SIGMA, code=2), "--burst-method", "bm4d")
+                                SIGMA), "--burst-method", "bm4d")
 
 
 def test_burst_options_and_line_without_the_command():

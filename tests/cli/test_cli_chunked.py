@@ -63,5 +63,5 @@ def test_errors(capsys, tmp_path, argv, fragments):
     tifffile.imwrite(tmp_path / "in.tif", np.zeros((40, 40), np.uint8))
     code, _, err = run(capsys, "denoise", *[tmp_path / a if "." in a and not a.startswith("tcp")
                                             else a for a in argv], "--sigma", 10)
-    assert code != 0
+    assert code == 2
     assert_one_error_line(err, *fragments)

@@ -131,9 +131,9 @@ def test_npy_channels_are_all_filtered(capsys, tmp_path, runtime):
     np.testing.assert_array_equal(np.load(dst), expected)
     code, _, err = run(capsys, "denoise", src, tmp_path / "b.npy", "--method", "bm3d",
                        "--sigma", 20, "--device", spec_of(runtime))
-    assert code != 0 and "filters grayscale or RGB images, and four.npy is a 4-channel" in err
+    assert code == 2 and "filters grayscale or RGB images, and four.npy is a 4-channel" in err
     code, _, err = run(capsys, "denoise", src, tmp_path / "b.png", "--sigma", 20)
-    assert code != 0 and "is written as .npy only" in err
+    assert code == 2 and "is written as .npy only" in err
 
 
 def test_palette_image_says_how_it_is_read(capsys, tmp_path, runtime):
@@ -296,7 +296,7 @@ def test_demo_prints_psnr_and_writes_only_with_output(capsys, tmp_path, monkeypa
         assert imageio.psnr(np.asarray(written), clean, 255) == pytest.approx(after, abs=0.01)
 
     code, _, err = run(capsys, "demo", "--output", tmp_path / "x.bmp")
-    assert code != 0
+    assert code == 2
     assert_one_error_line(err, "x.bmp", "cannot write '.bmp' files")
 
 
@@ -312,7 +312,7 @@ def small_png(tmp_path) -> Path:
 def test_missing_file(capsys, tmp_path):
     code, out, err = run(capsys, "denoise", tmp_path / "nothing-here.png", tmp_path / "out.png",
                          "--sigma", 20)
-    assert code != 0 and out == ""
+    assert code == 2 and out == ""
     assert_one_error_line(err, "nothing-here.png", "no such file")
 
 
@@ -320,7 +320,7 @@ def test_unreadable_file(capsys, tmp_path):
     path = tmp_path / "fake.png"
     path.write_text("this is not a picture\n")
     code, out, err = run(capsys, "denoise", path, tmp_path / "out.png", "--sigma", 20)
-    assert code != 0 and out == ""
+    assert code == 2 and out == ""
     assert_one_error_line(err, "fake.png", "not an image file")
 
 
@@ -328,7 +328,7 @@ def test_truncated_png(capsys, tmp_path, small_png):
     path = tmp_path / "cut.png"
     path.write_bytes(small_png.read_bytes()[:200])
     code, _, err = run(capsys, "denoise", path, tmp_path / "out.png", "--sigma", 20)
-    assert code != 0
+    assert code == 2
     assert_one_error_line(err, "cut.png", "cannot read the image")
 
 
@@ -355,7 +355,7 @@ def test_truncated_png(capsys, tmp_path, small_png):
 ])
 def test_bad_arguments(capsys, tmp_path, small_png, argv, fragment):
     code, out, err = run(capsys, "denoise", small_png, tmp_path / "out.png", *argv)
-    assert code != 0 and out == ""
+    assert code == 2 and out == ""
     assert_one_error_line(err, fragment)
     assert not (tmp_path / "out.png").exists()
 
@@ -372,7 +372,7 @@ def test_unwritable_outputs_fail_before_denoising(capsys, tmp_path, small_png):
         (deep, tmp_path / "out.jpg", "JPEG cannot store 16-bit images"),
     ]:
         code, out, err = run(capsys, "denoise", src, dst, "--sigma", 20)
-        assert code != 0 and out == ""
+        assert code == 2 and out == ""
         assert_one_error_line(err, fragment)
 
 
@@ -381,7 +381,7 @@ def test_clean_reference_must_match(capsys, tmp_path, small_png):
     Image.fromarray(crop("camera", 30, 50)).save(other)
     code, _, err = run(capsys, "denoise", small_png, tmp_path / "out.png", "--sigma", 20,
                        "--clean", other)
-    assert code != 0
+    assert code == 2
     assert_one_error_line(err, "other.png is 30x50 grayscale, the input 40x50 grayscale")
 
 
@@ -451,18 +451,18 @@ def test_sigma_auto_errors(capsys, tmp_path, runtime):
     Image.fromarray(crop("camera", 20, 20)).save(tiny)
     code, out, err = run(capsys, "denoise", tiny, tmp_path / "out.png", "--sigma", "auto",
                          "--device", spec_of(runtime))
-    assert code != 0 and out == ""
+    assert code == 2 and out == ""
     assert_one_error_line(err, "--sigma auto: image is too small to estimate noise")
     flat = tmp_path / "flat.png"
     Image.fromarray(np.full((40, 40), 9, np.uint8)).save(flat)
     code, out, err = run(capsys, "denoise", flat, tmp_path / "out.png", "--sigma", "auto",
                          "--device", spec_of(runtime))
-    assert code != 0 and out == ""
+    assert code == 2 and out == ""
     assert_one_error_line(err, "--sigma auto: the estimated noise of flat.png is 0")
     assert not (tmp_path / "out.png").exists()
     code, out, err = run(capsys, "denoise", flat, tmp_path / "out.tif", "--sigma", "auto",
                          "--chunks", 64)
-    assert code != 0 and out == ""
+    assert code == 2 and out == ""
     assert_one_error_line(err, "--sigma auto does not go with --chunks")
     code, out, _ = run(capsys, "denoise", "--help")
     words = " ".join(out.split())

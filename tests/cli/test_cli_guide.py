@@ -64,7 +64,7 @@ def test_video_guide_is_streamed_in_step(capsys, tmp_path, runtime, pair):
     np.save(tmp_path / "short.npy", guide[:2])
     code, _, err = run(capsys, "denoise", tmp_path / "v.npy", tmp_path / "o2.npy", "-m", "bm3d",
                        "--sigma", 20, "--guide", tmp_path / "short.npy")
-    assert code == 1
+    assert code == 2
     assert_one_error_line(err, "the guide", "is 2 frames of 40x50", "must match")
 
 
@@ -86,14 +86,14 @@ def test_bad_guide_options_fail_before_any_work(capsys, tmp_path, pair):
     ]
     for options, fragment in cases:
         code, text, err = run(capsys, "denoise", src, out, "--sigma", 20, *options)
-        assert code != 0 and text == "", options
+        assert code == 2 and text == "", options
         assert fragment in err, (options, err)
     assert not out.exists()
     # the guide is an input: never written over, even with --overwrite
     before = guide.read_bytes()
     code, _, err = run(capsys, "denoise", src, guide, "--sigma", 20, "--guide", guide,
                        "--overwrite")
-    assert code == 1 and "is the input" in err and guide.read_bytes() == before
+    assert code == 2 and "is the input" in err and guide.read_bytes() == before
 
 
 def test_option_spellings_of_the_vocabulary_table(capsys, tmp_path, runtime):

@@ -102,7 +102,7 @@ def test_knn_refuses_an_existing_output(capsys, tmp_path, runtime):
     out_file.write_bytes(b"keep me")
     argv = ["knn", path, "-p", 3, "-k", 2, "--device", spec_of(runtime), "-o", out_file]
     code, out, err = run(capsys, *argv)
-    assert code != 0 and out == ""
+    assert code == 2 and out == ""
     assert_one_error_line(err, str(out_file), "already exists", "--overwrite")
     assert out_file.read_bytes() == b"keep me"
 
@@ -117,7 +117,7 @@ def test_knn_output_folder_must_exist(capsys, tmp_path, runtime):
     path = write_png(tmp_path / "small.png", _labels((10, 10), seed=3))
     code, _, err = run(capsys, "knn", path, "-p", 3, "-k", 2, "--device", spec_of(runtime),
                        "-o", tmp_path / "no-such-folder" / "out.npz")
-    assert code != 0
+    assert code == 2
     assert_one_error_line(err, "does not exist")
 
 
@@ -137,7 +137,7 @@ def test_knn_bad_arguments(capsys, tmp_path, runtime, argv, fragments):
     out_file = tmp_path / "bad.npz"
     code, out, err = run(capsys, "knn", path, "--device", spec_of(runtime), "-o", out_file,
                          *argv)
-    assert code != 0 and out == ""
+    assert code == 2 and out == ""
     assert_one_error_line(err, *fragments)
     assert not out_file.exists()
 

@@ -122,12 +122,12 @@ def test_existing_outputs_are_refused(capsys, tmp_path, runtime):
     out.write_bytes(b"keep me")
     argv = ["nnf", a_path, a_path, "-p", 3, "--pca-dims", 4, "--device", spec_of(runtime)]
     code, text, err = run(capsys, *argv, "-o", out)
-    assert code != 0 and text == ""
+    assert code == 2 and text == ""
     assert_one_error_line(err, str(out), "already exists", "--overwrite")
     assert out.read_bytes() == b"keep me"
     rec.write_bytes(b"keep me too")
     code, text, err = run(capsys, *argv, "-o", tmp_path / "new.npz", "--reconstruct", rec)
-    assert code != 0 and text == ""
+    assert code == 2 and text == ""
     assert_one_error_line(err, str(rec), "already exists")
     assert rec.read_bytes() == b"keep me too" and not (tmp_path / "new.npz").exists()
     code, _, err = run(capsys, *argv, "-o", out, "--reconstruct", rec, "--overwrite")
@@ -135,7 +135,7 @@ def test_existing_outputs_are_refused(capsys, tmp_path, runtime):
     assert int(read_npz(out)["patch_size"]) == 3
     assert np.asarray(Image.open(rec)).shape == (12, 12)
     code, _, err = run(capsys, *argv, "-o", a_path, "--overwrite")  # never over an input
-    assert code != 0
+    assert code == 2
     assert_one_error_line(err, str(a_path))
 
 
@@ -177,8 +177,8 @@ def test_bad_images(capsys, tmp_path, runtime):
         ([gray, rgb], 2, "b has 3 channels, a has 1"),
         ([tmp_path / "nan.npy", gray], 2, "a contains NaN or infinite values"),
         ([gray, tmp_path / "nan.npy"], 2, "b contains NaN or infinite values"),
-        ([tmp_path / "two.gif", gray], 1, "a multi-frame file"),
-        ([gray, tmp_path / "missing.png"], 1, "missing.png"),
+        ([tmp_path / "two.gif", gray], 2, "a multi-frame file"),
+        ([gray, tmp_path / "missing.png"], 2, "missing.png"),
     ]:
         out = tmp_path / "bad.npz"
         got, text, err = run(capsys, "nnf", *argv, "-o", out, *device)
@@ -190,7 +190,7 @@ def test_bad_images(capsys, tmp_path, runtime):
         rgba = write_png(tmp_path / "rgba.png", _noise((12, 12, 4), seed=15))
         got, _, err = run(capsys, "nnf", rgba, rgba, "-o", tmp_path / "x.npz",
                           "--reconstruct", rec, *device)
-        assert got == 1
+        assert got == 2
         assert_one_error_line(err, fragment)
         assert not (tmp_path / "x.npz").exists()
 

@@ -82,19 +82,19 @@ def test_video_usage_errors(runtime, tmp_path, capsys):
     spec = spec_of(runtime)
     code, _, err = run(capsys, "denoise", tmp_path / "v.npy", tmp_path / "o.npy", "--method",
                        "vbm3d", "--sigma", 20, "--preset", "fast", "--device", spec)
-    assert code == 1
+    assert code == 2
     assert_one_error_line(err, "--preset does not apply to --method vbm3d")
     Image.fromarray(clean_video(frames=1)[0]).save(tmp_path / "one.png")
     code, _, err = run(capsys, "denoise", tmp_path / "one.png", tmp_path / "o.png", "--method",
                        "vbm3d", "--sigma", 20, "--device", spec)
-    assert code == 1
+    assert code == 2
     assert_one_error_line(err, "vbm3d denoises videos")
     np.save(tmp_path / "other.npy", clean_video(frames=2))
     code, _, err = run(capsys, "denoise", tmp_path / "v.npy", tmp_path / "o.npy", "--method",
                        "vbm3d", "--sigma", 20, "--clean", tmp_path / "other.npy", "--device", spec)
-    assert code == 1
+    assert code == 2
     assert_one_error_line(err, "clean reference")
     code, _, err = run(capsys, "denoise", tmp_path / "one.png", tmp_path / "o.png", "--sigma",
                        20, "-t", 2, "--device", spec)
-    assert code == 1
+    assert code == 2
     assert_one_error_line(err, "--temporal-radius does not apply")

@@ -83,6 +83,6 @@ def test_blank_clpatch_device_fails_a_command(capsys, tmp_path, monkeypatch):
     np.save(path, random_image((20, 24)))
     monkeypatch.setenv("CLPATCH_DEVICE", " ")
     code, out, err = run(capsys, "search", path, "-w", 7, "-n", 4)
-    assert code == 1
+    assert code == 2
     assert err.startswith("clpatch: error: CLPATCH_DEVICE is blank")
     assert "Traceback" not in err

@@ -2,6 +2,8 @@
 videos, search --output, knn --output, demo --output) refuses to write over its input or, without
 --overwrite, over an existing output, checks the output's place before any work, and an
 interrupted or failed run leaves the previous output untouched, no temporary behind, and says so.
+An output refused is a usage error (exit 2, before any work); a write failing during the work
+exit 1; Ctrl-C exit 130.
 
 The denoisers are replaced by fakes where only the writing is under test, so that every run
 is quick; `forbid_work` makes any computation (or even opening a device) fail the test.
@@ -16,10 +18,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from clpatch.cli import common as cli_common
 from clpatch.cli import denoise as cli_denoise
 from clpatch.cli import knn as cli_knn
 from clpatch.cli import search as cli_search
-from clpatch.cli import tuning as cli_tuning
 from clpatch.cli import video as cli_video
 from clpatch.io import images as imageio
 from clpatch.io.video import VideoWriter, read_video
@@ -65,8 +67,7 @@ def forbid_work(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("work started before the output was checked")
 
-    for module in (cli_denoise, cli_video, cli_search, cli_knn, cli_tuning):
-        monkeypatch.setattr(module, "Runtime", refuse)
+    monkeypatch.setattr(cli_common, "Runtime", refuse)  # every command's open_runtime
     monkeypatch.setattr(cli_video, "_denoised", refuse)
     monkeypatch.setattr(cli_search, "search_patches", refuse)
     monkeypatch.setattr(cli_knn, "knn", refuse)
@@ -119,7 +120,7 @@ def test_denoise_never_writes_over_its_input(capsys, runtime, tmp_path, image, v
         before = source.read_bytes()
         for extra in ([], ["--overwrite"]):
             code, out, err = denoise(capsys, runtime, source, target, *extra)
-            assert code == 1 and out == ""
+            assert code == 2 and out == ""
             assert_one_error_line(err, str(target), "is the input", "write the result elsewhere")
             assert source.read_bytes() == before
 
@@ -134,11 +135,11 @@ def test_other_outputs_are_checked_against_inputs_and_each_other(capsys, runtime
         (["--add-noise", 20, "--save-noisy", out], "is also"),
     ]:
         code, _, err = denoise(capsys, runtime, image, out, *extra)
-        assert code == 1
+        assert code == 2
         assert_one_error_line(err, fragment)
     code, _, err = denoise(capsys, runtime, image, reference, "--clean", reference,
                            "--overwrite")
-    assert code == 1
+    assert code == 2
     assert_one_error_line(err, "ref.png: is the input")
     assert reference.read_bytes() == image.read_bytes() and not out.exists()
 
@@ -152,7 +153,7 @@ def test_search_and_knn_never_write_over_their_inputs(capsys, runtime, tmp_path,
                  ["knn", query, video, "-o", video, "--overwrite"],
                  ["knn", query, "-o", query, "--overwrite"]):
         code, _, err = run(capsys, *argv)
-        assert code == 1
+        assert code == 2
         assert_one_error_line(err, "is the input")
     assert query.read_bytes() == before
 
@@ -164,7 +165,7 @@ def test_existing_image_output_needs_overwrite(capsys, runtime, tmp_path, image,
     out.write_bytes(b"keep me")
     fake_image_denoiser(monkeypatch)
     code, stdout, err = denoise(capsys, runtime, image, out)
-    assert code == 1 and stdout == ""
+    assert code == 2 and stdout == ""
     assert_one_error_line(err, str(out), "already exists", "--overwrite")
     assert out.read_bytes() == b"keep me"
     code, _, err = denoise(capsys, runtime, image, out, "--overwrite")
@@ -184,7 +185,7 @@ def test_existing_video_output_needs_overwrite(capsys, runtime, tmp_path, video,
     before = snapshot(target)
     fake_video_denoiser(monkeypatch)
     code, _, err = denoise(capsys, runtime, video, target)
-    assert code == 1
+    assert code == 2
     assert_one_error_line(err, str(target), "--overwrite")
     assert snapshot(target) == before
     code, _, err = denoise(capsys, runtime, video, target, "--overwrite")
@@ -200,7 +201,7 @@ def test_search_knn_and_demo_outputs_need_overwrite(capsys, tmp_path, image, for
                  ["demo", "-o", tmp_path / "old.png"]):
         (tmp_path / "old.png").write_bytes(b"keep me")
         code, _, err = run(capsys, *argv)
-        assert code == 1
+        assert code == 2
         assert_one_error_line(err, "already exists", "--overwrite")
     assert out.read_bytes() == b"keep me" and (tmp_path / "old.png").read_bytes() == b"keep me"
 
@@ -211,7 +212,7 @@ def test_search_overwrites_only_when_asked(capsys, runtime, tmp_path):
     out = tmp_path / "out.npz"
     out.write_bytes(b"old")
     argv = ["search", source, "-p", 4, "-w", 5, "-n", 2, "--device", spec_of(runtime), "-o", out]
-    assert run(capsys, *argv)[0] == 1 and out.read_bytes() == b"old"
+    assert run(capsys, *argv)[0] == 2 and out.read_bytes() == b"old"
     code, _, err = run(capsys, *argv, "--overwrite")
     assert code == 0, err
     with np.load(out) as saved:
@@ -256,7 +257,7 @@ def test_unwritable_places_fail_before_any_work(capsys, tmp_path, image, video, 
     ]
     for argv, path, fragment in cases:
         code, out, err = run(capsys, *argv)
-        assert code == 1 and out == "", argv
+        assert code == 2 and out == "", argv
         assert_one_error_line(err, f"{path}: ", fragment)
     assert names(locked) == [] and names(tmp_path / "dir.png") == []
 
