@@ -2,7 +2,7 @@
 interleaved, on their own queue), value checks (NaN/inf, overflow), argument validation
 and plan reuse.
 
-Most tests use 8×8 patches, step 4, window 21, n 16 on 37×53 images (the rule picks the
+Most tests use 8×8 patches, step 4, window 21, k 16 on 37×53 images (the rule picks the
 square search): the kernels of that configuration are built once per device for the suite.
 """
 
@@ -18,16 +18,11 @@ from clpatch.core.volumes import magnitude_limit
 from tests.helpers import check_search, random_image
 
 SHAPE = (37, 53)          # last grid row and column off the step-4 lattice
-ARGS = dict(patch_size=8, step=4, window=21, n=16)
-
-
-def as_k(params):
-    """`params` (the oracle check's, with n) as search_patches takes them (k)."""
-    return {("k" if key == "n" else key): value for key, value in params.items()}
+ARGS = dict(patch_size=8, step=4, window=21, k=16)
 
 
 def search(image, runtime, **kwargs):
-    return clpatch.search_patches(image, runtime=runtime, **as_k({**ARGS, **kwargs}))
+    return clpatch.search_patches(image, runtime=runtime, **{**ARGS, **kwargs})
 
 
 def on_host(result):
@@ -111,7 +106,7 @@ def test_integer_colour_and_video(runtime, dtype):
     check_search(result, colour, **ARGS)
 
     video = typed_values(dtype, (5, 25, 31), seed=12)
-    args = dict(patch_size=8, step=4, window=9, n=8, temporal_window=1)
+    args = dict(patch_size=8, step=4, window=9, k=8, temporal_window=1)
     result = clpatch.search_patches(video, runtime=runtime, **args)
     expected = clpatch.search_patches(video.astype(np.float32), runtime=runtime, **args)
     assert_same(result, expected)
@@ -210,7 +205,7 @@ def test_non_contiguous_device_array(runtime, which):
 def test_device_video_slice_with_frame_offset(runtime):
     video = random_image((7, 25, 31), seed=10)
     dev = cla.to_device(runtime.queue, video)
-    args = dict(patch_size=8, step=4, window=9, n=8, temporal_window=1)
+    args = dict(patch_size=8, step=4, window=9, k=8, temporal_window=1)
     result = clpatch.search_patches(dev[2:6], runtime=runtime, **args)
     assert isinstance(result.positions, cla.Array) and result.positions.shape[-1] == 3
     check_search(on_host(result), video[2:6], video=True, **args)
@@ -220,7 +215,7 @@ def test_device_array_without_runtime_uses_its_queue(runtime):
     image = random_image(SHAPE, seed=13)
     queue = cl.CommandQueue(runtime.context, runtime.device)
     device = cla.to_device(queue, image)
-    result = clpatch.search_patches(device, **as_k(ARGS))    # runtime=None
+    result = clpatch.search_patches(device, **ARGS)    # runtime=None
     assert result.positions.queue is queue and result.distances.queue is queue
     assert result.positions.context == runtime.context
     assert_same(result, search(image, runtime))
@@ -285,12 +280,12 @@ def test_values_just_under_the_limit_never_overflow(runtime):
     # The limit keeps a factor 2 of margin below FLT_MAX for rounding, no more.
     assert 2 * worst < float(np.finfo(np.float32).max) < 4 * worst
     for data in (image, cla.to_device(runtime.queue, image)):
-        result = on_host(search(data, runtime, n=2))      # 8x9: each reference has 2 candidates
+        result = on_host(search(data, runtime, k=2))      # 8x9: each reference has 2 candidates
         assert np.isfinite(result.distances).all()
         np.testing.assert_allclose(result.distances[..., 1], worst, rtol=1e-5)
-        check_search(result, image, **{**ARGS, "n": 2})
+        check_search(result, image, **{**ARGS, "k": 2})
     with pytest.raises(ValueError, match="overflow"):
-        search(image * np.float32(1.02), runtime, n=2)
+        search(image * np.float32(1.02), runtime, k=2)
 
 
 # ---- argument validation ---------------------------------------------------------------------
@@ -324,17 +319,17 @@ def test_patch_larger_than_the_image(runtime, shape):
 def test_n_up_to_the_number_of_candidates(runtime):
     # An 8×9 image has two 8×8 patches: every reference has exactly two candidates.
     image = random_image((8, 9), seed=18)
-    result = search(image, runtime, n=2)
-    check_search(result, image, **{**ARGS, "n": 2})
+    result = search(image, runtime, k=2)
+    check_search(result, image, **{**ARGS, "k": 2})
     with pytest.raises(ValueError, match=r"k=3 is larger than the number of candidates .*\(2 "):
-        search(image, runtime, n=3)
+        search(image, runtime, k=3)
     # A window of 1 leaves one candidate (the reference itself).
     with pytest.raises(ValueError, match=r"k=2 is larger .*\(1 with window=1"):
-        search(random_image(SHAPE, seed=18), runtime, window=1, n=2)
+        search(random_image(SHAPE, seed=18), runtime, window=1, k=2)
     # For video the temporal window adds candidates: 2 frames x 2 positions.
     video = random_image((3, 8, 9), seed=18)
     with pytest.raises(ValueError, match=r"k=5 .*\(4 with .*temporal_window=1"):
-        search(video, runtime, n=5, temporal_window=1)
+        search(video, runtime, k=5, temporal_window=1)
 
 
 BAD_ARGUMENTS = [
@@ -376,7 +371,7 @@ def test_bad_arguments(runtime, kwargs, error, message):
     image = random_image(SHAPE, seed=19)
     kwargs = {"runtime": runtime, **kwargs}
     with pytest.raises(error, match=message):
-        clpatch.search_patches(image, **{**as_k(ARGS), **kwargs})
+        clpatch.search_patches(image, **{**ARGS, **kwargs})
 
 
 def test_numpy_integers_are_accepted(runtime):

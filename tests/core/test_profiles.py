@@ -243,7 +243,7 @@ def forced_runtime(runtime, family=None, **overrides):
     return _forced[key]
 
 
-# (patch, step, window, n, variant) -> expected variant: the rule's three choices and naive.
+# (patch, step, window, k, variant) -> expected variant: the rule's three choices and naive.
 REQUESTS = {
     "square": (8, 4, 21, 16, None),
     "convolution": (2, 1, 5, 4, None),
@@ -260,14 +260,14 @@ REQUESTS = {
 def test_every_family_gives_correct_results(runtime, family, variant):
     rt = forced_runtime(runtime, family)
     assert rt.profile.family == family and rt.device == runtime.device
-    patch, step, window, n, forced = REQUESTS[variant]
+    patch, step, window, k, forced = REQUESTS[variant]
     image = random_image((37, 53), seed=41)
-    result = clpatch.search_patches(image, patch, step, window, n, variant=forced, runtime=rt)
+    result = clpatch.search_patches(image, patch, step, window, k, variant=forced, runtime=rt)
     assert result.config.variant == variant
     assert result.config.table == rt.profile.neighbour_table
-    check_search(result, image, patch_size=patch, step=step, window=window, n=n)
+    check_search(result, image, patch_size=patch, step=step, window=window, k=k)
     # The family's own values were used (unless the built kernel made the plan shrink them).
-    expected = choose_search(SearchRequest(patch, step, n, window), rt.profile, forced,
+    expected = choose_search(SearchRequest(patch, step, k, window), rt.profile, forced,
                              size=image.shape[:2])
     if "shrunk" not in result.config.reason:
         assert result.config == expected
@@ -284,11 +284,11 @@ def test_extreme_profile_values_give_correct_results(runtime, overrides, variant
     """Profile values only change performance: even degenerate work-group shapes and batches
     give the oracle's result."""
     rt = forced_runtime(runtime, None, **overrides)
-    patch, step, window, n, _ = REQUESTS[variant]
+    patch, step, window, k, _ = REQUESTS[variant]
     image = random_image((37, 53), seed=42)
-    result = clpatch.search_patches(image, patch, step, window, n, variant=variant, runtime=rt)
+    result = clpatch.search_patches(image, patch, step, window, k, variant=variant, runtime=rt)
     assert result.config.variant == variant
-    check_search(result, image, patch_size=patch, step=step, window=window, n=n)
+    check_search(result, image, patch_size=patch, step=step, window=window, k=k)
 
 
 def test_profile_env_variable_forces_a_family(runtime, monkeypatch):

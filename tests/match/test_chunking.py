@@ -18,8 +18,8 @@ import clpatch.match.window.layout as layout_module
 from tests.helpers import check_search, random_image, tiered
 
 VARIANTS = ["square", "column", "convolution", "naive"]
-IMAGE = dict(patch_size=8, step=4, window=21, n=16)                      # test_search_basic's
-VIDEO = dict(patch_size=8, step=4, window=9, n=8, temporal_window=1)      # test_search_video's
+IMAGE = dict(patch_size=8, step=4, window=21, k=16)                      # test_search_basic's
+VIDEO = dict(patch_size=8, step=4, window=9, k=8, temporal_window=1)      # test_search_video's
 IMAGE_SHAPE = (37, 53)       # grid rows 0..28 + 29, columns 0..44 + 45: last ones off the lattice
 VIDEO_SHAPE = (5, 25, 31)    # grid rows 0..16 + 17, columns 0..20 + 23: last ones off the lattice
 
@@ -118,7 +118,7 @@ def test_device_input_in_row_bands(runtime, monkeypatch, variant):
     """A device input whose result fits one buffer is converted band by band, written in
     place into the device result."""
     image = random_image(IMAGE_SHAPE, seed=34)
-    args = {**IMAGE, "n": 2}         # 1872 bytes of results: they fit, the image (7844) does not
+    args = {**IMAGE, "k": 2}         # 1872 bytes of results: they fit, the image (7844) does not
     device = cla.to_device(runtime.queue, image)
     whole, split = split_and_compare(runtime, monkeypatch, device, args, variant,
                                      lambda m: budget(m, runtime, 6000))
@@ -133,7 +133,7 @@ def test_device_video_in_frame_chunks(runtime, monkeypatch, variant):
     """A device video is converted a few frames at a time; each chunk's results land at
     their frames of the device result."""
     video = random_image(VIDEO_SHAPE, seed=41)
-    args = {**VIDEO, "n": 2}         # 5040 bytes of results: they fit, the video (15500) does not
+    args = {**VIDEO, "k": 2}         # 5040 bytes of results: they fit, the video (15500) does not
     device = cla.to_device(runtime.queue, video)
     _, split = split_and_compare(runtime, monkeypatch, device, args, variant,
                                  lambda m: budget(m, runtime, 10000), video=True)
@@ -164,7 +164,7 @@ def test_device_result_too_large_for_one_buffer(runtime, monkeypatch):
 
 @pytest.mark.parametrize("shape,args,nbytes", [
     (IMAGE_SHAPE, IMAGE, 6000),
-    (IMAGE_SHAPE, {**IMAGE, "n": 2}, 6000),
+    (IMAGE_SHAPE, {**IMAGE, "k": 2}, 6000),
     (VIDEO_SHAPE, VIDEO, 10000),
     (VIDEO_SHAPE, VIDEO, 6100),
 ], ids=["image", "image-n2", "video-frames", "video-frames-rows"])
@@ -173,7 +173,7 @@ def test_every_chunk_fits_the_budget(runtime, monkeypatch, shape, args, nbytes):
     runtime.plan_cache().clear()
     clpatch.search_patches(random_image(shape, seed=37), runtime=runtime, **args)
     (plan,) = runtime.plan_cache().values()
-    per_ref = args["n"] * 4 * plan.dim
+    per_ref = args["k"] * 4 * plan.dim
     for c in plan.chunks:
         image_bytes = (c.f_hi - c.f_lo) * plan.channels * (c.y_hi - c.y_lo) * plan.cols * 4
         result_bytes = (c.r1 - c.r0) * (c.g1 - c.g0) * len(plan.grid_x) * per_ref
@@ -251,7 +251,7 @@ def test_cpu_launches_are_bounded(runtime):
     image = np.random.default_rng(7).random((200, 200)).astype(np.float32)
     cpu = clpatch.Runtime(runtime.device, profile="cpu")
     gpu = clpatch.Runtime(runtime.device, profile="nvidia")
-    kw = dict(patch_size=5, step=1, window=21, n=4, variant="naive")
+    kw = dict(patch_size=5, step=1, window=21, k=4, variant="naive")
     a = clpatch.search_patches(image, runtime=cpu, **kw)
     b = clpatch.search_patches(image, runtime=gpu, **kw)
     np.testing.assert_array_equal(a.positions, b.positions)

@@ -27,10 +27,10 @@ def test_variant_table_metric(runtime, variant, table, metric):
     result = clpatch.search_patches(image, 8, 4, 21, 16, metric=metric, variant=config,
                                     runtime=runtime)
     assert result.config.variant == variant and result.config.table == table
-    check_search(result, image, patch_size=8, step=4, window=21, n=16, metric=metric)
+    check_search(result, image, patch_size=8, step=4, window=21, k=16, metric=metric)
 
 
-# (patch, step, n, window): a representative spread of the supported ranges.
+# (patch, step, k, window): a representative spread of the supported ranges.
 PARAMS = [
     (2, 1, 4, 5),
     (3, 2, 8, 11),
@@ -46,39 +46,39 @@ PARAMS = [
 STEP_VARIANTS = ["rule", "naive", "convolution", "column"]
 
 
-@pytest.mark.parametrize("patch,step,n,window,variant", tiered(
+@pytest.mark.parametrize("patch,step,k,window,variant", tiered(
     (params + (variant,) for params in PARAMS for variant in STEP_VARIANTS),
     keep=lambda *case: PARAMS.index(case[:4]) % 4 == STEP_VARIANTS.index(case[4])))
-def test_patch_step_n_window(runtime, patch, step, n, window, variant):
+def test_patch_step_n_window(runtime, patch, step, k, window, variant):
     image = random_image((37, 53), seed=patch * 100 + step)
-    result = clpatch.search_patches(image, patch, step, window, n,
+    result = clpatch.search_patches(image, patch, step, window, k,
                                     variant=None if variant == "rule" else variant,
                                     runtime=runtime)
-    check_search(result, image, patch_size=patch, step=step, window=window, n=n)
+    check_search(result, image, patch_size=patch, step=step, window=window, k=k)
 
 
 def _sweep():
     rng = random.Random(2026)
     combos = []
-    for patch, step, n, window in itertools.product(range(2, 17), range(1, 9), [1, 2, 4, 8, 16, 32],
+    for patch, step, k, window in itertools.product(range(2, 17), range(1, 9), [1, 2, 4, 8, 16, 32],
                                                     [3, 11, 21, 41]):
-        if n <= (window // 2 + 1) ** 2:
-            combos.append((patch, step, n, window))
+        if k <= (window // 2 + 1) ** 2:
+            combos.append((patch, step, k, window))
     return rng.sample(combos, 60)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("variant", VARIANTS)
-@pytest.mark.parametrize("patch,step,n,window", _sweep())
-def test_sweep(runtime, patch, step, n, window, variant):
+@pytest.mark.parametrize("patch,step,k,window", _sweep())
+def test_sweep(runtime, patch, step, k, window, variant):
     if not applicable(variant, patch, step):
         pytest.skip("square needs p=8, step=4")
     image = random_image((29 + patch, 31 + 2 * patch), seed=patch + 17 * step)
     for table in ("ordered", "unordered"):
-        result = clpatch.search_patches(image, patch, step, window, n,
+        result = clpatch.search_patches(image, patch, step, window, k,
                                         variant=clpatch.SearchConfig(variant, table=table),
                                         runtime=runtime)
-        check_search(result, image, patch_size=patch, step=step, window=window, n=n)
+        check_search(result, image, patch_size=patch, step=step, window=window, k=k)
 
 
 BORDERS = [
@@ -94,24 +94,24 @@ BORDERS = [
 ]
 
 
-def _border_kept(shape, patch, step, window, n, variant) -> bool:
+def _border_kept(shape, patch, step, window, k, variant) -> bool:
     """Each shape with one variant in CI, in turn among the variants that apply to it."""
-    i = BORDERS.index((shape, patch, step, window, n))
+    i = BORDERS.index((shape, patch, step, window, k))
     usable = [v for v in VARIANTS if applicable(v, patch, step)]
     return variant == usable[i % len(usable)]
 
 
-@pytest.mark.parametrize("shape,patch,step,window,n,variant", tiered(
+@pytest.mark.parametrize("shape,patch,step,window,k,variant", tiered(
     (case + (variant,) for case in BORDERS for variant in VARIANTS), keep=_border_kept))
-def test_odd_sizes_and_borders(runtime, shape, patch, step, window, n, variant):
+def test_odd_sizes_and_borders(runtime, shape, patch, step, window, k, variant):
     if not applicable(variant, patch, step):
         pytest.skip("square needs p=8, step=4")
     image = random_image(shape, seed=sum(shape))
-    result = clpatch.search_patches(image, patch, step, window, n, variant=variant, runtime=runtime)
-    check_search(result, image, patch_size=patch, step=step, window=window, n=n)
+    result = clpatch.search_patches(image, patch, step, window, k, variant=variant, runtime=runtime)
+    check_search(result, image, patch_size=patch, step=step, window=window, k=k)
 
 
-@pytest.mark.parametrize("name,crop,patch,step,window,n", [
+@pytest.mark.parametrize("name,crop,patch,step,window,k", [
     ("camera", (slice(100, 228), slice(150, 310)), 8, 4, 21, 16),
     ("camera", (slice(0, 64), slice(0, 80)), 5, 1, 21, 16),
     ("text", (slice(0, 90), slice(0, 130)), 8, 4, 21, 16),      # flat paper: many exact ties
@@ -119,10 +119,10 @@ def test_odd_sizes_and_borders(runtime, shape, patch, step, window, n, variant):
     ("brick", (slice(0, 96), slice(0, 96)), 8, 2, 21, 32),
 ])
 @pytest.mark.parametrize("variant", [None, "naive"])
-def test_real_images(runtime, name, crop, patch, step, window, n, variant):
+def test_real_images(runtime, name, crop, patch, step, window, k, variant):
     image = load_image(name)[crop]
-    result = clpatch.search_patches(image, patch, step, window, n, variant=variant, runtime=runtime)
-    check_search(result, image, patch_size=patch, step=step, window=window, n=n)
+    result = clpatch.search_patches(image, patch, step, window, k, variant=variant, runtime=runtime)
+    check_search(result, image, patch_size=patch, step=step, window=window, k=k)
 
 
 @pytest.mark.parametrize("variant", [None, "naive", "column"])
@@ -130,7 +130,7 @@ def test_real_colour_image(runtime, variant):
     image = load_image("motorcycle_left")[40:120, 60:170]
     assert image.shape[2] == 3
     result = clpatch.search_patches(image, 8, 4, 21, 16, variant=variant, runtime=runtime)
-    check_search(result, image, patch_size=8, step=4, window=21, n=16)
+    check_search(result, image, patch_size=8, step=4, window=21, k=16)
 
 
 @pytest.mark.parametrize("variant,metric,channels", tiered(
@@ -141,14 +141,14 @@ def test_multichannel(runtime, channels, metric, variant):
     image = random_image((29, 34, channels), seed=channels)
     result = clpatch.search_patches(image, 8, 4, 15, 8, metric=metric, variant=variant,
                                     runtime=runtime)
-    check_search(result, image, patch_size=8, step=4, window=15, n=8, metric=metric)
+    check_search(result, image, patch_size=8, step=4, window=15, k=8, metric=metric)
 
 
 def test_full_camera_image_rule_variant(runtime):
     image = load_image("camera")
     result = clpatch.search_patches(image, runtime=runtime)
     assert result.config.variant == "square" and result.config.source == "rule"
-    check_search(result, image, patch_size=8, step=4, window=21, n=16)
+    check_search(result, image, patch_size=8, step=4, window=21, k=16)
 
 
 def test_results_do_not_depend_on_variant(runtime):
@@ -170,4 +170,4 @@ def test_border_column_alone_in_a_work_group(runtime, step, width):
     result = clpatch.search_patches(image, 8, step, 15, 8, variant=config, runtime=runtime)
     assert (len(result.grid_x) - 1) % 3 == 0 and result.grid_x[-1] % step
     assert result.grid_y[-1] % step
-    check_search(result, image, patch_size=8, step=step, window=15, n=8)
+    check_search(result, image, patch_size=8, step=step, window=15, k=8)

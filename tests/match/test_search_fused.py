@@ -23,7 +23,7 @@ from clpatch.match.window.plan import SearchPlan
 from tests.helpers import check_search, random_image
 
 SHAPE = (37, 53)
-ARGS = dict(patch_size=8, step=4, window=21, n=16)
+ARGS = dict(patch_size=8, step=4, window=21, k=16)
 
 
 def search(image, runtime, **kwargs):
@@ -155,7 +155,7 @@ class _Recorder:
 
 def test_fused_video_matches_the_converted_path(runtime):
     video = np.stack([random_image((20, 24), seed=s) for s in range(3)])
-    args = dict(patch_size=4, step=3, window=7, n=4, temporal_window=1)
+    args = dict(patch_size=4, step=3, window=7, k=4, temporal_window=1)
     fused = clpatch.search_patches(cla.to_device(runtime.queue, video), runtime=runtime, **args)
     assert stages(runtime) and set(stages(runtime)) == {"search"}
     converted = clpatch.search_patches(video.astype(np.float64), runtime=runtime, **args)
@@ -187,7 +187,8 @@ def test_plans_made_without_fused_check_keep_their_kernels_and_convert(runtime):
     arguments, and `run` converts (and checks) every input."""
     image = random_image(SHAPE, seed=7)
     fused = search(image, runtime)
-    request = check_search_request(**ARGS, channels=1)
+    request = check_search_request(patch_size=ARGS["patch_size"], step=ARGS["step"],
+                                   window=ARGS["window"], n=ARGS["k"], channels=1)  # its n: k
     plan = SearchPlan(runtime, 1, *SHAPE, 1, request, fused.config)
     assert not plan.fused
     assert plan.main_kernel.get_info(cl.kernel_info.NUM_ARGS) < last_plan(

@@ -14,14 +14,14 @@ def test_video_variants(runtime, variant, temporal_window):
     result = clpatch.search_patches(frames, 8, 4, 9, 8, variant=variant,
                                     temporal_window=temporal_window, runtime=runtime, video=True)
     assert result.positions.shape[-1] == 3 and result.positions.shape[0] == 5
-    check_search(result, frames, patch_size=8, step=4, window=9, n=8,
+    check_search(result, frames, patch_size=8, step=4, window=9, k=8,
                  temporal_window=temporal_window, video=True)
 
 
 def test_colour_video(runtime):
     frames = random_image((3, 21, 26, 3), seed=5)
     result = clpatch.search_patches(frames, 5, 2, 7, 16, temporal_window=1, runtime=runtime)
-    check_search(result, frames, patch_size=5, step=2, window=7, n=16, temporal_window=1,
+    check_search(result, frames, patch_size=5, step=2, window=7, k=16, temporal_window=1,
                  video=True)
 
 
@@ -31,7 +31,7 @@ def test_moving_real_video_finds_the_motion(runtime):
     base = load_image("camera")[100:180, 100:200]
     frames = np.stack([np.roll(base, (k, 2 * k), axis=(0, 1)) for k in range(4)])
     result = clpatch.search_patches(frames, 8, 4, 11, 8, temporal_window=1, runtime=runtime)
-    check_search(result, frames, patch_size=8, step=4, window=11, n=8, temporal_window=1,
+    check_search(result, frames, patch_size=8, step=4, window=11, k=8, temporal_window=1,
                  video=True)
     # Interior reference of frame 1: its own patch and the shifted ones in frames 0 and 2.
     i, j = 5, 5

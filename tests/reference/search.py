@@ -56,7 +56,7 @@ def distance_maps(vol: np.ndarray, t: int, patch: int, window: int, temporal_win
                 yield tc - t, dy, dx, np.where(valid, d, np.nan)
 
 
-def brute_force_search(image: np.ndarray, patch: int, step: int, window: int, n: int,
+def brute_force_search(image: np.ndarray, patch: int, step: int, window: int, k: int,
                        metric: str = "l2", temporal_window: int = 0, video: bool = False):
     """Reference result: (grid_y, grid_x, distances, positions) shaped like clpatch's
     (with a leading frame axis only for video). Ties are broken by offset order: of
@@ -74,9 +74,9 @@ def brute_force_search(image: np.ndarray, patch: int, step: int, window: int, n:
             offsets.append((dt, dy, dx))
         stack = np.stack(ds, -1)                       # (gy, gx, candidates)
         stack = np.where(np.isnan(stack), np.inf, stack)
-        order = np.argsort(stack, axis=-1, kind="stable")[..., :n]
+        order = np.argsort(stack, axis=-1, kind="stable")[..., :k]
         dist = np.take_along_axis(stack, order, -1)
-        off = np.asarray(offsets)[order]               # (gy, gx, n, 3)
+        off = np.asarray(offsets)[order]               # (gy, gx, k, 3)
         pos = np.stack([t + off[..., 0], gy[:, None, None] + off[..., 1],
                         gx[None, :, None] + off[..., 2]], -1)
         all_d.append(dist)

@@ -47,7 +47,7 @@ def test_quick_tuning_writes_a_cache_that_the_next_search_uses(runtime, tuned):
     searched = clpatch.search_patches(image, runtime=rt)
     assert searched.config.source == "tuned"
     assert {k: getattr(searched.config, k) for k in entry["config"]} == entry["config"]
-    check_search(searched, image, patch_size=8, step=4, window=21, n=16)
+    check_search(searched, image, patch_size=8, step=4, window=21, k=16)
     text = str(explain("search", runtime=rt))
     assert "tuned" in text and "rule:" in text and result.chosen.describe() in text
 
