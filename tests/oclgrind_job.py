@@ -43,7 +43,7 @@ from tests.helpers import check_search, random_image, smooth_noisy
 # Tiny on purpose: Oclgrind interprets every work-item. 17x19 with patch 8 and step 4 puts
 # the last grid row and column off the lattice, so the border (naive) kernel runs as well.
 SHAPE = (17, 19)
-PATCH, STEP, WINDOW, N = 8, 4, 7, 4
+PATCH, STEP, WINDOW, K = 8, 4, 7, 4
 FRAMES, TEMPORAL_WINDOW = 3, 1
 
 PLANTED = """
@@ -99,10 +99,10 @@ def run_search(variant: str, table: str, video: bool, channels: int) -> None:
     knobs = {"convolution": dict(group=16), "column": dict(group=16), "square": dict(tile=4)}
     config = clpatch.SearchConfig(variant, table=table, **knobs.get(variant, {}))
     tw = TEMPORAL_WINDOW if video else 0
-    result = clpatch.search_patches(image, PATCH, STEP, WINDOW, N, variant=config,
+    result = clpatch.search_patches(image, PATCH, STEP, WINDOW, K, variant=config,
                                     temporal_window=tw, runtime=runtime,
                                     video=True if video else None)
-    check_search(result, image, patch_size=PATCH, step=STEP, window=WINDOW, n=N,
+    check_search(result, image, patch_size=PATCH, step=STEP, window=WINDOW, k=K,
                  temporal_window=tw, video=video)
     print(f"ok: {result.config.describe()} on {image.shape}")
 
@@ -114,7 +114,7 @@ def run_nlmeans(aggregation: str, averaging: str, video: bool, channels: int) ->
     shape = ((FRAMES,) if video else ()) + SHAPE + ((channels,) if channels > 1 else ())
     image = random_image(shape, seed=len(aggregation) + 5 * channels + 11 * video)
     tw = TEMPORAL_WINDOW if video else 0
-    params = dict(patch_size=PATCH, step=STEP, window=WINDOW, n=N, aggregation=aggregation,
+    params = dict(patch_size=PATCH, step=STEP, window=WINDOW, k=K, aggregation=aggregation,
                   averaging=averaging, runtime=runtime)
     if video:
         out = clpatch.nlmeans_video(image, 20.0, temporal_window=tw, **params)
@@ -125,7 +125,7 @@ def run_nlmeans(aggregation: str, averaging: str, video: bool, channels: int) ->
         out = clpatch.nlmeans(image, 20.0, **params)
         if not float(np.abs(first - out).max()) <= (2e-3 if aggregation == "cas" else 0.0):
             sys.exit(f"nlmeans {aggregation}/{averaging}: a second run differs from the first")
-    expected = nlmeans_reference(image, 20.0, patch_size=PATCH, step=STEP, window=WINDOW, n=N,
+    expected = nlmeans_reference(image, 20.0, patch_size=PATCH, step=STEP, window=WINDOW, k=K,
                                  temporal_window=tw, video=video)
     error = float(np.abs(out - expected).max())
     if not error <= 2e-3:

@@ -17,9 +17,9 @@ from clpatch.match.matcher import description
 from tests.cli.test_cli import assert_one_error_line, run, spec_of
 
 
-def ann_lines(runtime, *, patch_size=8, step=4, n=16) -> tuple[str, str]:
+def ann_lines(runtime, *, patch_size=8, step=4, k=16) -> tuple[str, str]:
     """The configuration and the reason the ANN of these parameters has on `runtime`."""
-    request = check_ann_request(patch_size=patch_size, step=step, k=n, tile=FILTER_TILE,
+    request = check_ann_request(patch_size=patch_size, step=step, k=k, tile=FILTER_TILE,
                                 neighbour_clusters=FILTER_NEIGHBOUR_CLUSTERS, channels=1,
                                 rows=4096, cols=4096)
     config = ann_config(request, runtime.profile)
@@ -42,7 +42,7 @@ def test_nlmeans_ann_says_which_engine_and_its_configuration(runtime):
 def test_nlmeans_ann_takes_the_parameters(runtime):
     text = str(clpatch.explain("nlmeans", search="ann", patch_size=5, step=2, k=8, window=9,
                                channels=3, variant="naive", runtime=runtime))
-    describe, reason = ann_lines(runtime, patch_size=5, step=2, n=8)
+    describe, reason = ann_lines(runtime, patch_size=5, step=2, k=8)
     assert f"runs: {describe}" in text and reason in text
     assert "patch 5, step 2, k 8, 1 channel(s) searched" in text   # colour: the luminance
     assert "the window (9)" in text and "naive, is ignored" in text
@@ -53,7 +53,7 @@ def test_bm3d_ann_explains_both_stages(runtime):
     assert f"search engine: ann — {description('ann')}" in text
     assert "search engine: window" not in text
     assert text.startswith("bm3d (fast) stage-1 search on ")
-    describe, _ = ann_lines(runtime, step=6, n=16)
+    describe, _ = ann_lines(runtime, step=6, k=16)
     assert f"runs: {describe}" in text
     assert "stage 2 search: patch 8" in text and "[rule]" in text
     assert "stage 1 filter:" in text and "stage 2 filter:" in text

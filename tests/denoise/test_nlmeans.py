@@ -42,7 +42,7 @@ def noisy(shape, seed=0):
 def test_gray_all_strategies_match_reference(runtime, averaging):
     # 37 x 45 with p 8, step 4: the last grid row and column are off the lattice.
     image = noisy((37, 45), seed=1)
-    expected = nlmeans_reference(image, SIGMA, patch_size=8, step=4, window=21, n=16)
+    expected = nlmeans_reference(image, SIGMA, patch_size=8, step=4, window=21, k=16)
     for aggregation in aggregations(runtime):
         out = clpatch.nlmeans(image, SIGMA, aggregation=aggregation, averaging=averaging,
                               runtime=runtime)
@@ -50,14 +50,14 @@ def test_gray_all_strategies_match_reference(runtime, averaging):
         assert_close(out, expected, **TOL, what=f"{aggregation}/{averaging}")
 
 
-@pytest.mark.parametrize("patch_size,step,window,n", [(5, 1, 11, 8), (7, 3, 13, 32), (4, 4, 7, 5),
+@pytest.mark.parametrize("patch_size,step,window,k", [(5, 1, 11, 8), (7, 3, 13, 32), (4, 4, 7, 5),
                                                       (3, 2, 5, 6), (16, 8, 21, 16)])
-def test_other_patch_sizes_and_steps(runtime, patch_size, step, window, n):
+def test_other_patch_sizes_and_steps(runtime, patch_size, step, window, k):
     image = noisy((29, 34), seed=patch_size)
     expected = nlmeans_reference(image, SIGMA, patch_size=patch_size, step=step, window=window,
-                                 n=n, h=25.0, flat_beta=1.2)
+                                 k=k, h=25.0, flat_beta=1.2)
     for aggregation in aggregations(runtime, patch_size, step):
-        out = clpatch.nlmeans(image, SIGMA, patch_size=patch_size, step=step, window=window, k=n,
+        out = clpatch.nlmeans(image, SIGMA, patch_size=patch_size, step=step, window=window, k=k,
                               h=25.0, flat_beta=1.2, aggregation=aggregation, runtime=runtime)
         assert_close(out, expected, **TOL, what=f"p{patch_size} s{step} {aggregation}")
 
@@ -65,7 +65,7 @@ def test_other_patch_sizes_and_steps(runtime, patch_size, step, window, n):
 @pytest.mark.parametrize("search_channels", ["luminance", "all"])
 def test_colour_matches_reference(runtime, search_channels):
     image = noisy((23, 30, 3), seed=3)
-    expected = nlmeans_reference(image, SIGMA, patch_size=6, step=3, window=9, n=8,
+    expected = nlmeans_reference(image, SIGMA, patch_size=6, step=3, window=9, k=8,
                                  search_channels=search_channels)
     out = clpatch.nlmeans(image, SIGMA, patch_size=6, step=3, window=9, k=8,
                           search_channels=search_channels, runtime=runtime)
@@ -82,7 +82,7 @@ def test_channel_axis_and_other_channel_counts(runtime):
     np.testing.assert_array_equal(np.moveaxis(b, 0, -1), a)
     # Four channels are filtered as they are (no colour transform), searched together.
     four = noisy((17, 20, 4), seed=5)
-    expected = nlmeans_reference(four, SIGMA, patch_size=5, step=2, window=7, n=6)
+    expected = nlmeans_reference(four, SIGMA, patch_size=5, step=2, window=7, k=6)
     out = clpatch.nlmeans(four, SIGMA, patch_size=5, step=2, window=7, k=6, runtime=runtime)
     assert_close(out, expected, **TOL, what="4 channels")
 
@@ -91,7 +91,7 @@ def test_channel_axis_and_other_channel_counts(runtime):
 def test_video_matches_reference(runtime, channels):
     shape = (5, 21, 24) + ((3,) if channels == 3 else ())
     frames = noisy(shape, seed=6)
-    expected = nlmeans_reference(frames, SIGMA, patch_size=6, step=3, window=9, n=8,
+    expected = nlmeans_reference(frames, SIGMA, patch_size=6, step=3, window=9, k=8,
                                  temporal_window=2, video=True)
     for aggregation in aggregations(runtime, 6, 3):
         out = clpatch.nlmeans_video(frames, SIGMA, temporal_window=2, patch_size=6, step=3,
@@ -148,7 +148,7 @@ def test_planar_device_image_is_searched_as_it_is(runtime):
     the NumPy path, and NaN still refused, for every aggregation."""
     image = noisy((37, 45), seed=31).astype(np.float32)
     for aggregation in aggregations(runtime, 6, 3):
-        kwargs = dict(patch_size=6, step=3, window=9, n=8, aggregation=aggregation,
+        kwargs = dict(patch_size=6, step=3, window=9, k=8, aggregation=aggregation,
                       runtime=runtime)
         expected = clpatch.nlmeans(image, SIGMA, **kwargs)
         device = cla.to_device(runtime.queue, image)
@@ -219,7 +219,7 @@ def test_video_is_streamed_in_bounded_tiles(runtime):
                        temporal_window=1, video=True)
     assert len(plan.tiles) > 1
     assert max(t.chunk.f_hi - t.chunk.f_lo for t in plan.tiles) <= 10
-    expected = nlmeans_reference(frames, SIGMA, patch_size=6, step=3, window=7, n=4,
+    expected = nlmeans_reference(frames, SIGMA, patch_size=6, step=3, window=7, k=4,
                                  temporal_window=1, video=True)
     assert_close(plan.run(frames, SIGMA), expected, **TOL, what="streamed video")
 
@@ -276,11 +276,11 @@ def test_tiny_images(runtime, shape):
     image = noisy(shape, seed=12)
     p = min(8, *shape)
     out = clpatch.nlmeans(image, SIGMA, patch_size=p, step=max(1, p // 2), runtime=runtime)
-    # n is capped at the candidates of a corner reference.
+    # k is capped at the candidates of a corner reference.
     from clpatch.match.matches import min_candidates
 
-    n = min(16, min_candidates(shape[0], shape[1], 1, p, 21, 0))
-    expected = nlmeans_reference(image, SIGMA, patch_size=p, step=max(1, p // 2), window=21, n=n)
+    k = min(16, min_candidates(shape[0], shape[1], 1, p, 21, 0))
+    expected = nlmeans_reference(image, SIGMA, patch_size=p, step=max(1, p // 2), window=21, k=k)
     assert_close(out, expected, **TOL, what=f"tiny {shape}")
 
 
@@ -302,7 +302,7 @@ def test_real_photograph_is_denoised(runtime):
 
     out = clpatch.nlmeans(image, SIGMA, runtime=runtime)
     assert psnr(out) > psnr(image) + 6.0
-    expected = nlmeans_reference(image, SIGMA, patch_size=8, step=4, window=21, n=16)
+    expected = nlmeans_reference(image, SIGMA, patch_size=8, step=4, window=21, k=16)
     assert_close(out, expected, **TOL, what="camera crop")
 
 

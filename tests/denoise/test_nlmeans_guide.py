@@ -32,9 +32,9 @@ def psnr(x: np.ndarray, clean: np.ndarray) -> float:
 def test_gray_every_aggregation_matches_reference(runtime, guide_sigma):
     image = noisy((37, 45), seed=1)
     guide = guide_for(image, seed=2)
-    expected = nlmeans_reference(image, SIGMA, patch_size=8, step=4, window=21, n=16,
+    expected = nlmeans_reference(image, SIGMA, patch_size=8, step=4, window=21, k=16,
                                  guide=guide, guide_sigma=guide_sigma)
-    unguided = nlmeans_reference(image, SIGMA, patch_size=8, step=4, window=21, n=16)
+    unguided = nlmeans_reference(image, SIGMA, patch_size=8, step=4, window=21, k=16)
     assert np.abs(expected - unguided).max() > 1.0          # the guide changes the result
     for aggregation in aggregations(runtime):
         out = clpatch.nlmeans(image, SIGMA, guide=guide, guide_sigma=guide_sigma,
@@ -46,7 +46,7 @@ def test_gray_every_aggregation_matches_reference(runtime, guide_sigma):
 def test_naive_averaging_and_other_parameters(runtime):
     image = noisy((29, 34), seed=3)
     guide = guide_for(image, seed=4)
-    expected = nlmeans_reference(image, SIGMA, patch_size=5, step=2, window=11, n=8, h=25.0,
+    expected = nlmeans_reference(image, SIGMA, patch_size=5, step=2, window=11, k=8, h=25.0,
                                  flat_beta=1.2, guide=guide, guide_sigma=10.0)
     for aggregation in aggregations(runtime, 5, 2):
         out = clpatch.nlmeans(image, SIGMA, patch_size=5, step=2, window=11, k=8, h=25.0,
@@ -59,7 +59,7 @@ def test_naive_averaging_and_other_parameters(runtime):
 def test_colour_matches_reference(runtime, search_channels):
     image = noisy((23, 30, 3), seed=5)
     guide = guide_for(image, seed=6)
-    expected = nlmeans_reference(image, SIGMA, patch_size=6, step=3, window=9, n=8,
+    expected = nlmeans_reference(image, SIGMA, patch_size=6, step=3, window=9, k=8,
                                  search_channels=search_channels, guide=guide, guide_sigma=8.0)
     for aggregation in aggregations(runtime, 6, 3):
         out = clpatch.nlmeans(image, SIGMA, patch_size=6, step=3, window=9, k=8,
@@ -72,7 +72,7 @@ def test_colour_matches_reference(runtime, search_channels):
 def test_other_channel_counts_and_channel_axis(runtime):
     four = noisy((17, 20, 4), seed=7)
     guide = guide_for(four, seed=8)
-    expected = nlmeans_reference(four, SIGMA, patch_size=5, step=3, window=7, n=6, guide=guide)
+    expected = nlmeans_reference(four, SIGMA, patch_size=5, step=3, window=7, k=6, guide=guide)
     out = clpatch.nlmeans(four, SIGMA, patch_size=5, step=3, window=7, k=6, guide=guide,
                           aggregation="buffers", runtime=runtime)
     assert_close(out, expected, **TOL, what="guided 4 channels")
@@ -90,7 +90,7 @@ def test_video_matches_reference(runtime, channels):
     shape = (5, 21, 24) + ((3,) if channels == 3 else ())
     frames = noisy(shape, seed=9)
     guide = guide_for(frames, seed=10)
-    expected = nlmeans_reference(frames, SIGMA, patch_size=6, step=3, window=9, n=8,
+    expected = nlmeans_reference(frames, SIGMA, patch_size=6, step=3, window=9, k=8,
                                  temporal_window=2, video=True, guide=guide, guide_sigma=5.0)
     for aggregation in aggregations(runtime, 6, 3):
         out = clpatch.nlmeans_video(frames, SIGMA, temporal_window=2, patch_size=6, step=3,
@@ -111,7 +111,7 @@ def test_clean_guide_improves_psnr(runtime):
                              runtime=runtime)
     assert psnr(guided, clean) > psnr(plain, clean) + 0.5
     assert np.abs(guided - plain).max() > 1.0
-    expected = nlmeans_reference(image, SIGMA, patch_size=8, step=4, window=21, n=16,
+    expected = nlmeans_reference(image, SIGMA, patch_size=8, step=4, window=21, k=16,
                                  guide=clean, guide_sigma=0.0)
     assert_close(guided, expected, **TOL, what="clean guide, guide_sigma 0")
     # guide_sigma 0 weighs a clean guide's distances as they are: other weights than sigma's.
@@ -123,9 +123,9 @@ def test_clean_guide_improves_psnr(runtime):
 
 @pytest.mark.parametrize("shape,video,kwargs", [
     ((37, 45), False, {}),
-    ((23, 30, 3), False, dict(patch_size=6, step=3, window=9, n=8)),
-    ((23, 30, 3), False, dict(patch_size=6, step=3, window=9, n=8, search_channels="all")),
-    ((4, 21, 24), True, dict(temporal_window=1, patch_size=6, step=3, window=9, n=8)),
+    ((23, 30, 3), False, dict(patch_size=6, step=3, window=9, k=8)),
+    ((23, 30, 3), False, dict(patch_size=6, step=3, window=9, k=8, search_channels="all")),
+    ((4, 21, 24), True, dict(temporal_window=1, patch_size=6, step=3, window=9, k=8)),
 ], ids=["gray", "colour-luminance", "colour-all", "video"])
 def test_guide_equal_to_image_is_bit_identical(runtime, shape, video, kwargs):
     image = noisy(shape, seed=12)
@@ -229,7 +229,7 @@ def test_colour_tiles_with_fixed_point(runtime):
     assert len(tiled.tiles_for(True)) > 2
     expected = whole.run(image, SIGMA, guide=guide)
     np.testing.assert_array_equal(tiled.run(image, SIGMA, guide=guide), expected)
-    reference = nlmeans_reference(image, SIGMA, patch_size=6, step=2, window=9, n=8, guide=guide)
+    reference = nlmeans_reference(image, SIGMA, patch_size=6, step=2, window=9, k=8, guide=guide)
     assert_close(expected, reference, **TOL, what="guided colour fixed")
 
 
@@ -240,7 +240,7 @@ def test_guide_does_not_set_the_peak(runtime):
     guide = 4.0 * image
     out = clpatch.nlmeans(image, SIGMA, patch_size=6, step=3, window=9, k=8, peak=peak,
                           guide=guide, guide_sigma=4 * SIGMA, h=4 * SIGMA, runtime=runtime)
-    expected = nlmeans_reference(image, SIGMA, patch_size=6, step=3, window=9, n=8,
+    expected = nlmeans_reference(image, SIGMA, patch_size=6, step=3, window=9, k=8,
                                  h=4 * SIGMA, guide=guide, guide_sigma=4 * SIGMA)
     assert_close(out, expected, **TOL, what="guide above the image's peak")
 

@@ -28,7 +28,7 @@ from tests.reference.search import brute_force_search
 SIGMA = 20.0
 ATOL = 1e-3   # float32 kernels against the float64 oracles, on 0-255 data
 
-# variant -> (patch_size, step, window, n): requests each variant can run.
+# variant -> (patch_size, step, window, k): requests each variant can run.
 REQUESTS = {
     "naive": (4, 2, 9, 8),
     "convolution": (4, 1, 9, 8),
@@ -52,9 +52,9 @@ def photo_uint8(rows, cols, seed=0, frames=0):
     return noisy.astype(np.uint8)
 
 
-def check_exact(result, image, patch, step, window, n, *, metric="l2", temporal_window=0,
+def check_exact(result, image, patch, step, window, k, *, metric="l2", temporal_window=0,
                 video=False, what=""):
-    _, _, distances, positions = brute_force_search(image, patch, step, window, n, metric,
+    _, _, distances, positions = brute_force_search(image, patch, step, window, k, metric,
                                                     temporal_window, video)
     np.testing.assert_array_equal(np.asarray(result.distances), distances.astype(np.float32),
                                   err_msg=f"{what}: distances")
@@ -82,11 +82,11 @@ def test_the_image_has_ties():
 def test_search_follows_the_tie_rule(runtime, family, variant):
     rt = family_runtime(runtime, family)
     image = photo_uint8(40, 44)
-    patch, step, window, n = REQUESTS[variant]
-    result = clpatch.search_patches(image, patch, step, window, n, variant=variant, runtime=rt)
+    patch, step, window, k = REQUESTS[variant]
+    result = clpatch.search_patches(image, patch, step, window, k, variant=variant, runtime=rt)
     assert result.config.variant == variant
     assert result.config.table == rt.profile.neighbour_table
-    check_exact(result, image, patch, step, window, n, what=f"{family}/{variant}")
+    check_exact(result, image, patch, step, window, k, what=f"{family}/{variant}")
 
 
 @pytest.mark.parametrize("table", ["ordered", "unordered"])
@@ -111,10 +111,10 @@ def test_l1_and_video_follow_the_tie_rule(runtime, table):
 def test_video_search_follows_the_tie_rule_sweep(runtime, family, variant, metric):
     rt = family_runtime(runtime, family)
     video = photo_uint8(24, 28, seed=3, frames=3)
-    patch, step, window, n = REQUESTS[variant]
-    result = clpatch.search_patches(video, patch, step, window, n, metric=metric,
+    patch, step, window, k = REQUESTS[variant]
+    result = clpatch.search_patches(video, patch, step, window, k, metric=metric,
                                     variant=variant, temporal_window=1, runtime=rt)
-    check_exact(result, video, patch, step, window, n, metric=metric, temporal_window=1,
+    check_exact(result, video, patch, step, window, k, metric=metric, temporal_window=1,
                 video=True, what=f"{family}/{variant}/{metric} video")
 
 
@@ -131,11 +131,11 @@ def check_filter(outputs, expected, what):
 
 # Small patches: distances of a few hundred, so ties between different patches (not only
 # between identical ones, which give the same average either way) decide the neighbours.
-@pytest.mark.parametrize("patch_size,step,window,n", tiered(
+@pytest.mark.parametrize("patch_size,step,window,k", tiered(
     [(3, 1, 7, 8), (5, 3, 11, 16), (8, 4, 21, 16)], keep=lambda *case: case == (3, 1, 7, 8)))
-def test_nlmeans_every_profile(runtime, patch_size, step, window, n):
+def test_nlmeans_every_profile(runtime, patch_size, step, window, k):
     image = photo_uint8(40, 44, seed=4)
-    params = dict(patch_size=patch_size, step=step, window=window, n=n)
+    params = dict(patch_size=patch_size, step=step, window=window, k=k)
     expected = nlmeans_reference(image.astype(np.float64), SIGMA, **params)
     outputs = {f: clpatch.nlmeans(image, SIGMA, runtime=family_runtime(runtime, f), **params)
                for f in FAMILIES}
@@ -166,7 +166,7 @@ def test_filters_every_profile_and_search_variant(runtime, variant):
         params = dict(patch_size=8, step=4)
     else:
         params = dict(patch_size=5, step=1 if variant == "convolution" else 3)
-    expected = nlmeans_reference(image.astype(np.float64), SIGMA, window=11, n=16, **params)
+    expected = nlmeans_reference(image.astype(np.float64), SIGMA, window=11, k=16, **params)
     outputs = {f: clpatch.nlmeans(image, SIGMA, window=11, k=16, variant=variant,
                                   runtime=family_runtime(runtime, f), **params)
                for f in FAMILIES}
