@@ -79,7 +79,7 @@ def test_patch_size_5(runtime):
     # DCT in both stages, 4 then 16 patches per group: work-groups of 20 and 40 work-items,
     # two pixels per work-item along the stack, no conflict-free (paper) layout.
     image = smooth_noisy((23, 27), seed=4)
-    params = dict(patch_size=5, step=2, window=9, n=(4, 16))
+    params = dict(patch_size=5, step=2, window=9, k=(4, 16))
     out = clpatch.bm3d(image, SIGMA, runtime=runtime, **params)
     check_reference(out, image, what="patch 5", **params)
 
@@ -146,19 +146,19 @@ def test_wiener_mu2(runtime, aggregation):
 def test_smallest_groups_patch_4(runtime):
     # Groups of 1 then 2 patches of 4 x 4.
     image = smooth_noisy((12, 13), seed=5)
-    params = dict(patch_size=4, n=(1, 2), window=7)
+    params = dict(patch_size=4, k=(1, 2), window=7)
     out = clpatch.bm3d(image, SIGMA, runtime=runtime, **params)
-    check_reference(out, image, what="patch 4, n=(1, 2)", **params)
+    check_reference(out, image, what="patch 4, k=(1, 2)", **params)
 
 
 SWEEP = [
-    dict(transform_2d="dct", transform_1d="haar", n=32, window=15),
-    dict(transform_1d="hadamard", n=32, window=15),
+    dict(transform_2d="dct", transform_1d="haar", k=32, window=15),
+    dict(transform_1d="hadamard", k=32, window=15),
     dict(preset="reference"),
-    dict(patch_size=16, step=8, window=21, n=(8, 16)),
-    dict(patch_size=2, step=1, window=5, n=(4, 8)),
-    dict(patch_size=7, step=3, window=11, n=(2, 32)),
-    dict(patch_size=12, step=5, window=15, n=(16, 4), transform_1d=("haar", "hadamard")),
+    dict(patch_size=16, step=8, window=21, k=(8, 16)),
+    dict(patch_size=2, step=1, window=5, k=(4, 8)),
+    dict(patch_size=7, step=3, window=11, k=(2, 32)),
+    dict(patch_size=12, step=5, window=15, k=(16, 4), transform_1d=("haar", "hadamard")),
     dict(transform_1d=("haar", "hadamard"), tau_match=(3000.0, 300.0), lambda_3d=3.0),
 ]
 

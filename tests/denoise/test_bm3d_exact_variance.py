@@ -120,8 +120,8 @@ def test_exact_variance_matters(runtime):
 
 
 @pytest.mark.parametrize("params", [
-    dict(patch_size=5, step=2, window=9, n=(8, 16)),        # the padded generic layout
-    dict(patch_size=12, step=4, window=17, n=(4, 16)),      # two pixels per work-item
+    dict(patch_size=5, step=2, window=9, k=(8, 16)),        # the padded generic layout
+    dict(patch_size=12, step=4, window=17, k=(4, 16)),      # two pixels per work-item
 ], ids=["patch5", "patch12"])
 def test_generic_layouts(runtime, params):
     image = smooth_noisy((33, 38), seed=1)

@@ -182,7 +182,7 @@ def test_high_noise_reference_matches_the_oracle(runtime, colour):
     fixed = R.bm3d_reference(noisy.astype(np.float64), sigma, "reference", noise=0.0)
     assert np.abs(fixed - expected).max() > 0.5
     # BM3D.m's 'vn' profile (11x11 patches in stage 2) as arguments.
-    vn = dict(patch_size=(8, 11), step=(4, 6), n=(32, 32), tau_match=(25000.0, 3500.0),
+    vn = dict(patch_size=(8, 11), step=(4, 6), k=(32, 32), tau_match=(25000.0, 3500.0),
               lambda_3d=2.8)
     out = clpatch.bm3d(noisy, sigma, preset="reference", runtime=runtime, **vn)
     expected = R.bm3d_reference(noisy.astype(np.float64), sigma, "reference", **vn)

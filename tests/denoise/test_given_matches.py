@@ -73,7 +73,7 @@ def test_nlmeans_on_random_matches_matches_oracle(runtime, shape, search_channel
     out = clpatch.nlmeans(image, SIGMA, patch_size=6, step=3, matches=m,
                           search_channels=search_channels, runtime=runtime)
     pos, dist = host(m)
-    expected = nlmeans_reference(image, SIGMA, patch_size=6, step=3, window=21, n=5,
+    expected = nlmeans_reference(image, SIGMA, patch_size=6, step=3, window=21, k=5,
                                  search_channels=search_channels, search=(pos[None], dist[None]))
     assert_close(out, expected, **TOL, what=f"{shape} {search_channels}")
 
@@ -86,7 +86,7 @@ def test_nlmeans_on_an_nnf_and_knn_matches_oracle(runtime):
                     (clpatch.knn(b, patch_size=7, k=4, step=3, runtime=runtime), 3)):
         out = clpatch.nlmeans(b, SIGMA, patch_size=7, step=step, matches=m, runtime=runtime)
         pos, dist = host(m)
-        expected = nlmeans_reference(b, SIGMA, patch_size=7, step=step, window=21, n=m.k,
+        expected = nlmeans_reference(b, SIGMA, patch_size=7, step=step, window=21, k=m.k,
                                      search=(pos[None], dist[None]))
         assert_close(out, expected, **TOL, what=f"step {step}")
 
@@ -141,7 +141,7 @@ def test_bm3d_on_searched_matches_matches_oracle(runtime):
     image = smooth_noisy((37, 45), seed=9)
     m = clpatch.search_patches(image, patch_size=8, step=5, window=21, k=16, runtime=runtime)
     out = clpatch.bm3d(image, SIGMA, matches=m, k=16, runtime=runtime)
-    expected = bm3d_oracle(image, (m, m), patch_size=8, step=5, n=16)
+    expected = bm3d_oracle(image, (m, m), patch_size=8, step=5, k=16)
     assert_close(out, expected, rtol=0.0, atol=ATOL, what="both stages")
 
 
@@ -152,11 +152,11 @@ def test_bm3d_on_random_and_knn_matches_matches_oracle(runtime):
     # Distances drawn across stage 2's threshold (tau 400 per pixel): group sizes vary.
     r = random_matches(image, 8, 4, 8, seed=12, distances=2 * 400 * 64)
     out = clpatch.bm3d(image, SIGMA, matches=(None, r), step=4, k=8, runtime=runtime)
-    expected = bm3d_oracle(image, (None, r), step=4, n=8, window=(35, 21))
+    expected = bm3d_oracle(image, (None, r), step=4, k=8, window=(35, 21))
     assert_close(out, expected, rtol=0.0, atol=ATOL, what="stage 2 random")
     q = clpatch.knn(image, patch_size=8, k=8, step=4, runtime=runtime)
     out = clpatch.bm3d(image, SIGMA, matches=(q, r), k=8, runtime=runtime)
-    expected = bm3d_oracle(image, (q, r), step=4, n=8)
+    expected = bm3d_oracle(image, (q, r), step=4, k=8)
     assert_close(out, expected, rtol=0.0, atol=ATOL, what="knn, random")
 
 

@@ -33,7 +33,7 @@ def test_small_image_gets_the_fitted_tile_and_the_same_result(runtime, image, me
     call = getattr(clpatch, method)
     # (BM3D on a step-4 grid: the square search; its fast preset's steps 6 / 5 take the
     # column search, below.)
-    kwargs = {} if method == "nlmeans" else dict(step=4, n=8, window=21)
+    kwargs = {} if method == "nlmeans" else dict(step=4, k=8, window=21)
     got = call(image, 20.0, runtime=many, **kwargs)
     want = call(image, 20.0, runtime=few, **kwargs)
     plan_many, plan_few = last_plan(many), last_plan(few)

@@ -176,7 +176,7 @@ def test_other_bank_paddings(runtime, padding):
 
 def test_other_parameters(runtime):
     video = smooth_video(6, 23, 27, seed=8)
-    params = dict(patch_size=4, step=(2, 3), n=(4, 16), q=(2, 4), window_ref=(5, 9),
+    params = dict(patch_size=4, step=(2, 3), k=(4, 16), q=(2, 4), window_ref=(5, 9),
                   window_pred=(3, 5), transform_1d="hadamard", temporal_radius=2)
     out = clpatch.vbm3d(video, SIGMA, runtime=runtime, **params)
     check_reference(out, video, what="p4", **params)
@@ -273,7 +273,7 @@ BAD = [
     (dict(sigma="20"), TypeError, "sigma"),
     (dict(variant="square"), ValueError, "variant"),
     (dict(aggregation="float"), ValueError, "aggregation"),
-    (dict(n=12), ValueError, "power of 2"),
+    (dict(k=12), ValueError, "power of 2"),
     (dict(q=16), ValueError, "q must be in"),
     (dict(temporal_radius=-1), ValueError, "temporal_radius"),
     (dict(window_ref=0), ValueError, "window_ref"),

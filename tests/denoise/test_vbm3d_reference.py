@@ -224,16 +224,16 @@ def test_tiny_threshold_reproduces_the_input():
 
 
 def test_radius_zero_equals_bm3d_frame_by_frame():
-    """With no temporal search, q = n and BM3D's window and parameters (Davy–Ehret's: window
+    """With no temporal search, q = k and BM3D's window and parameters (Davy–Ehret's: window
     21, 8 patches, step 4, as VBM3D's grid takes one step), VBM3D is BM3D per frame (same
     groups: on float data no exact ties, so both orders agree)."""
     cam = load_image("camera", np.float64)
     clean = np.stack([cam[100:132, 200:240], cam[300:332, 100:140]])
     noisy = Vd.add_noise(clean, SIGMA, seed=2)
-    out = V.vbm3d_reference(noisy, SIGMA, temporal_radius=0, window_ref=21, q=8, n=8, step=4,
+    out = V.vbm3d_reference(noisy, SIGMA, temporal_radius=0, window_ref=21, q=8, k=8, step=4,
                             tau_match=(2500.0, 400.0), transform_1d="hadamard",
                             lambda_3d=BM3D_PRESETS["fast"]["lambda_3d"])
-    expected = np.stack([bm3d_reference(f, SIGMA, "fast", window=21, n=8, step=4)
+    expected = np.stack([bm3d_reference(f, SIGMA, "fast", window=21, k=8, step=4)
                          for f in noisy])
     np.testing.assert_allclose(out, expected, rtol=0, atol=1e-9)
 

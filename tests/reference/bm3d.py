@@ -127,12 +127,14 @@ def _check_image(image) -> tuple[np.ndarray, bool]:
     raise ValueError(f"image must be (H, W), (H, W, 1) or (H, W, 3), got shape {np.shape(image)}")
 
 
-def bm3d_reference(image, sigma: float, preset: str = "fast", *, guide=None,
+def bm3d_reference(image, sigma: float, preset: str = "fast", *, k=None, guide=None,
                    guide_role: str = "match", noise: float | None = None,
                    matches=None, **overrides) -> np.ndarray:
     """BM3D (grayscale) or CBM3D ((H, W, 3) RGB) of ``image``; float64, the input's shape.
 
-    overrides: patch_size, step, window, n, transform_2d, transform_1d, tau_match, lambda_3d,
+    k: the largest group (clpatch.bm3d's k; a scalar or a (stage 1, stage 2) pair; None: the
+    preset's), the ``n`` of :func:`stage_params` and :class:`StageParams`.
+    overrides: patch_size, step, window, transform_2d, transform_1d, tau_match, lambda_3d,
     mu2, beta (scalars or (stage 1, stage 2) pairs where per-stage), stagger, stages (1 = basic
     estimate only).
     guide: None or an image of ``image``'s shape; guide_role: "match" (both stages match
@@ -151,7 +153,9 @@ def bm3d_reference(image, sigma: float, preset: str = "fast", *, guide=None,
         raise ValueError(f"sigma must be a finite number > 0, got {sigma}")
     if guide_role not in ("match", "oracle"):
         raise ValueError(f"guide_role must be 'match' or 'oracle', got {guide_role!r}")
-    p1, p2, stages = stage_params(preset, sigma if noise is None else noise, **overrides)
+    if "n" in overrides:
+        raise TypeError("bm3d_reference takes the largest group as k, not n")
+    p1, p2, stages = stage_params(preset, sigma if noise is None else noise, n=k, **overrides)
     img, colour = _check_image(image)
     work_guide = None
     if guide is not None:

@@ -395,11 +395,13 @@ def vbm3d_stage(noisy_work, sigmas, stage_params_dict: dict[str, Any], stage: in
     return (num / den).T.reshape(frames, rows, cols, channels)
 
 
-def vbm3d_reference(video, sigma: float, *, data_range: float = 255.0, guide=None,
+def vbm3d_reference(video, sigma: float, *, k=None, data_range: float = 255.0, guide=None,
                     guide_role: str = "match", **params: Any) -> np.ndarray:
     """VBM3D of a (T, H, W) grayscale or colour VBM3D of a (T, H, W, 3) RGB video (float64,
-    the input's shape). params: any key of :data:`DEFAULTS` (scalars or (stage 1, stage 2)
-    pairs where per-stage; ``stages=1`` returns the basic estimate). The matching thresholds
+    the input's shape). k: the largest group (clpatch.vbm3d's k; a scalar or a (stage 1,
+    stage 2) pair; None: the default), the ``n`` of :data:`DEFAULTS`. params: any other key
+    of :data:`DEFAULTS` (scalars or (stage 1, stage 2) pairs where per-stage; ``stages=1``
+    returns the basic estimate). The matching thresholds
     are scaled by ``(data_range / 255)²``. guide: None or a video of the input's shape,
     guide_role "match" or "oracle" (module docstring)."""
     sigma = float(sigma)
@@ -421,8 +423,10 @@ def vbm3d_reference(video, sigma: float, *, data_range: float = 255.0, guide=Non
         raise ValueError(f"stages must be 1 or 2, got {stages!r}")
     if guide_role not in ("match", "oracle"):
         raise ValueError(f"guide_role must be 'match' or 'oracle', got {guide_role!r}")
-    p1 = stage_params(1, data_range, **params)
-    p2 = stage_params(2, data_range, **params)
+    if "n" in params:
+        raise TypeError("vbm3d_reference takes the largest group as k, not n")
+    p1 = stage_params(1, data_range, n=k, **params)
+    p2 = stage_params(2, data_range, n=k, **params)
     if guide is None:
         if guide_role != "match":
             raise ValueError("guide_role 'oracle' needs a guide")
