@@ -84,11 +84,11 @@ def check_image(out: Any, shape: tuple[int, ...], on_device: bool) -> None:
     assert np.isfinite(values).all(), "output holds NaN or inf"
 
 
-def check_matches(found: Any, *, frames: int | None, rows: int, cols: int, patch: int, n: int,
+def check_matches(found: Any, *, frames: int | None, rows: int, cols: int, patch: int, k: int,
                   step: int | None, on_device: bool, candidate_rows: int | None = None,
                   candidate_cols: int | None = None) -> None:
     """A Matches: positions int32 inside the candidate image, distances float32, finite,
-    >= 0 and ascending, n per reference, the grid `step` gives (None: not checked)."""
+    >= 0 and ascending, k per reference, the grid `step` gives (None: not checked)."""
     rows_c = rows if candidate_rows is None else candidate_rows
     cols_c = cols if candidate_cols is None else candidate_cols
     assert isinstance(found.positions, cla.Array) == on_device
@@ -98,7 +98,7 @@ def check_matches(found: Any, *, frames: int | None, rows: int, cols: int, patch
     assert positions.dtype == np.int32 and distances.dtype == np.float32
     assert positions.shape[-1] == dim, f"positions shape {positions.shape}"
     assert distances.shape == positions.shape[:-1]
-    assert distances.shape[-1] == n, f"{distances.shape[-1]} candidates, asked {n}"
+    assert distances.shape[-1] == k, f"{distances.shape[-1]} candidates, asked {k}"
     if step is not None:
         gy, gx = grid_positions(rows, patch, step), grid_positions(cols, patch, step)
         expect = (len(gy), len(gx)) if frames is None else (frames, len(gy), len(gx))

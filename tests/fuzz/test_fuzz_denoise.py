@@ -66,7 +66,7 @@ def test_nlmeans(runtime, data):
     p = pick(ints([8, 4], 1, 32))
     step = pick(ints([4, 2], 1, 32))
     window = pick(ints([21], 1, 127))
-    n = pick(ints([16], 1, 32))
+    k = pick(ints([16], 1, 32))
     h = pick(SIGMAS, HOSTILE_FLOAT, default=True)
     beta = pick(st.sampled_from([1.05, 0.5, 10.0]), [0.0, -1.0, math.nan, "x", None])
     agg = pick(st.sampled_from([None, "buffers", "fixed", "cas"] if LONG else [None]),
@@ -76,7 +76,7 @@ def test_nlmeans(runtime, data):
     peak = pick(st.sampled_from([None, 1e4]), [1.0, 0.0, -1.0, math.inf, "1"])
     axis = pick(AXES_VALID, AXES_HOSTILE)
     error = filtered(clpatch.nlmeans, pick, img, False, axis, sigma=pick(SIGMAS, HOSTILE_FLOAT),
-                     patch_size=p, step=step, window=window, n=n, h=h, flat_beta=beta,
+                     patch_size=p, step=step, window=window, k=k, h=h, flat_beta=beta,
                      aggregation=agg, search_channels=search_channels, search=search,
                      peak=peak, runtime=runtime)
     if error is not None and not pick.hostile and step <= p and axis is None and agg is None:
@@ -106,7 +106,7 @@ def test_bm3d(runtime, data):
     preset = pick(st.sampled_from(["fast", "reference"] if LONG else ["fast"]),
                   ["bogus", None, 1])
     p = pick(ints([8], 2, 16), [*HOSTILE, 1, 17], default=True)
-    n = pick(st.sampled_from([1, 2, 4, 8, 16, 32, (16, 32)] if LONG else [16]),
+    k = pick(st.sampled_from([1, 2, 4, 8, 16, 32, (16, 32)] if LONG else [16]),
              [3, 0, 64, (16, 64), (8,), "8"], default=True)
     window = pick(ints([21], 1, 127), [0, -3, 10**6, (5, 5, 5), "21"], default=True)
     stages = pick(st.sampled_from([1, 2] if LONG else [2]), [0, 3, "2", 2.0], default=True)
@@ -117,7 +117,7 @@ def test_bm3d(runtime, data):
                    default=True)
     axis = pick(AXES_VALID, AXES_HOSTILE)
     filtered(clpatch.bm3d, pick, img, False, axis, sigma=pick(SIGMAS, HOSTILE_FLOAT),
-             preset=preset, patch_size=p, n=n, window=window, stages=stages, lambda_3d=lam,
+             preset=preset, patch_size=p, k=k, window=window, stages=stages, lambda_3d=lam,
              mu2=mu2, data_range=data_range, stagger=stagger, runtime=runtime)
 
 

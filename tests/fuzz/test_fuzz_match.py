@@ -37,12 +37,12 @@ def test_search_patches(runtime, data):
     pick = start(data)
     video = data.draw(st.booleans())
     img = pick.array(frames=video, queue=runtime.queue, max_frames=4)
-    # (patch, window, n) together: each distinct triple builds programs.
+    # (patch, window, k) together: each distinct triple builds programs.
     if LONG:
         base = (data.draw(ints([], 1, 32)), data.draw(ints([], 1, 127)), data.draw(ints([], 1, 32)))
     else:
         base = data.draw(st.sampled_from([(8, 21, 16), (4, 7, 4)]))
-    p, w, n = (pick(st.just(v)) for v in base)
+    p, w, k = (pick(st.just(v)) for v in base)
     step = pick(ints([1, 4], 1, 64))
     metric = pick(st.sampled_from(["l2", "L2", "l1"] if LONG else ["l2", "L2"]), METRIC_HOSTILE)
     tw = pick(ints([0, 1], 0, 63) if video else st.just(0), [*HOSTILE, 64])
@@ -50,19 +50,19 @@ def test_search_patches(runtime, data):
                                    [None, "naive", "convolution", "square", "column"]),
                    ["nonsense", 3, ""])
     found, error = call(clpatch.search_patches, img.value, patch_size=p, step=step, window=w,
-                        n=n, metric=metric, variant=variant, temporal_window=tw,
+                        k=k, metric=metric, variant=variant, temporal_window=tw,
                         runtime=runtime, video=video)
     _outcome("search_patches", pick, error)
     sides = _sides(img, video)
     if error is None:
         frames, rows, cols, _ = sides
         check_matches(found, frames=frames if video else None, rows=rows, cols=cols, patch=p,
-                      n=n, step=step, on_device=img.on_device)
+                      k=k, step=step, on_device=img.on_device)
         assert img.valid
     elif not pick.hostile and sides and min(sides) > 0:
         frames, rows, cols, channels = sides
         fits = (p <= min(rows, cols) and channels <= 64 and variant is None
-                and n <= min_candidates(rows, cols, frames, p, w, tw))
+                and k <= min_candidates(rows, cols, frames, p, w, tw))
         assert not fits, f"a valid call was refused: {error!r}"
 
 
@@ -86,7 +86,7 @@ def test_knn(runtime, data):
         ref = q if r is None else r
         _, rows, cols, _ = _sides(q)
         _, rr, rc, _ = _sides(ref)
-        check_matches(found, frames=None, rows=rows, cols=cols, patch=p, n=k, step=step,
+        check_matches(found, frames=None, rows=rows, cols=cols, patch=p, k=k, step=step,
                       on_device=q.on_device, candidate_rows=rr, candidate_cols=rc)
         assert q.valid and ref.valid
 
@@ -127,7 +127,7 @@ def test_ann_search(runtime, data):
     _outcome("ann_search", pick, error)
     if error is None:
         _, rows, cols, _ = _sides(img)
-        check_matches(found, frames=None, rows=rows, cols=cols, patch=p, n=k, step=step,
+        check_matches(found, frames=None, rows=rows, cols=cols, patch=p, k=k, step=step,
                       on_device=img.on_device)
         assert img.valid
 
@@ -152,7 +152,7 @@ def test_nnf_and_reconstruct(runtime, data):
     if error is None:
         _, rows, cols, _ = _sides(a)
         _, br, bc, _ = _sides(b)
-        check_matches(found, frames=None, rows=rows, cols=cols, patch=p, n=k, step=1,
+        check_matches(found, frames=None, rows=rows, cols=cols, patch=p, k=k, step=1,
                       on_device=a.on_device, candidate_rows=br, candidate_cols=bc)
         assert a.valid and b.valid
         other = {"b": b.value, "a": a.value, "junk": "junk"}[target]

@@ -23,7 +23,7 @@ def test_explain(runtime, data):
     pick = start(data)
     operation = pick(st.sampled_from(OPERATIONS[:6]), ["bogus", "", None, 3])
     kwargs = {name: pick(ints([4, 8], 1, 32), default=True)
-              for name in ("patch_size", "step", "n", "window")}
+              for name in ("patch_size", "step", "k", "window")}
     kwargs["channels"] = pick(ints([1, 3], 1, 64))
     kwargs["metric"] = pick(st.sampled_from(["l2", "l1"]), ["l3", None])
     kwargs["video"] = pick(st.booleans(), ["yes", None])
