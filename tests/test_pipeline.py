@@ -38,11 +38,11 @@ CASES = [
     ("ann", "ann", lambda: [_f32((40, 36))], dict(patch_size=5, k=8, tile=10),
      lambda x, rt: clpatch.ann_search(x, patch_size=5, k=8, tile=10, runtime=rt), False),
     ("knn-self", "knn", lambda: [_f32((26, 29))], dict(patch_size=5, k=6, step=2),
-     lambda x, rt: clpatch.knn(x, patch_size=5, k=6, step=2, runtime=rt), True),
+     lambda x, rt: clpatch.knn(x, patch_size=5, k=6, step=2, runtime=rt), False),
     ("knn-pair", "knn", lambda: [_u8((20, 25, 3)), _u8((23, 19, 3), 1)],
      dict(patch_size=4, k=5, method="direct", metric="l1"),
      lambda q, r, rt: clpatch.knn(q, r, patch_size=4, k=5, method="direct", metric="l1",
-                                  runtime=rt), True),
+                                  runtime=rt), False),
     ("nnf", "nnf", lambda: [_f32((30, 34)), _f32((28, 31), 1)], dict(patch_size=5, k=2),
      lambda a, b, rt: clpatch.nnf(a, b, patch_size=5, k=2, runtime=rt), True),
     ("nlmeans-u8", "nlmeans", lambda: [_u8((37, 45))], dict(sigma=20),
@@ -150,13 +150,15 @@ def test_plans_that_wait_say_so(runtime):
     assert clpatch.make_plan("vbm3d", (3, 24, 24), runtime=runtime, sigma=20).waits_for_peak
     assert clpatch.make_plan("nnf", (20, 20), reference_shape=(20, 20), runtime=runtime,
                              patch_size=5).waits_for_sample
-    assert clpatch.make_plan("knn", (20, 20), runtime=runtime, patch_size=5).waits_for_peak
+    knn = clpatch.make_plan("knn", (20, 20), runtime=runtime, patch_size=5)
+    assert not getattr(knn, "waits_for_peak", False)
 
 
 @pytest.mark.parametrize("method,params,name", [
     ("search", dict(patch_size=5, step=2, window=9, k=4), "image"),
     ("nlmeans", dict(sigma=20), "image"),
     ("bm3d", dict(sigma=20, peak=255.0), "image"),
+    ("knn", dict(patch_size=5, k=4), "query"),
 ])
 def test_data_checks_are_deferred(runtime, method, params, name):
     image = _f32((30, 32))

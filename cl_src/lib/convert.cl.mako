@@ -12,7 +12,11 @@
 // +inf, so check[word] >= 0x7f800000 means the block held NaN or infinity). Work-item
 // (0, 0, 0) clears check[1 - word], the word of the caller's next run, so a run needs no
 // clearing launch of its own (on one in-order queue the previous run's read of that word
-// comes first).
+// comes first). A value whose magnitude is above `limit` (NaN included: its |value| compares
+// with nothing) is stored as 0 after being folded into the check: an engine whose kernels
+// must never see such values (the kNN's heaps compare distances; NaN breaks their order)
+// passes its magnitude limit and reports the input from the check later, without waiting;
+// +inf keeps every finite and infinite value and zeroes only NaN.
 //
 // Launch: global (cols rounded up to a multiple of ${group}, rows, frames), local
 // (${group}, 1, 1); each work-item copies all channels of one pixel (no division by the
@@ -24,6 +28,7 @@
 //   dst, dst_base        planar float destination and the element index of the block in it
 //   check, word          two uints; word (0 or 1) is the current run's, cleared before its
 //                        first block
+//   limit                largest magnitude stored as it is (see above)
 //
 % if src_type == "double":
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
@@ -33,7 +38,7 @@ void to_planar(__global const ${src_type} *restrict src, const long base,
                const long sf, const long sy, const long sx, const long sc,
                const int frames, const int rows, const int cols, const int channels,
                __global float *restrict dst, const long dst_base,
-               __global uint *restrict check, const int word)
+               __global uint *restrict check, const int word, const float limit)
 {
     __local uint top[${group}];
     const int x = get_global_id(0), y = get_global_id(1), f = get_global_id(2);
@@ -50,7 +55,8 @@ void to_planar(__global const ${src_type} *restrict src, const long base,
 % else:
             const float v = (float)src[at];
 % endif
-            dst[dst_base + ((long)(f * channels + c) * rows + y) * cols + x] = v;
+            dst[dst_base + ((long)(f * channels + c) * rows + y) * cols + x] =
+                fabs(v) <= limit ? v : 0.0f;
             largest = max(largest, as_uint(fabs(v)));
         }
     }

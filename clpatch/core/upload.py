@@ -96,13 +96,16 @@ class Uploader:
 
     def convert(self, volume: Volume, f_lo: int, f_hi: int, y_lo: int, y_hi: int, dst: Any,
                 dst_base: int = 0, *, staging: str = "staging", transfers: Any = None,
-                wait_for: list[Any] | None = None) -> list[tuple[str, Any]]:
+                wait_for: list[Any] | None = None,
+                limit: float = math.inf) -> list[tuple[str, Any]]:
         """Frames [f_lo, f_hi) and rows [y_lo, y_hi) of `volume`, all columns and channels,
         into dst[dst_base + ((f · C + c) · rows + y) · W + x]; returns (stage, event) pairs
         ("upload" for a host block's copy, "convert"). A host block goes through device
         buffer `staging`; with `transfers` (a `clpatch.core.transfer.Transfers`) its copy
         runs on the transfer queue through a pinned slot of the same name, after the last
-        conversion that read that buffer."""
+        conversion that read that buffer. Values of magnitude above `limit` (NaN always) are
+        stored as 0, after the check has seen them (lib/convert.cl.mako): a plan whose
+        kernels must not see them passes its limit and defers the check (no wait)."""
         queue = self.runtime.queue
         frames, rows, cols = f_hi - f_lo, y_hi - y_lo, volume.cols
         events: list[tuple[str, Any]] = []
@@ -137,7 +140,8 @@ class Uploader:
         event = self.kernel(dtype, self._word)(
             queue, (-(-cols // g) * g, rows, frames), (g, 1, 1), source, i64(base), i64(sf),
             i64(sy), i64(sx), i64(sc), i32(frames), i32(rows), i32(cols), i32(volume.channels),
-            dst, i64(dst_base), self._check, i32(self._word), wait_for=wait_for)
+            dst, i64(dst_base), self._check, i32(self._word), np.float32(limit),
+            wait_for=wait_for)
         events.append(("convert", event))
         if not volume.on_device:
             self._readers[staging] = event

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ...core.buffers import int_buffer, memory_limits
+from ...core.buffers import BufferPool, int_buffer, memory_limits
 from ...core.kernels import kernel
 from ...core.plans import Plan
 from ...core.runtime import Runtime
@@ -105,19 +105,23 @@ class KnnPlan(Plan):
     `run(query, reference=None)` returns Matches (NumPy or device arrays like the input);
     `last_events` holds the (stage, event) pairs of the last run. A
     `clpatch.core.plans.Plan`: `clpatch.make_plan("knn", ...)` makes one; its `enqueue`
-    waits for the inputs' value check before the search (`waits_for_peak`): a NaN reaching
-    the search kernels (the heaps' comparisons) is not safe on every device."""
+    waits for nothing: the conversion stores the values the check refuses (NaN, or beyond
+    the distances' magnitude limit) as 0, so the search kernels never see them (a NaN in
+    the heaps' comparisons is not safe on every device), and the check is judged later.
+    `pool`: a buffer pool shared with other plans run in turn on the same queue (the
+    banded plan's pairs), instead of one of its own."""
 
     method = "knn"
     input_names = ("query", "reference")
-    #: `enqueue` reads the inputs' value check back before launching the search.
-    waits_for_peak = True
 
     def __init__(self, runtime: Runtime, rows: int, cols: int, channels: int,
                  ref_rows: int, ref_cols: int, *, patch_size: int, k: int, metric: str,
                  step: int, config: KnnConfig, self_search: bool, device_output: bool,
-                 rescore: bool, memory_bytes: int | None = None) -> None:
+                 rescore: bool, memory_bytes: int | None = None,
+                 pool: BufferPool | None = None) -> None:
         super().__init__(runtime)
+        if pool is not None:
+            self.pool = pool
         self.config = config
         self.rows, self.cols, self.channels = rows, cols, channels
         self.ref_rows, self.ref_cols = ref_rows, ref_cols
@@ -246,40 +250,49 @@ class KnnPlan(Plan):
     def run(self, query: Any, reference: Any = None, *,
             names: tuple[str, str] = ("query", "reference")) -> Matches:
         """The matches of `query` in `reference` (None: in itself); errors name the inputs
-        `names`. Waits for the value check."""
+        `names`. Waits for the run and its value check."""
         q = as_volume(query, name=names[0], video=False)
         r = q if reference is None else as_volume(reference, name=names[1], video=False)
-        return self._launch(q, r, None, None, names)[0]
+        found, last = self.launch(q, r, None, None)
+        check_peak(self.uploader.peak(last), self.check_limit(), self.checked_name(names))
+        return found
 
     def enqueue_arrays(self, query: Any, reference: Any = None, *, out: Any,
                        wait_for: list[Any] | None) -> tuple[Matches, list[Any]]:
         """The plan's `enqueue` (`clpatch.core.plans.Plan`): the kNN of device `query` in
-        device `reference` (none for a self-search plan) into device Matches; it waits for
-        the inputs' value check (`waits_for_peak`)."""
+        device `reference` (none for a self-search plan) into device Matches, the inputs'
+        value check deferred."""
         if not self.device_output:
             raise TypeError("this plan was made for NumPy arrays; make_plan's plans take both")
         q = as_volume(query, name="query", video=False)
         r = q if reference is None else as_volume(reference, name="reference", video=False)
-        return self._launch(q, r, out, wait_for, ("query", "reference"))
+        found, last = self.launch(q, r, out, wait_for)
+        self.defer_check(last, self.check_limit(), self.checked_name(("query", "reference")))
+        return found, last
 
-    def _launch(self, q: Volume, r: Volume, out: Any, wait_for: list[Any] | None,
-                names: tuple[str, str]) -> tuple[Matches, list[Any]]:
+    def checked_name(self, names: tuple[str, str]) -> str:
+        """The input a failed value check names (both images are folded into one check)."""
+        return names[0] if self.self_search else f"{names[0]} or {names[1]}"
+
+    def launch(self, q: Volume, r: Volume, out: Any,
+               wait_for: list[Any] | None) -> tuple[Matches, list[Any]]:
         """Enqueue the run (uploads, blocks of grid rows, copies back for NumPy output);
-        returns the Matches and the last launches' events. The inputs' values are checked
-        (a wait) before any search kernel is launched."""
+        returns the Matches and the last launches' events, without waiting. The values of
+        both inputs are folded into the uploader's check word of this run (read it with
+        `uploader.peak` / `defer_check` after the returned events); those it refuses
+        reach the search kernels as 0."""
         events: list[tuple[str, Any]] = []
+        limit = self.check_limit()
         self.uploader.begin()
         qbuf = self.pool.get("query", 4 * self.channels * self.rows * self.cols)
         events += self.uploader.convert(q, 0, 1, 0, self.rows, qbuf, staging="stage_q",
-                                        wait_for=wait_for)
+                                        wait_for=wait_for, limit=limit)
         if self.self_search:
             rbuf = qbuf
         else:
             rbuf = self.pool.get("reference", 4 * self.channels * self.ref_rows * self.ref_cols)
             events += self.uploader.convert(r, 0, 1, 0, self.ref_rows, rbuf, staging="stage_r",
-                                            wait_for=[events[-1][1]])
-        check_peak(self.uploader.peak([events[-1][1]]), self.check_limit(),
-                   names[0] if self.self_search else f"{names[0]} or {names[1]}")
+                                            wait_for=[events[-1][1]], limit=limit)
         gy, gx, k = len(self.grid_y), len(self.grid_x), self.k
         sink = MatchesSink(self, (), gy, gx, k, 2, device=self.device_output, out=out)
         images = (qbuf, np.int32(self.rows), np.int32(self.cols), rbuf,
