@@ -22,7 +22,6 @@ from typing import Any
 
 import numpy as np
 
-from .core.errors import DeviceResourceError
 from .core.plans import Plan
 from .core.runtime import Runtime, default_runtime
 from .core.validate import check_choice, k_or_n
@@ -90,12 +89,7 @@ def _knn(rt: Runtime, shape: Any, dtype: Any, given: dict[str, Any]) -> Plan:
     r = q if reference_shape is None else planned_volume(reference_shape, dtype,
                                                          name="reference", video=False)
     request = knn_request(rt, q, r, reference_shape is None, **p)
-    if request.layout is not None:
-        raise DeviceResourceError(
-            "the reference's candidates do not fit one pass on this device: make_plan('knn') "
-            "does not split the reference into bands yet; clpatch.knn does (it merges the "
-            "bands' matches on the host)")
-    plan = plan_knn(rt, q, r, request)
+    plan = plan_knn(rt, q, r, request, device_output=True)
     plan.input_shapes = (tuple(shape),) if reference_shape is None else (
         tuple(shape), tuple(reference_shape))
     return plan

@@ -20,7 +20,8 @@ tiny video with one search variant and aggregation against its NumPy reference; 
 the exhaustive kNN with one engine and metric on two tiny images against its NumPy brute
 force (several splits and heap blocks, so the merge runs too; METHOD "offsets-group" or
 "offsets-warp" forces the offsets engine's team top-k, "offsets-k40" the heaps with k = 40,
-sorted by the finish in local memory); `nnf` runs the
+sorted by the finish in local memory, "direct-banded" windows and bands merged on the
+device); `nnf` runs the
 approximate nearest-neighbour field on two tiny images against its NumPy oracle (a tree of
 several levels, a backtracking row, propagation and refinement); `planted` runs a
 test-only kernel with a planted bug, which Oclgrind must report on stderr. Oclgrind's own
@@ -229,7 +230,11 @@ def run_knn(method: str, metric: str, channels: int) -> None:
     from tests.reference.knn import knn_brute
 
     keep_buffers_alive()
-    runtime = simulator_runtime()
+    banded = method == "direct-banded"
+    # direct-banded: a memory limit that cuts the query into windows and the reference
+    # into bands, whose matches the merge kernel joins on the device.
+    runtime = simulator_runtime(memory_limit=3000) if banded else simulator_runtime()
+    method = "direct" if banded else method
     shape = (11, 13) + ((channels,) if channels > 1 else ())
     rng = np.random.default_rng(3)
     levels = 3 if metric.startswith("chamfer") else 256
@@ -262,6 +267,11 @@ def run_knn(method: str, metric: str, channels: int) -> None:
         plan = next(reversed(runtime.plan_cache().values()))
         if not (plan.sorted_finish and plan.splits > 1):
             sys.exit("knn: the sorting finish of several splits did not run")
+    if banded:
+        plan = next(reversed(runtime.plan_cache().values()))
+        if getattr(plan, "layout", None) is None or len(plan.layout.bands) < 2:
+            sys.exit("knn: the banded plan did not run")
+        method = "direct (banded, merged on the device)"
     positions, distances = knn_brute(query, reference, p, k, metric, step=2)
     if not (np.array_equal(got.positions, positions)
             and np.allclose(got.distances, distances, rtol=0, atol=1e-3)):

@@ -143,14 +143,16 @@ def test_vbm3d_colour_runs_clean():
 # kNN: the offsets engine (local-memory column and box sums), the direct engine (every
 # metric) and the GEMM engine (means, extraction, norms, tiled product with shared heap
 # bounds), each with several heap sets merged by the finishing kernel; "offsets-k40": the
-# heaps' shared bound across splits and the finish's sort in local memory.
+# heaps' shared bound across splits and the finish's sort in local memory; "direct-banded":
+# query windows and reference bands merged on the device (cl_src/match/knn_merge.cl.mako).
 @pytest.mark.parametrize("method,metric,channels", [("offsets", "l2", 1), ("offsets", "l1", 3),
                                                     ("direct", "l2", 2), ("gemm", "l2", 3),
                                                     ("direct", "chamfer", 1),
                                                     ("direct", "chamfer_sym", 3),
                                                     ("offsets-group", "l2", 2),
                                                     ("offsets-warp", "l1", 1),
-                                                    ("offsets-k40", "l2", 3)])
+                                                    ("offsets-k40", "l2", 3),
+                                                    ("direct-banded", "l2", 2)])
 def test_knn_runs_clean(method, metric, channels):
     assert_clean("knn", method, metric, "--channels", str(channels))
 

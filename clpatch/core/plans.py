@@ -209,6 +209,12 @@ class Plan:
         if out is not None:
             raise TypeError("out= takes device arrays; a call on NumPy arrays returns NumPy")
         self.check_inputs(arrays)
+        return self.call_host(arrays)
+
+    def call_host(self, arrays: list[np.ndarray]) -> Any:
+        """The synchronous call on checked NumPy `arrays`: each copied whole to the device,
+        the run enqueued, its checks waited for, the result read back. A plan whose inputs
+        may exceed the device (the banded kNN) converts them block by block instead."""
         queue, uploaded = self.runtime.queue, []
         for i, array in enumerate(arrays):
             # Each input's copy goes through a buffer of the plan, reused from call to call.

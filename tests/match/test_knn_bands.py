@@ -4,7 +4,10 @@ result must be the unbanded one and the oracle's, ties included (integer-valued 
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
+import pyopencl as cl
 import pyopencl.array as cla
 import pytest
 
@@ -94,3 +97,65 @@ def test_banded_vectors(runtime):
                                     cla.to_device(small.queue, references), 9, runtime=small)
     np.testing.assert_array_equal(host(on_device.indices), expected.indices)
     np.testing.assert_array_equal(host(on_device.distances), expected.distances)
+
+
+def test_banded_plan_enqueue_waits_for_nothing(runtime):
+    """make_plan("knn") on a request beyond the device: the pairs' matches are merged on
+    the device, `enqueue` returns behind an unfinished event, `out=` is filled, and a
+    second run allocates nothing (every pair shares the plan's pool)."""
+    query = labels((33, 35, 3), 3, seed=8)
+    reference = labels((29, 40, 3), 3, seed=9)
+    small = clpatch.Runtime(runtime.device, memory_limit=12_000)
+    layout = layout_of(small, query, reference, patch=4, k=9, step=2)
+    assert layout is not None and len(layout.bands) > 1
+    plan = clpatch.make_plan("knn", query.shape, dtype=np.uint8, runtime=small,
+                             reference_shape=reference.shape, patch_size=4, k=9, step=2)
+    q, r = (cla.to_device(small.queue, x) for x in (query, reference))
+    first, event = plan.enqueue(q, r)
+    event.wait()
+    plan.check()
+    check_knn(first, query, reference, patch_size=4, k=9, step=2, exact=True)
+    held = plan.pool.held_bytes()
+    out = (cla.empty(small.queue, first.positions.shape, np.int32),
+           cla.empty(small.queue, first.distances.shape, np.float32))
+    gate = cl.UserEvent(small.context)
+    done = []
+    worker = threading.Thread(target=lambda: done.append(plan.enqueue(q, r, out=out,
+                                                                      wait_for=[gate])))
+    worker.start()
+    worker.join(60)
+    returned = not worker.is_alive()
+    gate.set_status(cl.command_execution_status.COMPLETE)
+    worker.join()
+    assert returned, "the banded plan's enqueue waited for the device"
+    found, event = done[0]
+    event.wait()
+    plan.check()
+    assert found.positions is out[0] and plan.pool.held_bytes() == held
+    np.testing.assert_array_equal(out[0].get(), first.positions.get())
+    np.testing.assert_array_equal(out[1].get(), first.distances.get())
+    # The synchronous call on NumPy arrays: the same matches, NumPy.
+    again = plan(query, reference)
+    np.testing.assert_array_equal(again.positions, first.positions.get())
+
+
+def test_banded_plan_defers_the_value_check(runtime):
+    """A NaN in a band reaches no kernel (the conversion stores it as 0): the run
+    completes, and the check names the inputs at the next synchronous point."""
+    query = labels((30, 30), 4, seed=10).astype(np.float32)
+    reference = labels((28, 33), 4, seed=11).astype(np.float32)
+    bad = reference.copy()
+    bad[20, 5] = np.nan
+    small = clpatch.Runtime(runtime.device, memory_limit=8_000)
+    assert layout_of(small, query, reference, patch=4, k=5, step=3) is not None
+    plan = clpatch.make_plan("knn", query.shape, runtime=small,
+                             reference_shape=reference.shape, patch_size=4, k=5, step=3)
+    q, r, nan = (cla.to_device(small.queue, x) for x in (query, reference, bad))
+    plan.enqueue(q, nan)
+    with pytest.raises(ValueError, match="query or reference contains NaN"):
+        plan.check()
+    found, _ = plan.enqueue(q, r)
+    plan.check()
+    check_knn(found, query, reference, patch_size=4, k=5, step=3, exact=True)
+    with pytest.raises(ValueError, match="reference contains NaN"):
+        clpatch.knn(query, bad, patch_size=4, k=5, step=3, runtime=small)

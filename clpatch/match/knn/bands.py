@@ -1,5 +1,5 @@
 """The exhaustive kNN on inputs larger than the device: windows of the query and bands of
-the reference, searched pair by pair and merged.
+the reference, searched pair by pair and merged (`clpatch.match.knn.banded`).
 
 `KnnPlan` keeps both images on the device and cuts only the query grid into blocks of grid
 rows (for its heaps). When an image alone is larger than the device's budget, or one grid
@@ -13,28 +13,25 @@ row's heaps are (`knn_vectors` on millions of vectors: its query image is one gr
   consecutive bands overlapping by p − 1 pixels so that every candidate lies in exactly
   one band.
 
-`run_banded` searches every (window, band) pair with an ordinary plan and merges the
-bands' k best by (distance, global candidate index). Each pair's distances are exact for
-integer-valued inputs and direct re-scored sums otherwise, computed the same way whatever
-the band, and within a band the local candidate order is the global order: the merge gives
-the unbanded result, ties included.
+Each (window, band) pair's distances are exact for integer-valued inputs and direct
+re-scored sums otherwise, computed the same way whatever the band, and within a band the
+local candidate order is the global order: merging the bands' k best by (distance, global
+candidate index) gives the unbanded result, ties included.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import pyopencl.array as cla
 
 from ...core.buffers import memory_limits
 from ...core.runtime import Runtime
 from ...core.volumes import Volume
-from ..matches import Matches, grid_positions
+from ..matches import grid_positions
 
-__all__ = ["BandLayout", "band_layout", "run_banded"]
+__all__ = ["BandLayout", "band_layout", "window_view"]
 
 
 @dataclass(frozen=True)
@@ -97,7 +94,7 @@ def band_layout(runtime: Runtime, query: Volume, reference: Volume, *, patch: in
                       _ranges(lines, per_band))
 
 
-def _window(array: Any, rows: tuple[int, int], cols: tuple[int, int]) -> Any:
+def window_view(array: Any, rows: tuple[int, int], cols: tuple[int, int]) -> Any:
     """Rows [r0, r1) and columns [c0, c1) of an (H, W) or (H, W, C) image, as a view
     (device arrays too: the conversion reads any strides)."""
     (r0, r1), (c0, c1) = rows, cols
@@ -108,58 +105,3 @@ def _window(array: Any, rows: tuple[int, int], cols: tuple[int, int]) -> Any:
     if (c0, c1) == (0, array.shape[1]):
         return array[r0:r1]
     return array[r0:r1, c0:c1]
-
-
-def run_banded(layout: BandLayout, runtime: Runtime, query: Volume, reference: Volume, *,
-               patch: int, step: int, k: int, metric: str,
-               search: Callable[[Any, Any, int], Matches]) -> Matches:
-    """Search every (query window, reference band) pair with `search(query_window,
-    reference_band, k_band)` (a two-image kNN of the same patch size, metric and step;
-    k_band is k or the band's candidates, if fewer) and merge the bands' matches into the
-    whole request's (device arrays for a device query)."""
-    p = patch
-    grid_y = grid_positions(query.rows, p, step)
-    grid_x = grid_positions(query.cols, p, step)
-    cand_cols = reference.cols - p + 1
-    positions = np.empty((len(grid_y), len(grid_x), k, 2), np.int32)
-    distances = np.empty((len(grid_y), len(grid_x), k), np.float32)
-    config = None
-    for g0, g1 in layout.row_blocks:
-        y0, y1 = int(grid_y[g0]), int(grid_y[g1 - 1]) + p
-        for c0, c1 in layout.col_blocks:
-            x0, x1 = int(grid_x[c0]), int(grid_x[c1 - 1]) + p
-            window = _window(query.array, (y0, y1), (x0, x1))
-            found_d, found_i, found_p = [], [], []
-            for a, b in layout.bands:
-                if layout.band_axis == 0:
-                    band = _window(reference.array, (a, b + p - 1), (0, reference.cols))
-                else:
-                    band = _window(reference.array, (0, reference.rows), (a, b + p - 1))
-                band_candidates = (b - a) * (cand_cols if layout.band_axis == 0
-                                             else reference.rows - p + 1)
-                got = search(window, band, min(k, band_candidates))
-                if not (np.array_equal(got.grid_y + y0, grid_y[g0:g1])
-                        and np.array_equal(got.grid_x + x0, grid_x[c0:c1])):
-                    raise RuntimeError("a query window's grid differs from the request's")
-                config = got.config
-                pos = got.positions.get() if isinstance(got.positions, cla.Array) \
-                    else got.positions
-                dist = got.distances.get() if isinstance(got.distances, cla.Array) \
-                    else got.distances
-                pos = pos.copy()
-                pos[..., layout.band_axis] += a
-                found_p.append(pos)
-                found_d.append(dist)
-                found_i.append(pos[..., 0].astype(np.int64) * cand_cols + pos[..., 1])
-            d = np.concatenate(found_d, axis=-1)
-            order = np.lexsort((np.concatenate(found_i, axis=-1), d), axis=-1)[..., :k]
-            positions[g0:g1, c0:c1] = np.take_along_axis(
-                np.concatenate(found_p, axis=-2), order[..., None], axis=-2)
-            distances[g0:g1, c0:c1] = np.take_along_axis(d, order, axis=-1)
-    if query.on_device:
-        out_p = runtime.empty(positions.shape, np.int32)
-        out_d = runtime.empty(distances.shape, np.float32)
-        out_p.set(positions, queue=runtime.queue)
-        out_d.set(distances, queue=runtime.queue)
-        positions, distances = out_p, out_d
-    return Matches(positions, distances, grid_y, grid_x, p, step, 0, k, metric, 0, config)

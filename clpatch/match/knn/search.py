@@ -25,7 +25,6 @@ by float32 rounding may change places at the k-th.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -37,7 +36,8 @@ from ...core.runtime import Runtime, resolve_runtime
 from ...core.validate import check_choice, check_int
 from ...core.volumes import Volume, as_array, as_volume
 from ..matches import Matches
-from .bands import band_layout, run_banded
+from .banded import BandedKnnPlan
+from .bands import band_layout
 from .config import (
     KNN_METHODS,
     KNN_METRICS,
@@ -95,17 +95,7 @@ def _knn(query: Any, reference: Any, *, patch_size: Any, k: Any, metric: Any, st
             raise ValueError(f"{name} lives in another OpenCL context than the runtime's")
     request = knn_request(rt, q, r, reference is None, patch_size=patch_size, k=k,
                           metric=metric, step=step, method=method, names=names)
-    if request.layout is None:
-        return _plan(rt, q, r, request).run(query, reference, names=names)
-
-    def pair(window: Any, band: Any, k_band: int) -> Matches:
-        qw = as_volume(window, name=qn, video=False)
-        rb = as_volume(band, name=rn, video=False)
-        banded = dataclasses.replace(request, self_search=False, k=k_band)
-        return _plan(rt, qw, rb, banded).run(window, band, names=names)
-
-    return run_banded(request.layout, rt, q, r, patch=request.patch_size, step=request.step,
-                      k=request.k, metric=request.metric, search=pair)
+    return _plan(rt, q, r, request).run(query, reference, names=names)
 
 
 @dataclass(frozen=True)
@@ -144,24 +134,32 @@ def knn_request(rt: Runtime, q: Volume, r: Volume, self_search: bool, *, patch_s
     rescore = q.dtype.kind == "f" or r.dtype.kind == "f"
     config = choose_knn(rt.profile, metric=metric, patch=p, channels=q.channels, step=s,
                         method=method, tuning=rt.tuning)
+    # Per query patch: its heaps and results, and the banded merge's band, running and
+    # window lists (12 bytes an entry each).
     layout = band_layout(rt, q, r, patch=p, step=s,
-                         heap_bytes=query_bytes(config, kk, candidates))
+                         heap_bytes=query_bytes(config, kk, candidates) + 36 * kk)
     return KnnRequest(self_search, p, kk, metric, s, config, rescore, layout)
 
 
-def plan_knn(rt: Runtime, q: Volume, r: Volume, request: KnnRequest) -> KnnPlan:
-    """A new plan of `request` (device output for a device query)."""
-    return KnnPlan(rt, q.rows, q.cols, q.channels, r.rows, r.cols,
-                   patch_size=request.patch_size, k=request.k, metric=request.metric,
-                   step=request.step, config=request.config, self_search=request.self_search,
-                   device_output=q.on_device, rescore=request.rescore)
+def plan_knn(rt: Runtime, q: Volume, r: Volume, request: KnnRequest, *,
+             device_output: bool | None = None) -> KnnPlan | BandedKnnPlan:
+    """A new plan of `request`: one pass, or the reference in bands when it does not fit
+    (`request.layout`); device output for a device query unless `device_output` says."""
+    device = q.on_device if device_output is None else device_output
+    params = dict(patch_size=request.patch_size, k=request.k, metric=request.metric,
+                  step=request.step, config=request.config, self_search=request.self_search,
+                  device_output=device, rescore=request.rescore)
+    if request.layout is not None:
+        return BandedKnnPlan(rt, q.rows, q.cols, q.channels, r.rows, r.cols,
+                             layout=request.layout, **params)
+    return KnnPlan(rt, q.rows, q.cols, q.channels, r.rows, r.cols, **params)
 
 
-def _plan(rt: Runtime, q: Volume, r: Volume, request: KnnRequest) -> KnnPlan:
+def _plan(rt: Runtime, q: Volume, r: Volume, request: KnnRequest) -> KnnPlan | BandedKnnPlan:
     """The runtime's cached plan for these shapes and parameters."""
     key = ("knn", q.rows, q.cols, q.channels, r.rows, r.cols, request.self_search,
            request.patch_size, request.k, request.metric, request.step, request.config,
-           q.on_device, request.rescore)
+           q.on_device, request.rescore, request.layout)
     return rt.plan_cache().plan(key, lambda: plan_knn(rt, q, r, request), PLANS_KEPT)
 
 
