@@ -30,7 +30,7 @@ from .engines import register_all
 from .match.ann.search import ann_search
 from .match.knn.search import KnnVectors, knn, knn_vectors
 from .match.matches import Matches, SearchResult, grid_positions
-from .match.nnf.search import nnf, reconstruct
+from .match.nnf.search import NnfModel, nnf, nnf_model, reconstruct
 from .match.window.config import SearchConfig
 from .match.window.plan import SearchPlan
 from .match.window.search import search_patches
@@ -52,6 +52,7 @@ __all__ = [
     "KnnVectors",
     "Matches",
     "NLMeansPlan",
+    "NnfModel",
     "NoOpenCLError",
     "Runtime",
     "SearchConfig",
@@ -75,6 +76,7 @@ __all__ = [
     "nlmeans",
     "nlmeans_video",
     "nnf",
+    "nnf_model",
     "reconstruct",
     "search_patches",
     "select_device",

@@ -39,6 +39,7 @@ from .denoise.vbm3d import VBM3DPlan, vbm3d, vbm3d_options
 from .denoise.vbm3d_params import check_guide_role as check_video_guide_role
 from .match.ann.search import AnnPlan, ann_request, ann_search
 from .match.knn.search import knn, knn_request, plan_knn
+from .match.nnf.pca import check_model
 from .match.nnf.search import NnfPlan, nnf, nnf_request
 from .match.window.search import plan_search, search_patches
 
@@ -205,10 +206,13 @@ def _nnf(rt: Runtime, shape: Any, dtype: Any, given: dict[str, Any]) -> Plan:
     p = _params("nnf", nnf, 2, given)
     va = planned_volume(shape, dtype, name="a", video=False)
     vb = planned_volume(reference_shape, dtype, name="b", video=False)
+    model = p.pop("model")
     patch, k, dims, m, leaf, seed = nnf_request(va, vb, **p)
     plan = NnfPlan(rt, va.rows, va.cols, vb.rows, vb.cols, va.channels, patch_size=patch,
                    k=k, pca_dims=dims, candidates=m, leaf_size=leaf, seed=seed,
-                   device_output=True)
+                   device_output=True,
+                   model=None if model is None else check_model(model, patch * patch
+                                                                * va.channels, dims))
     plan.input_shapes = (tuple(shape), tuple(reference_shape))
     return plan
 

@@ -12,13 +12,52 @@ element (c · p + i) · p + j = pixel (y + i, x + j) of channel c, as float64 fr
 images' float32 values; mean and covariance (divided by n_m − 1), `numpy.linalg.eigh`,
 components by descending eigenvalue (stable order), each signed so that its entry of
 largest magnitude (the first, on ties) is positive.
+
+A model fitted once can be given back (`NnfModel`, `clpatch.nnf(..., model=)`): the run
+then samples nothing and waits for nothing (a video's frames against one model, or a
+pipeline's plan whose `enqueue` must not wait for the device).
 """
 
 from __future__ import annotations
 
+from typing import Any, NamedTuple
+
 import numpy as np
 
-__all__ = ["SAMPLES", "fit_pca", "fit_rows", "patch_vectors", "sample_picks"]
+__all__ = ["SAMPLES", "NnfModel", "check_model", "fit_pca", "fit_rows", "patch_vectors",
+           "sample_picks"]
+
+
+class NnfModel(NamedTuple):
+    """The NNF's PCA model: `mean` float32 (d,) and `basis` float32 (d, pca_dims), d =
+    patch_size² · channels, element (c · p + i) · p + j of a patch vector being pixel
+    (y + i, x + j) of channel c (`clpatch.nnf_model` fits one)."""
+
+    mean: np.ndarray
+    basis: np.ndarray
+
+
+def check_model(model: Any, values: int, dims: int) -> NnfModel:
+    """`model` as a checked NnfModel for patch vectors of `values` elements and `dims`
+    reduced dimensions: a (mean, basis) pair of finite real arrays of shapes (values,) and
+    (values, dims), converted to C-ordered float32. TypeError/ValueError naming `model`."""
+    if not isinstance(model, tuple) or len(model) != 2:
+        raise TypeError(f"model must be a clpatch.NnfModel (mean, basis), got "
+                        f"{type(model).__name__}")
+    arrays = []
+    for name, part, shape in (("mean", model[0], (values,)),
+                              ("basis", model[1], (values, dims))):
+        array = np.asarray(part.get() if hasattr(part, "get") else part)
+        if array.dtype.kind not in "fiu":
+            raise TypeError(f"model {name} must hold real numbers, got dtype {array.dtype}")
+        if array.shape != shape:
+            raise ValueError(f"model {name} must have shape {shape} (patch_size² · channels"
+                             f"{', pca_dims' if name == 'basis' else ''}), got {array.shape}")
+        array = np.ascontiguousarray(array, np.float32)
+        if not np.isfinite(array).all():
+            raise ValueError(f"model {name} holds NaN or infinite values")
+        arrays.append(array)
+    return NnfModel(*arrays)
 
 #: Patches the model is fitted on (the paper's n_m).
 SAMPLES = 1000
@@ -45,7 +84,7 @@ def sample_picks(na: int, nb: int, seed: int) -> np.ndarray:
     return np.random.default_rng(seed).choice(na + nb, size=count, replace=False)
 
 
-def fit_rows(rows: np.ndarray, dims: int) -> tuple[np.ndarray, np.ndarray]:
+def fit_rows(rows: np.ndarray, dims: int) -> NnfModel:
     """(mean float32 (d,), basis float32 (d, dims)) of the float64 sample rows (n, d), in
     draw order."""
     count = rows.shape[0]
@@ -57,12 +96,11 @@ def fit_rows(rows: np.ndarray, dims: int) -> tuple[np.ndarray, np.ndarray]:
     basis = vectors[:, order]
     lead = np.argmax(np.abs(basis), axis=0)
     signs = np.where(basis[lead, np.arange(basis.shape[1])] < 0, -1.0, 1.0)
-    return (np.ascontiguousarray(mean, np.float32),
-            np.ascontiguousarray(basis * signs, np.float32))   # C order: uploaded as is
+    return NnfModel(np.ascontiguousarray(mean, np.float32),
+                    np.ascontiguousarray(basis * signs, np.float32))  # C order: uploaded as is
 
 
-def fit_pca(a: np.ndarray, b: np.ndarray, p: int, dims: int,
-            seed: int) -> tuple[np.ndarray, np.ndarray]:
+def fit_pca(a: np.ndarray, b: np.ndarray, p: int, dims: int, seed: int) -> NnfModel:
     """(mean float32 (d,), basis float32 (d, dims)) of (H, W, C) images a and b."""
     na = (a.shape[0] - p + 1) * (a.shape[1] - p + 1)
     nb = (b.shape[0] - p + 1) * (b.shape[1] - p + 1)

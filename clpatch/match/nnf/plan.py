@@ -29,7 +29,8 @@ from ...core.upload import check_peak
 from ...core.volumes import Volume, as_volume, magnitude_limit
 from ..matches import Matches
 from .bands import NnfBand, plan_bands, rows_per_band
-from .pca import fit_rows, patch_vectors, sample_picks
+from .pca import NnfModel, fit_rows
+from .sample import sample_rows
 from .tree import KdTree
 
 __all__ = ["BAND", "EFFORT_DIMS", "EXPAND", "EXPAND_LEAVES", "EXPAND_VISITS", "HALO", "POLISH",
@@ -90,22 +91,27 @@ def tree_levels(points: int, leaf: int) -> int:
 class NnfPlan(Plan):
     """NNF of every patch of an (ha, wa, channels) image among the patches of an (hb, wb,
     channels) one. `run(a, b)` returns Matches (NumPy or device arrays like `a`). A
-    `clpatch.core.plans.Plan` (`clpatch.make_plan("nnf", ...)` makes one), whose `enqueue`
-    waits once per run: the PCA model is fit on the host, to a sample of the inputs'
-    patches (`waits_for_sample`)."""
+    `clpatch.core.plans.Plan` (`clpatch.make_plan("nnf", ...)` makes one). Without a
+    `model` its runs wait once: the PCA model is fit on the host, to a sample of the
+    inputs' patches (`waits_for_sample`); with one (a checked `NnfModel`, uploaded here)
+    they wait for nothing, the value checks deferred (`enqueue`) or read at the end
+    (`run`), and the conversion keeps values the checks refuse away from the kernels."""
 
     method = "nnf"
     input_names = ("a", "b")
-    #: `enqueue` reads the inputs' value checks and the PCA sample back before the search.
-    waits_for_sample = True
 
     def __init__(self, runtime: Runtime, ha: int, wa: int, hb: int, wb: int, channels: int, *,
                  patch_size: int, k: int, pca_dims: int, candidates: int, leaf_size: int,
-                 seed: int, device_output: bool, tile_bytes: int | None = None) -> None:
+                 seed: int, device_output: bool, tile_bytes: int | None = None,
+                 model: NnfModel | None = None) -> None:
         """`tile_bytes`: the memory a run may take (None: the device's, see
         `clpatch.core.buffers.memory_limits`); a larger `a` is searched in bands of rows
         (`clpatch.match.nnf.bands`), with the same field."""
         super().__init__(runtime)
+        self.model = model
+        if model is not None:       # on the device once: a run copies nothing from the host
+            for name, values in (("mean", model.mean), ("basis", model.basis)):
+                cl.enqueue_copy(runtime.queue, self.pool.get(name, values.nbytes), values)
         self.ha, self.wa, self.hb, self.wb, self.channels = ha, wa, hb, wb, channels
         self.p, self.k, self.dims, self.m = patch_size, k, pca_dims, candidates
         self.leaf, self.seed, self.device_output = leaf_size, seed, device_output
@@ -172,49 +178,6 @@ class NnfPlan(Plan):
 
     # ---- pieces ----------------------------------------------------------------------
 
-    def _sample(self, va: Any, abuf: Any, vb: Any, bbuf: Any, events: list) -> np.ndarray:
-        """The PCA model's sample rows (float64, in draw order; nnf_pca.py's rule): a host
-        image's patches are read on the host, a device image's gathered on the device from
-        its converted copy (the same float32 values) so that only they are downloaded; a
-        device `a` searched in bands (`abuf` None: no converted copy of it all) is read
-        whole and rounded to float32 on the host as the conversion rounds it."""
-        p, d, queue = self.p, self.p * self.p * self.channels, self.runtime.queue
-        picks = sample_picks(self.na, self.nb, self.seed)
-        rows = np.empty((picks.size, d), np.float64)
-        in_a = picks < self.na
-        parts = ((va, abuf, self.ha, self.wa, in_a, picks[in_a]),
-                 (vb, bbuf, self.hb, self.wb, ~in_a, picks[~in_a] - self.na))
-        on_device = [part for part in parts
-                     if part[0].on_device and part[1] is not None and part[5].size]
-        for volume, buf, _, _, where, index in parts:
-            if not volume.on_device:
-                rows[where] = patch_vectors(_host_image(volume), p, index)
-            elif buf is None and index.size:
-                rows[where] = patch_vectors(_host_image(volume).astype(np.float32), p, index)
-        if on_device:
-            count = sum(part[5].size for part in on_device)
-            out = self.pool.get("sample", 4 * count * d)
-            last, first, held = [events[-1][1]], 0, []     # after the conversions
-            for _, buf, h, w, _, index in on_device:
-                chosen = np.ascontiguousarray(index, np.int32)
-                held.append(chosen)         # alive until the blocking download below
-                pbuf = self.pool.get(f"picks{first}", max(4, chosen.nbytes))
-                copy = cl.enqueue_copy(queue, pbuf, chosen, is_blocking=False)
-                n = chosen.size * d
-                last = [self._k["nnf_sample"](queue, (-(-n // 128) * 128,), (128,), buf,
-                                              np.int32(h), np.int32(w), pbuf,
-                                              np.int32(chosen.size), np.int32(first), out,
-                                              wait_for=[copy, *last])]
-                events.append(("sample", last[0]))
-                first += chosen.size
-            gathered = np.empty((count, d), np.float32)
-            cl.enqueue_copy(queue, gathered, out, wait_for=last)
-            first = 0
-            for _, _, _, _, where, index in on_device:
-                rows[where] = gathered[first:first + index.size]
-                first += index.size
-        return rows
-
     def _project(self, image: Any, shape: tuple[int, int], mean: Any, basis: Any, out: Any,
                  count: int, events: list, wait: list) -> list:
         queue, i32 = self.runtime.queue, np.int32
@@ -228,19 +191,28 @@ class NnfPlan(Plan):
             events.append(("project", last[0]))
         return last
 
+    @property
+    def waits_for_sample(self) -> bool:
+        """Whether `enqueue` reads the inputs' value checks and the PCA sample back before
+        the search: when the plan was given no model."""
+        return self.model is None
+
     # ---- running -----------------------------------------------------------------------
 
     def run(self, a: Any, b: Any) -> Matches:
         """The field of `a` in `b` (the planned shapes; NumPy in → NumPy out, device in →
         device out)."""
-        return self._launch(as_volume(a, name="a", video=False),
-                            as_volume(b, name="b", video=False), None)[0]
+        found = self._launch(as_volume(a, name="a", video=False),
+                             as_volume(b, name="b", video=False), None)[0]
+        self.check()
+        return found
 
     def enqueue_arrays(self, a: Any, b: Any, *, out: Any,
                        wait_for: list[Any] | None) -> tuple[Matches, list[Any]]:
         """The plan's `enqueue` (`clpatch.core.plans.Plan`): the field of device `a` in
         device `b` into device Matches (`out`: a Matches or (positions, distances) of the
-        caller's); it waits for the value checks and the PCA sample (`waits_for_sample`)."""
+        caller's); without a model it waits for the value checks and the PCA sample
+        (`waits_for_sample`)."""
         if not self.device_output:
             raise TypeError("this plan was made for NumPy arrays; make_plan's plans take both")
         return self._launch(as_volume(a, name="a", video=False),
@@ -252,24 +224,36 @@ class NnfPlan(Plan):
         banded = len(self.bands) > 1
         limit = magnitude_limit(self.p, c)
         # a's check (whole, or band by band through the band's buffer), then b's: one
-        # check per image, so that the error names the one that fails.
+        # check per image, so that the error names the one that fails. Values the check
+        # refuses are stored as 0 (a given model's run reads the checks only later).
         self.uploader.begin()
         abuf = self.pool.get("a", 4 * c * (self.band_rows + self.p - 1) * self.wa)
         for band in self.bands:
             events += self.uploader.convert(va, 0, 1, band.a0, band.a1 + self.p - 1, abuf,
-                                            staging="stage_a")
-        peak_a = self.uploader.peak([events[-1][1]])
+                                            staging="stage_a", limit=limit)
+        if self.model is None:
+            peak_a = self.uploader.peak([events[-1][1]])
+        else:
+            self.defer_check([events[-1][1]], limit, "a")
         self.uploader.begin()
         bbuf = self.pool.get("b", 4 * c * self.hb * self.wb)
-        events += self.uploader.convert(vb, 0, 1, 0, self.hb, bbuf, staging="stage_b")
-        check_peak(peak_a, limit, "a")
-        check_peak(self.uploader.peak([events[-1][1]]), limit, "b")
-        mean, basis = fit_rows(self._sample(va, None if banded else abuf, vb, bbuf, events),
-                               self.dims)
-        mbuf = self.pool.get("mean", mean.nbytes)
-        wbuf = self.pool.get("basis", basis.nbytes)
-        last = [cl.enqueue_copy(queue, mbuf, mean, is_blocking=False),
-                cl.enqueue_copy(queue, wbuf, basis, is_blocking=False), events[-1][1]]
+        events += self.uploader.convert(vb, 0, 1, 0, self.hb, bbuf, staging="stage_b",
+                                        limit=limit)
+        mbuf = self.pool.get("mean", 4 * self.p * self.p * c)
+        wbuf = self.pool.get("basis", 4 * self.p * self.p * c * self.dims)
+        if self.model is None:
+            check_peak(peak_a, limit, "a")
+            check_peak(self.uploader.peak([events[-1][1]]), limit, "b")
+            model = fit_rows(sample_rows(self, self._k["nnf_sample"], va,
+                                         None if banded else abuf, vb, bbuf, events),
+                             self.dims)
+            # (the run waited already: these copies end at once)
+            last = [cl.enqueue_copy(queue, mbuf, model.mean, is_blocking=False),
+                    cl.enqueue_copy(queue, wbuf, model.basis, is_blocking=False),
+                    events[-1][1]]
+        else:
+            self.defer_check([events[-1][1]], limit, "b")
+            last = [events[-1][1]]
         rb = self.pool.get("rb", 4 * self.nb * self.dims)
         last = self._project(bbuf, (self.hb, self.wb), mbuf, wbuf, rb, self.nb, events, last)
         tree, last = self.tree.build(rb, events, last)
@@ -281,7 +265,7 @@ class NnfPlan(Plan):
             rows = band.e - band.s
             if banded:      # the band's rows of a, then its matches into a buffer of its own
                 events += self.uploader.convert(va, 0, 1, band.s, band.e + self.p - 1, abuf,
-                                                staging="stage_a", wait_for=last)
+                                                staging="stage_a", wait_for=last, limit=limit)
                 last = [events[-1][1]]
                 out_pos = self.pool.get("band_pos", 2 * self.band_rows * row_bytes)
                 out_dist = self.pool.get("band_dist", self.band_rows * row_bytes)
@@ -395,9 +379,3 @@ class NnfPlan(Plan):
                 events.append(("polish", last[0]))
         return last
 
-
-def _host_image(volume: Any) -> np.ndarray:
-    """(H, W, C) host view (or copy, for a device array) of a checked 2-D or 3-D image
-    volume, in its own dtype (the PCA sample converts what it takes)."""
-    array = volume.array.get() if volume.on_device else np.asarray(volume.array)
-    return array.reshape(volume.rows, volume.cols, volume.channels)

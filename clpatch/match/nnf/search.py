@@ -69,6 +69,7 @@ pixels of the patches covering it): the paper's Fig. 1, a quick check of a field
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import numpy as np
@@ -81,6 +82,7 @@ from ...core.upload import Uploader, check_peak
 from ...core.validate import check_int
 from ...core.volumes import Volume, as_volume, magnitude_limit
 from ..matches import Matches
+from .pca import NnfModel, check_model, fit_pca
 from .plan import (
     BAND,
     EFFORT_DIMS,
@@ -92,10 +94,11 @@ from .plan import (
     VISITS,
     NnfPlan,
 )
+from .sample import host_image
 
 __all__ = ["BAND", "EFFORT_DIMS", "EXPAND", "EXPAND_LEAVES", "EXPAND_VISITS", "MAX_CANDIDATES",
-           "MAX_K", "MAX_PATCH", "POLISH", "REFINE", "VISITS", "check_nnf_params", "nnf",
-           "reconstruct"]
+           "MAX_K", "MAX_PATCH", "POLISH", "REFINE", "VISITS", "NnfModel", "check_nnf_params",
+           "nnf", "nnf_model", "reconstruct"]
 
 #: Bounds of the parameters (private arrays of the kernels hold a query's candidates).
 MAX_K = 32
@@ -144,7 +147,7 @@ def check_nnf_params(patch_size: Any, k: Any, pca_dims: Any, candidates: Any, le
 
 def nnf(a: Any, b: Any, *, patch_size: int = 8, k: int = 1, pca_dims: int = 10,
         candidates: int = 8, leaf_size: int | None = None, seed: int = 0,
-        runtime: Runtime | None = None) -> Matches:
+        model: NnfModel | None = None, runtime: Runtime | None = None) -> Matches:
     """The approximate nearest-neighbour field of `a` in `b` (see the module doc).
 
     a, b: images (H, W) or (H, W, C) with the same C, NumPy or device arrays, any real dtype.
@@ -156,6 +159,9 @@ def nnf(a: Any, b: Any, *, patch_size: int = 8, k: int = 1, pca_dims: int = 10,
     leaf_size: points per leaf of the k-d tree, a power of two ≥ candidates (default 32,
         or the smallest power of two ≥ candidates).
     seed: of the PCA model's random sample (the same seed gives the same field).
+    model: a PCA model to use instead of fitting one to a and b (`nnf_model`, for example
+        fitted once for a video's frames): with it the call samples nothing and a plan's
+        `enqueue` waits for nothing; `nnf(a, b, model=nnf_model(a, b))` is `nnf(a, b)`.
     Returns Matches: positions (Ha − p + 1, Wa − p + 1, k, 2) int32 as (y, x) in b,
     distances (…, k) float32 ascending (exact sums of squared differences), grid_y/grid_x
     every row and column of a's patches; NumPy arrays for a NumPy `a`, device arrays for a
@@ -166,17 +172,43 @@ def nnf(a: Any, b: Any, *, patch_size: int = 8, k: int = 1, pca_dims: int = 10,
     p, kk, dims, m, leaf, s = nnf_request(va, vb, patch_size=patch_size, k=k,
                                           pca_dims=pca_dims, candidates=candidates,
                                           leaf_size=leaf_size, seed=seed)
+    given = None if model is None else check_model(model, p * p * va.channels, dims)
     rt = resolve_runtime(runtime, a, b)
     for name, volume in (("a", va), ("b", vb)):
         if volume.on_device and volume.array.context != rt.context:
             raise ValueError(f"{name} lives in another OpenCL context than the runtime's")
     key = ("nnf", va.rows, va.cols, vb.rows, vb.cols, va.channels, p, kk, dims, m, leaf, s,
-           va.on_device)
+           va.on_device, model_key(given))
     plan = rt.plan_cache().plan(key, lambda: NnfPlan(
         rt, va.rows, va.cols, vb.rows, vb.cols, va.channels, patch_size=p, k=kk,
-        pca_dims=dims, candidates=m, leaf_size=leaf, seed=s, device_output=va.on_device),
-        PLANS_KEPT)
+        pca_dims=dims, candidates=m, leaf_size=leaf, seed=s, device_output=va.on_device,
+        model=given), PLANS_KEPT)
     return plan.run(a, b)
+
+
+def nnf_model(a: Any, b: Any, *, patch_size: int = 8, pca_dims: int = 10,
+              seed: int = 0) -> NnfModel:
+    """The PCA model `nnf` fits to images `a` and `b` (its parameters of the same names;
+    NumPy or device arrays, read on the host): an `NnfModel` of NumPy float32 arrays, to
+    pass back as `nnf(..., model=)` for other pairs (a video's frames) or to a plan whose
+    `enqueue` must not wait. The fit is the one of `clpatch.match.nnf.pca`, so
+    `nnf(a, b, model=nnf_model(a, b))` is `nnf(a, b)` bit for bit."""
+    va = as_volume(a, name="a", video=False)
+    vb = as_volume(b, name="b", video=False)
+    p, _, dims, _, _, s = nnf_request(va, vb, patch_size=patch_size, k=1, pca_dims=pca_dims,
+                                      candidates=1, leaf_size=None, seed=seed)
+    images = [host_image(volume) for volume in (va, vb)]
+    for name, image in zip(("a", "b"), images, strict=True):
+        check_peak(float(np.abs(image.astype(np.float32)).max()),
+                   magnitude_limit(p, va.channels), name)
+    return fit_pca(images[0], images[1], p, dims, s)
+
+
+def model_key(model: NnfModel | None) -> str | None:
+    """A plan-cache key of a checked model (a digest of its values)."""
+    if model is None:
+        return None
+    return hashlib.sha256(model.mean.tobytes() + model.basis.tobytes()).hexdigest()
 
 
 def nnf_request(va: Volume, vb: Volume, *, patch_size: Any, k: Any, pca_dims: Any,

@@ -10,6 +10,8 @@ from typing import Any
 import numpy as np
 import pyopencl as cl
 
+from ...core.buffers import int_buffer
+
 
 class KdTree:
     """The tree's launches for one plan: `build(rb, events, wait)` -> ((dims, med, leaf_pts,
@@ -27,6 +29,10 @@ class KdTree:
         self.dims, self.keys_bytes, self.order_bytes = dims, keys_bytes, order_bytes
         # One kernel object per bitonic step, so a rerun sets no argument again.
         self._steps: dict[tuple[int, int], Any] = {}
+        #: The identity order of a one-leaf tree, on the device (copied from there per
+        #: run: a non-blocking copy from a host array would wait for the device when its
+        #: event is dropped, and a run must not wait).
+        self._identity = None if levels else int_buffer(runtime.context, np.arange(n_pad))
 
     def _step(self, keys: Any, vals: Any, m_log2: int, s_log2: int) -> Any:
         """The bitonic step kernel of phase 2^m_log2, stride 2^s_log2 (flip: -1), its
@@ -83,8 +89,8 @@ class KdTree:
         order = self.pool.get("order_searched", self.order_bytes)
         last = wait
         if not self.levels:     # one leaf: the identity order (nnf_keys writes it otherwise)
-            last = [cl.enqueue_copy(queue, order, np.arange(self.n_pad, dtype=np.int32),
-                                    wait_for=wait, is_blocking=False)]
+            last = [cl.enqueue_copy(queue, order, self._identity, byte_count=4 * self.n_pad,
+                                    wait_for=wait)]
         else:
             last = [self.kernels["nnf_bounds"](queue, (256, dr), (256, 1), rb, i32(self.nb), lo,
                                           hi, wait_for=last)]
