@@ -109,15 +109,10 @@ def true_distances(vol: np.ndarray, ref_t, ref_y, ref_x, positions, patch: int,
     return out
 
 
-def check_search(result, image, *, patch_size, step, window, k=None, metric="l2",
-                 temporal_window=0, video=False, n=None) -> None:
-    """Everything DESIGN.md fixes about a search result, checked against the oracle.
-
-    k: the number of matches asked (search_patches's k). n: its former name, still passed
-    by tests/cli/test_cli.py; give exactly one of them."""
-    if (k is None) == (n is None):
-        raise TypeError("check_search takes k (or its former name n): exactly one of them")
-    k = n if k is None else k
+def check_search(result, image, *, patch_size, step, window, k, metric="l2",
+                 temporal_window=0, video=False) -> None:
+    """Everything DESIGN.md fixes about a search result, checked against the oracle
+    (k: the number of matches asked, search_patches's k)."""
     positions = np.asarray(result.positions)
     distances = np.asarray(result.distances)
     gy, gx, ref_d, _ = brute_force_search(image, patch_size, step, window, k, metric,

@@ -17,7 +17,6 @@ from typing import Any
 import numpy as np
 
 from ..core.runtime import Runtime
-from ..core.validate import with_k
 from ..denoise.bm3d import bm3d
 from ..denoise.nlm_aggregation import AGGREGATIONS as NLM_AGGREGATIONS
 from ..denoise.nlmeans import nlmeans
@@ -32,8 +31,8 @@ NLM_TOL = dict(rtol=1e-4, atol=2e-3)
 FILTER_TOL = dict(rtol=0.0, atol=1e-3)
 
 #: 8×8 patches on a step-4 grid: K = 2, so the atomic-free "buffers" aggregation applies.
-NLM_PARAMS = dict(patch_size=8, step=4, window=21, n=16)
-NLM_COLOUR_PARAMS = dict(patch_size=6, step=3, window=9, n=8)
+NLM_PARAMS = dict(patch_size=8, step=4, window=21, k=16)
+NLM_COLOUR_PARAMS = dict(patch_size=6, step=3, window=9, k=8)
 
 
 def check_output(out: Any, want: np.ndarray, *, tol: dict[str, float]) -> list[str]:
@@ -60,7 +59,7 @@ def run_nlmeans(aggregation: str, runtime: Runtime) -> list[str]:
     found = []
     for averaging in ("columns", "naive"):
         out = nlmeans(image, SIGMA, aggregation=aggregation, averaging=averaging, runtime=runtime,
-                      **with_k(NLM_PARAMS))
+                      **NLM_PARAMS)
         found += [f"{averaging} averaging: {line}" for line in
                   check_output(out, want, tol=NLM_TOL)]
     return found
@@ -70,7 +69,7 @@ def run_nlmeans_colour(runtime: Runtime) -> list[str]:
     """Colour (opponent space, weights from the luminance), the device's default aggregation."""
     image = noisy_half_flat((24, 27, 3), 2)
     want = oracle("nlmeans").nlmeans_reference(image, SIGMA, **NLM_COLOUR_PARAMS)
-    return check_output(nlmeans(image, SIGMA, runtime=runtime, **with_k(NLM_COLOUR_PARAMS)), want,
+    return check_output(nlmeans(image, SIGMA, runtime=runtime, **NLM_COLOUR_PARAMS), want,
                         tol=NLM_TOL)
 
 

@@ -149,7 +149,7 @@ def test_search_png_writes_the_result(capsys, tmp_path, runtime):
         positions, distances = saved["positions"], saved["distances"]
         grid_y, grid_x = saved["grid_y"], saved["grid_x"]
 
-    check_search(Saved, image, patch_size=8, step=4, window=21, n=16)
+    check_search(Saved, image, patch_size=8, step=4, window=21, k=16)
 
 
 def test_search_16bit_png_keeps_its_values(capsys, tmp_path, runtime):

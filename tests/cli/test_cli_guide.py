@@ -25,7 +25,7 @@ def pair(tmp_path):
 
 @pytest.mark.parametrize("method,options,kwargs", [
     ("nlmeans", ["--guide-sigma", "0", "-w", "11", "-n", "8"],
-     dict(guide_sigma=0.0, window=11, n=8)),
+     dict(guide_sigma=0.0, window=11, k=8)),
     ("bm3d", ["--guide-role", "oracle"], dict(guide_role="oracle", data_range=255.0)),
     ("bm3d", [], dict(data_range=255.0)),
 ])

@@ -32,24 +32,19 @@ def bilinear(patch: int) -> np.ndarray:
 
 
 def nlmeans_reference(image: np.ndarray, sigma: float, *, patch_size: int, step: int, window: int,
-                      k: int | None = None, h: float | None = None, flat_beta: float = 1.05,
+                      k: int, h: float | None = None, flat_beta: float = 1.05,
                       temporal_window: int = 0, video: bool = False,
                       search_channels: str = "luminance", search=None, guide=None,
-                      guide_sigma: float | None = None, n: int | None = None) -> np.ndarray:
+                      guide_sigma: float | None = None) -> np.ndarray:
     """Denoised float64 image of the input's shape.
 
-    k: the number of neighbours of every reference patch (clpatch.nlmeans's k). n: its
-    former name, which clpatch's self-test (clpatch/selftest/denoise_families.py) still
-    passes; give exactly one of them.
+    k: the number of neighbours of every reference patch (clpatch.nlmeans's k).
     search: optional (positions, distances) of the neighbours, shaped like clpatch's
     SearchResult for a video ((T, gy, gx, k, 3) / (T, gy, gx, k)); by default the brute-force
     reference search is run (on the opponent luminance for colour with "luminance").
     guide: optional image of the input's shape: the search runs on it (converted like the
     image) and the weights use its distances with guide_sigma (None: sigma) for sigma.
     """
-    if (k is None) == (n is None):
-        raise TypeError("nlmeans_reference takes k (or its former name n): exactly one of them")
-    k = n if k is None else k
     h = sigma if h is None else h
     if guide is None and guide_sigma is not None:
         raise ValueError("guide_sigma needs a guide")
