@@ -109,7 +109,7 @@ def test_cli_explain_search_ann(capsys, runtime):
 
 def test_cli_explain_search_errors(capsys, runtime):
     code, _, err = run(capsys, "explain", "vbm3d", "--search", "ann", "-d", spec_of(runtime))
-    assert code == 1
+    assert code == 2
     assert_one_error_line(err, "--search ann does not apply to vbm3d", "nlmeans, bm3d")
     code, _, err = run(capsys, "explain", "nlmeans", "--search", "kdtree")
     assert code == 2

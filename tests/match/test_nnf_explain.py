@@ -94,7 +94,7 @@ def test_command_line(capsys, runtime):
     assert "patch 5, k 2, 3 channel(s)" in out and "candidates 16, leaf size 32" in out
     code, out, err = run(capsys, "explain", "nnf", "--leaf-size", 12, "--device",
                          spec_of(runtime))
-    assert code == 1 and out == ""
+    assert code == 2 and out == ""
     assert_one_error_line(err, "leaf_size must be a power of two, got 12")
     code, out, _ = run(capsys, "explain", "--help")
     assert code == 0 and "nnf" in out and "--pca-dims" in out and "kdtree" in out

@@ -184,7 +184,7 @@ def test_cli_autotune_explain_bench(runtime, tmp_path, capsys):
     assert cli.main(["explain", "bm3d", "--preset", "reference", "--device", spec]) == 0
     out = capsys.readouterr().out
     assert "step 3, k 16, window 39" in out and "stage 2 filter" in out and "aggregation" in out
-    assert cli.main(["bench", "--size", "10x10", "--device", spec]) == 1
+    assert cli.main(["bench", "--size", "10x10", "--device", spec]) == 2
 
 
 def test_tuned_and_rule_results_agree(runtime, tuned):
