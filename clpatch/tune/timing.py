@@ -6,8 +6,9 @@ rotate between several noisy versions so caches do not flatter small images."""
 from __future__ import annotations
 
 import statistics
+import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -26,9 +27,15 @@ def event_ms(event: Any) -> float:
 
 @dataclass
 class Timing:
-    """Per-repeat kernel times in milliseconds, split by stage name."""
+    """Per-repeat kernel times in milliseconds, split by stage name, and each repeat's wall
+    clock (`wall`, ms: the call and the wait for its events; empty where not measured)."""
 
     samples: dict[str, list[float]]
+    wall: list[float] = field(default_factory=list)
+
+    def wall_median(self) -> float:
+        """Median wall clock of a synchronised call, in milliseconds."""
+        return statistics.median(self.wall)
 
     def median(self, stage: str | None = None) -> float:
         if stage is None:
@@ -51,19 +58,23 @@ class Timing:
 def time_events(run: Callable[[int], Sequence[tuple[str, Any]]], *, warmup: int = 3,
                 repeats: int = 15) -> Timing:
     """Call `run(i)` warmup + repeats times; it returns (stage, event) pairs. The events of
-    the timed repeats are summed per stage."""
+    the timed repeats are summed per stage; each repeat's wall clock runs from the call to
+    the end of its events (`Timing.wall`)."""
     for i in range(warmup):
         cl.wait_for_events([e for _, e in run(i)])
     samples: dict[str, list[float]] = {}
+    wall: list[float] = []
     for i in range(repeats):
+        start = time.perf_counter()
         events = run(warmup + i)
         cl.wait_for_events([e for _, e in events])
+        wall.append((time.perf_counter() - start) * 1e3)
         per_stage: dict[str, float] = {}
         for stage, event in events:
             per_stage[stage] = per_stage.get(stage, 0.0) + event_ms(event)
         for stage, ms in per_stage.items():
             samples.setdefault(stage, []).append(ms)
-    return Timing(samples)
+    return Timing(samples, wall)
 
 
 def measure_ceilings(runtime: Runtime) -> dict[str, float]:
@@ -119,4 +130,18 @@ def photo_mosaic(rows: int, cols: int, *, sigma: float = 20.0, seed: int = 0,
             out[y:y + th, x:x + tw] = tile[:min(th, rows - y), :min(tw, cols - x)]
     if sigma:
         out += rng.normal(0.0, sigma, out.shape).astype(np.float32)
+    return out
+
+
+def pan_video(frames: int, rows: int, cols: int, *, sigma: float = 20.0, seed: int = 0,
+              shift: tuple[int, int] = (1, 2)) -> np.ndarray:
+    """A (frames, rows, cols) float32 video of `photo_mosaic` content seen through a window
+    moving `shift` (dy, dx) whole pixels per frame (a camera pan), plus Gaussian noise of
+    `sigma` drawn anew for every frame. Two frames with a larger `shift` make an image pair
+    of the same scene moved (for the NNF)."""
+    dy, dx = shift
+    base = photo_mosaic(rows + dy * (frames - 1), cols + dx * (frames - 1), sigma=0.0)
+    out = np.stack([base[t * dy:t * dy + rows, t * dx:t * dx + cols] for t in range(frames)])
+    if sigma:
+        out += np.random.default_rng(seed).normal(0.0, sigma, out.shape).astype(np.float32)
     return out
