@@ -1,5 +1,6 @@
 """The tuning commands: `clpatch explain` (which kernel configuration runs, and why),
-`clpatch autotune` (time them and keep the fastest) and `clpatch bench` (kernel times).
+`clpatch autotune` (time them and keep the fastest) and `clpatch bench` (kernel and wall
+times).
 Options, the tuning file and the device are checked before any work (refused: exit 2); a
 timing run failing is exit 1 (see `common`)."""
 
@@ -22,7 +23,7 @@ from ..tune.autotune import (
     grid_requests,
     summary_table,
 )
-from ..tune.bench import BENCHES, METHODS, format_table, parse_size, run_bench
+from ..tune.bench import DEFAULT_FRAMES, METHODS, format_table, parse_size, run_bench
 from ..tune.explain import explain as explain_choice
 from ..tune.explain import takes_search
 from ..tune.knn_tune import tune_knn
@@ -155,13 +156,15 @@ def _autotune_knn(args: argparse.Namespace, runtime: Runtime, cache: Any) -> int
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    methods = [m for m in METHODS] if args.method == "all" else [args.method]
+    methods = list(METHODS) if args.method == "all" else [args.method]
+    if args.frames is not None and "vbm3d" not in methods:
+        raise UsageError(f"--frames applies to vbm3d only (--method vbm3d or all), not to "
+                         f"--method {args.method}")
     check_report(args.json)
     runtime = open_runtime(args.device, profiling=True)
-    if args.method == "all":
-        methods = [m for m in methods if m in BENCHES]
     sizes = args.size or [(512, 512)]
-    rows = run_bench(runtime, methods, sizes, repeats=args.repeats)
+    frames = args.frames if args.frames is not None else DEFAULT_FRAMES
+    rows = run_bench(runtime, methods, sizes, repeats=args.repeats, frames=frames)
     print(f"device: {runtime.device.name.strip()} ({runtime.device.platform.name.strip()})")
     print(format_table(rows))
     if args.json:
@@ -248,14 +251,23 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     tune.set_defaults(func=cmd_autotune)
 
     bench = commands.add_parser(
-        "bench", help="median kernel times per method and stage on this device",
+        "bench", help="median kernel and wall times per method and stage on this device",
         description="Kernel times (OpenCL profiling events, median after warm-up) of each "
-                    "method's default configuration, split by stage.")
-    bench.add_argument("--method", choices=("search", "nlmeans", "bm3d", "all"), default="all",
-                       help="what to time (default all three)")
+                    "method's default configuration, split by stage, and the median wall "
+                    "clock of a synchronised call, on noisy photographic images (sigma 20) "
+                    "kept on the device. search, nlmeans: patch 8, step 4, k 16, window 21; "
+                    "bm3d: the fast preset; vbm3d: its defaults on a video of --frames "
+                    "frames panning 1 row and 2 columns a frame (times per video); knn: "
+                    "exhaustive self-search, patch 8, step 4, k 16, l2 (its time grows with "
+                    "the square of the pixel count); nnf: its defaults, from an image to the "
+                    "same scene moved by 5 rows and 11 columns.")
+    bench.add_argument("--method", choices=(*METHODS, "all"), default="all",
+                       help=f"what to time: {', '.join(METHODS)} or all (default all)")
     bench.add_argument("--size", action="append", metavar="ROWSxCOLS", type=_size,
-                       help="image size, repeatable (default 512x512)")
-    bench.add_argument("--repeats", type=int, default=15,
+                       help="image (vbm3d: frame) size, repeatable (default 512x512)")
+    bench.add_argument("--frames", type=_positive_int, default=None, metavar="N",
+                       help=f"vbm3d only: frames of the video (default {DEFAULT_FRAMES})")
+    bench.add_argument("--repeats", type=_positive_int, default=15,
                        help="timed runs after the warm-up; the median is reported (default 15)")
     bench.add_argument("--json", metavar="FILE", help="write the results to this JSON file")
     add_device_option(bench)

@@ -31,13 +31,13 @@ def test_run_bench_nlmeans(runtime):
     assert "aggregation" in row["config"] and "p8 s4" in row["config"]
 
 
-def test_cli_bench_all_includes_nlmeans(runtime, tmp_path, capsys):
+def test_cli_bench_all_includes_every_method(runtime, tmp_path, capsys):
     path = tmp_path / "b.json"
     assert cli.main(["bench", "--size", "48x40", "--repeats", "1", "--device",
                      runtime.device.name.strip(), "--json", str(path)]) == 0
     assert "nlmeans" in capsys.readouterr().out
     rows = json.loads(path.read_text())["results"]
-    assert [r["method"] for r in rows] == ["search", "nlmeans", "bm3d"]
+    assert [r["method"] for r in rows] == ["search", "nlmeans", "bm3d", "vbm3d", "knn", "nnf"]
 
 
 def test_quality_psnr():
