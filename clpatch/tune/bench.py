@@ -12,8 +12,8 @@ What each method runs, at every --size (rows x cols):
 - vbm3d: `vbm3d`'s defaults, sigma 20, on a video of `frames` frames of the size (a camera
   pan of 1 row and 2 columns a frame, `pan_video`): its times are those of the whole video;
 - knn: the exhaustive self-search of `knn` with patch 8, step 4, k 16, l2 (its default
-  step 1 searches 16 times the queries: seconds at 512x512 on a GPU, minutes on a CPU);
-  its time grows with the square of the pixel count;
+  step 1 searches 16 times the queries); its time grows with the square of the pixel
+  count: 42 s a call at 512x512 on 2 CPU cores (PoCL), where --size 128x128 suits better;
 - nnf: `nnf`'s defaults (patch 8, k 1, PCA 10, 8 candidates, its PCA model fitted on every
   call) from an image to another: the same scene moved by (5, 11) pixels, its own noise.
 Per-method benchmark scripts in `benchmarks/` build on these functions.
