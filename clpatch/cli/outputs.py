@@ -4,7 +4,7 @@ Every refusal here is a `UsageError` (exit 2: before any work); a report that ca
 written, or a failure inside `Writing`, a `CommandError` (exit 1).
 
 - `check_npz`: an archive's name ends in .npz; `check_format`: an image can be written in
-  the format its name says.
+  the format its name says (.png, .tif/.tiff, .jpg/.jpeg, .webp, .bmp, .npy).
 - `check_outputs` runs before any work: an output may not be one of the inputs (the same file,
   also through symlinks and hard links) nor another output, its folder must exist and be
   writable, it may not be a directory (except a video's directory of frames), and an existing
@@ -65,8 +65,9 @@ def check_outputs(outputs: Sequence[str | None], *, inputs: Sequence[str | None]
 
 def check_format(path: str | None, info: ImageInfo) -> None:
     """Before any work: a UsageError when the image `path` (None: not asked for) cannot be
-    written with `info`'s depth and mode (its extension, JPEG's limits); where it may be
-    written is `check_outputs`' business."""
+    written with `info`'s depth and mode (its extension; JPEG, WebP and BMP hold 8 bits,
+    JPEG and BMP no alpha; float TIFF needs tifffile): see `clpatch.io.images.output_format`.
+    Where it may be written is `check_outputs`' business."""
     if path is not None:
         try:
             output_format(path, info)

@@ -1,9 +1,11 @@
 """The frames of an image file as native arrays (uint8 / uint16, alpha kept), and its format.
 
-PNG, TIFF, JPEG and anything else Pillow reads are decoded by Pillow, except 16-bit colour
-(gray+alpha, RGB, RGBA), which Pillow silently reduces to 8 bits: such PNG files are decoded
-by `png.decode_png` and such TIFF files through the optional `tifffile` package. `.npy` files
-are loaded as they are. Shared by the image reader (`images`) and the TIFF video reader.
+PNG, TIFF, JPEG, WebP, BMP and anything else Pillow reads are decoded by Pillow, except
+16-bit colour (gray+alpha, RGB, RGBA), which Pillow silently reduces to 8 bits, and
+floating-point TIFF: such PNG files are decoded by `png.decode_png`, such TIFF files (and
+TIFF layouts Pillow does not read) through the optional `tifffile` package (the `tiff`
+extra), float TIFF keeping its float dtype. `.npy` files are loaded as they are. Shared by
+the image reader (`images`) and the TIFF video reader.
 """
 
 from __future__ import annotations
@@ -70,14 +72,14 @@ def decode_file(path: Path) -> tuple[list[np.ndarray], str, str | None]:
         with Image.open(path) as image:
             fmt = image.format or "unknown"
             note = CONVERSIONS.get(image.mode)
-            deep_colour = is_16bit_colour(image, path, fmt)
-            if not deep_colour:
+            elsewhere = needs_tifffile(image, path, fmt)
+            if not elsewhere:
                 frames = [frame_array(image, k) for k in range(getattr(image, "n_frames", 1))]
-        if deep_colour:
-            frames = _decode_16bit_colour(path, fmt)
+        if elsewhere:
+            frames = _decode_elsewhere(path, fmt)
     except UnidentifiedImageError:
-        if is_tiff(path):  # layouts Pillow does not know, e.g. 16-bit gray + alpha
-            return _decode_16bit_colour(path, "TIFF"), "TIFF", None
+        if is_tiff(path):  # layouts Pillow does not know: float RGB, 16-bit gray + alpha...
+            return _decode_elsewhere(path, "TIFF"), "TIFF", None
         raise ImageFileError(f"{path}: not an image file clpatch can read "
                              "(PNG, TIFF, JPEG, other formats Pillow reads, or .npy)") from None
     except Image.DecompressionBombError as exc:
@@ -120,6 +122,21 @@ def pillow_frames(path: Path) -> int:
         return 0
 
 
+def needs_tifffile(image: Any, path: Path, fmt: str) -> bool:
+    """Whether an open Pillow image is read by clpatch itself or tifffile instead: 16-bit
+    colour (`is_16bit_colour`) or floating-point TIFF (`is_float_tiff`)."""
+    return is_16bit_colour(image, path, fmt) or is_float_tiff(image, fmt)
+
+
+def is_float_tiff(image: Any, fmt: str) -> bool:
+    """Whether a TIFF's samples are floating point (SampleFormat 3). Pillow reads only
+    float32 grayscale (mode F), and tifffile every float layout: all go through tifffile."""
+    if fmt != "TIFF":
+        return False
+    kinds = image.tag_v2.get(339, (1,))
+    return 3 in (kinds if isinstance(kinds, tuple) else (kinds,))
+
+
 def is_16bit_colour(image: Any, path: Path, fmt: str) -> bool:
     """Whether Pillow would reduce this file's 16-bit colour samples to 8 bits."""
     if image.mode not in ("LA", "RGB", "RGBA"):
@@ -149,12 +166,16 @@ def tifffile_page_array(page: Any) -> np.ndarray:
     return np.ascontiguousarray(array).astype(array.dtype.newbyteorder("="))
 
 
-def _decode_16bit_colour(path: Path, fmt: str) -> list[np.ndarray]:
+#: What needs tifffile among TIFF files, for the message when it is missing.
+TIFFFILE_LAYOUTS = ("this TIFF file (floating-point, 16-bit colour, or another layout Pillow "
+                    "does not read)")
+
+
+def _decode_elsewhere(path: Path, fmt: str) -> list[np.ndarray]:
     """The frames of a 16-bit colour PNG (decoded here) or TIFF (through tifffile)."""
     if fmt == "PNG":
         return [decode_png(path.read_bytes(), str(path))]
-    tifffile = require_tifffile(path, "this TIFF file (16-bit colour, or a layout Pillow does not "
-                                      "read)")
+    tifffile = require_tifffile(path, TIFFFILE_LAYOUTS)
     frames = []
     try:
         with tifffile.TiffFile(path) as tif:

@@ -1,6 +1,6 @@
-"""The optional packages behind some files: tifffile (16-bit colour and unusual TIFF files)
-and imageio with its ffmpeg plugin (video files), imported when needed, with errors that say
-how to install them."""
+"""The optional packages behind some files: tifffile (floating-point, 16-bit colour and
+unusual TIFF files; the `tiff` extra) and imageio with its ffmpeg plugin (video files; the
+`video` extra), imported when needed, with errors that say how to install them."""
 
 from __future__ import annotations
 
@@ -10,16 +10,17 @@ from types import ModuleType
 from .errors import ImageFileError
 
 VIDEO_EXTRA_HINT = 'install the video extra: pip install "clpatch[video]"'
+TIFF_EXTRA_HINT = 'install the tiff extra: pip install "clpatch[tiff]"'
 
 
 def require_tifffile(path: Path, what: str, hint: str = "") -> ModuleType:
     """The tifffile module; else an ImageFileError '{path}: {what} needs the optional tifffile
-    package (pip install tifffile){hint}'."""
+    package; install the tiff extra: pip install "clpatch[tiff]"{hint}'."""
     try:
         import tifffile
     except ImportError:
-        raise ImageFileError(f"{path}: {what} needs the optional tifffile package "
-                             f"(pip install tifffile){hint}") from None
+        raise ImageFileError(f"{path}: {what} needs the optional tifffile package; "
+                             f"{TIFF_EXTRA_HINT}{hint}") from None
     return tifffile
 
 

@@ -10,14 +10,15 @@ animated images are read:
   written by `write_image` (as ``frame_00000.png``, ...), so bit depth, 16-bit colour and
   ``.npy`` frames behave exactly as for single images.
 - ``"tiff"``: a multi-page TIFF file, one frame per page, decoded page by page with Pillow
-  (``Image.seek``); 16-bit colour pages, which Pillow reduces to 8 bits, go through the
-  optional ``tifffile`` package, as in `images`. Written page by page, so memory stays
-  bounded: Pillow's ``save_all=True, append_images=...`` accepts an iterator but turns it into
-  a list first (every frame in memory), and ``append=True`` does not append single images, so
-  the writer does what ``save_all`` does inside: it saves each page into Pillow's
+  (``Image.seek``); 16-bit colour pages, which Pillow reduces to 8 bits, and floating-point
+  pages go through the optional ``tifffile`` package (the ``tiff`` extra), as in `images`.
+  Written page by page, so memory stays bounded: Pillow's ``save_all=True,
+  append_images=...`` accepts an iterator but turns it into a list first (every frame in
+  memory), and ``append=True`` does not append single images, so the writer does what
+  ``save_all`` does inside: it saves each page into Pillow's
   ``TiffImagePlugin.AppendingTiffWriter`` (a file-like object) and calls its ``newFrame()``.
-  16-bit colour pages, which Pillow cannot write, are written with ``tifffile``. Like
-  ``save_all``, Pillow walks the file's chain of pages for each new page: about 2 ms a page
+  16-bit colour and float32 pages, which Pillow cannot write, are written with ``tifffile``.
+  Like ``save_all``, Pillow walks the file's chain of pages for each new page: about 2 ms a page
   for a 1000-page file, small next to denoising the page.
 - ``"npy"``: a NumPy array file (T, H, W) or (T, H, W, C), C in 1 or 3, of any real dtype,
   memory-mapped for reading (``np.load(mmap_mode="r")``) and written through
@@ -31,10 +32,10 @@ animated images are read:
 `open_video` checks what it can without decoding every frame (the frame count and the first
 frame) and returns a lazy iterator; a frame that differs from the first one in shape or bit
 depth is reported when the iterator reaches it. Frames are float32 in the file's own units
-(0–255 for 8-bit data, 0–65535 for 16-bit data; other `.npy` dtypes are taken as they are,
-on the 0–255 scale), as `read_image` gives them. `VideoWriter` rounds and clips them back to
-the video's bit depth (floating-point data is kept as float32 in `.npy` outputs and written as
-8-bit elsewhere, again as `write_image` does).
+(0–255 for 8-bit data, 0–65535 for 16-bit data; floating-point TIFF and other `.npy` dtypes
+are taken as they are, on the 0–255 scale), as `read_image` gives them. `VideoWriter` rounds
+and clips them back to the video's bit depth (floating-point data is kept as float32 in `.npy`
+and TIFF outputs and written as 8-bit elsewhere, again as `write_image` does).
 
 A 3-D `.npy` array is ambiguous: (T, H, W) grayscale video or (H, W, C) image. `is_video_path`,
 which the command line uses to choose between the image and the video path, takes it as an

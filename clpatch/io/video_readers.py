@@ -12,7 +12,14 @@ from typing import Any
 
 import numpy as np
 
-from .decode import frame_array, is_16bit_colour, is_tiff, pillow_frames, tifffile_page_array
+from .decode import (
+    TIFFFILE_LAYOUTS,
+    frame_array,
+    is_tiff,
+    needs_tifffile,
+    pillow_frames,
+    tifffile_page_array,
+)
 from .errors import ImageFileError, first_line
 from .images import ImageInfo, bit_depth_of, read_image
 from .optional import require_imageio_ffmpeg, require_tifffile
@@ -114,15 +121,14 @@ def tiff_pages(path: Path) -> tuple[str, int]:
 
     try:
         with Image.open(path) as image:
-            if not is_16bit_colour(image, path, "TIFF"):
+            if not needs_tifffile(image, path, "TIFF"):
                 return "pillow", int(getattr(image, "n_frames", 1))
     except UnidentifiedImageError:
         if not is_tiff(path):
             raise ImageFileError(f"{path}: not a TIFF file") from None
     except (OSError, ValueError, SyntaxError) as exc:
         raise ImageFileError(f"{path}: cannot read the TIFF file ({first_line(exc)})") from None
-    tifffile = require_tifffile(path, "reading this TIFF file (16-bit colour, or a layout "
-                                      "Pillow does not read)")
+    tifffile = require_tifffile(path, f"reading {TIFFFILE_LAYOUTS}")
     try:
         with tifffile.TiffFile(path) as tif:
             return "tifffile", len(tif.pages)
@@ -131,7 +137,8 @@ def tiff_pages(path: Path) -> tuple[str, int]:
 
 
 def _tiff_native_pages(path: Path, backend: str) -> Iterator[np.ndarray]:
-    """The pages of a TIFF file as native arrays (uint8 / uint16), read one at a time."""
+    """The pages of a TIFF file as native arrays (uint8 / uint16 / float), read one at a
+    time."""
     if backend == "pillow":
         from PIL import Image
 
@@ -146,7 +153,8 @@ def _tiff_native_pages(path: Path, backend: str) -> Iterator[np.ndarray]:
 
 
 def open_tiff(path: Path) -> tuple[VideoInfo, Iterator[np.ndarray]]:
-    """A multi-page TIFF file, read page by page (Pillow, or tifffile for 16-bit colour)."""
+    """A multi-page TIFF file, read page by page (Pillow, or tifffile for 16-bit colour and
+    floating-point pages)."""
     backend, count = tiff_pages(path)
     return _open_pages(path, backend, count, "tiff", "TIFF", "page")
 
@@ -179,7 +187,7 @@ def _open_pages(path: Path, backend: str, count: int, kind: str, fmt: str,
                      ImageInfo(depth, "RGB" if len(shape) == 3 else "L", None, fmt), path)
 
     def frames() -> Iterator[np.ndarray]:
-        yield first.astype(np.float32)
+        yield _float_page(path, 0, first, depth, unit)
         for index in range(1, count):
             try:
                 page = next(pages, None)
@@ -192,9 +200,18 @@ def _open_pages(path: Path, backend: str, count: int, kind: str, fmt: str,
             if page.shape != first.shape or page.dtype != first.dtype:
                 raise ImageFileError(f"{path}: {unit} {index} is {page.dtype} {page.shape}; "
                                      f"{unit} 0 is {first.dtype} {first.shape}")
-            yield page.astype(np.float32)
+            yield _float_page(path, index, page, depth, unit)
 
     return info, frames()
+
+
+def _float_page(path: Path, index: int, page: np.ndarray, depth: int | None,
+                unit: str) -> np.ndarray:
+    """A native page as float32; floating-point pages (depth None) checked to be finite."""
+    page = page.astype(np.float32)
+    if depth is None and not np.all(np.isfinite(page)):
+        raise ImageFileError(f"{path}: {unit} {index} holds NaN or infinite values")
+    return page
 
 
 def _tiff_page(path: Path, index: int, page: np.ndarray, unit: str = "page") -> np.ndarray:

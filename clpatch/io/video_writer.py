@@ -162,9 +162,11 @@ class VideoWriter:
             raise OSError(f"{self.path}: cannot write the video ({first_line(exc)})") from None
 
     def _open_tiff(self) -> None:
+        depth = self.frame_info.bit_depth
         try:
-            if self.frame_info.bit_depth == 16 and self.frame_info.colour:
-                tifffile = require_tifffile(self.path, "writing 16-bit colour TIFF")
+            if depth is None or (depth == 16 and self.frame_info.colour):
+                tifffile = require_tifffile(self.path, "writing floating-point TIFF" if depth is None
+                                            else "writing 16-bit colour TIFF")
                 self._tiff = tifffile.TiffWriter(self.temporary)
             else:
                 from PIL import TiffImagePlugin
@@ -228,10 +230,13 @@ class VideoWriter:
         self.written += 1
 
     def _write_page(self, frame: np.ndarray) -> None:
-        data = quantize(frame, self.frame_info.bit_depth or 8)
+        depth = self.frame_info.bit_depth
+        data = frame.astype(np.float32) if depth is None else quantize(frame, depth)
         try:
-            if data.ndim == 3 and data.dtype == np.uint16:  # 16-bit colour, through tifffile
-                self._tiff.write(data, photometric="rgb", planarconfig="contig", contiguous=False)
+            if depth is None or (data.ndim == 3 and depth == 16):  # through tifffile
+                self._tiff.write(data, photometric="rgb" if data.ndim == 3 else "minisblack",
+                                 planarconfig="contig" if data.ndim == 3 else None,
+                                 contiguous=False)
                 return
             from PIL import Image
 

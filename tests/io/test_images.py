@@ -52,7 +52,8 @@ def test_read_write_round_trip(tmp_path, channels, dtype, suffix):
 
 def test_npy_channels_are_all_data(tmp_path):
     """2 and 4 channels of a .npy array are filtered and written back like the others (no
-    alpha); image formats, which would take the last one for alpha, are refused."""
+    alpha), to .npy or float TIFF; image formats, which would take the last one for alpha,
+    are refused."""
     data = np.random.default_rng(3).random((9, 11, 4)).astype(np.float32) * 255
     np.save(tmp_path / "four.npy", data)
     image, info = imageio.read_image(tmp_path / "four.npy")
@@ -60,10 +61,15 @@ def test_npy_channels_are_all_data(tmp_path):
     assert (info.mode, info.channels, info.alpha, info.note) == ("4-channel", 4, None, None)
     imageio.write_image(tmp_path / "out.npy", image + 1, info)
     np.testing.assert_array_equal(np.load(tmp_path / "out.npy"), data + 1)
-    for suffix in (".png", ".tif", ".jpg"):
+    for suffix in (".png", ".jpg", ".webp", ".bmp"):
         with pytest.raises(imageio.ImageFileError, match=r"a 4-channel \.npy array is written "
-                                                         r"as \.npy only"):
+                                                         r"as \.npy only or as float32 \.tif"):
             imageio.write_image(tmp_path / f"out{suffix}", image, info)
+    pytest.importorskip("tifffile")
+    imageio.write_image(tmp_path / "out.tif", image + 1, info)
+    again, tiff_info = imageio.read_image(tmp_path / "out.tif")
+    np.testing.assert_array_equal(again, data + 1)
+    assert (tiff_info.mode, tiff_info.bit_depth, tiff_info.format) == ("4-channel", None, "TIFF")
     with pytest.raises(imageio.ImageFileError, match=r"shape \(H, W, 4\)"):
         imageio.write_image(tmp_path / "bad.npy", image[..., :3], info)
 

@@ -178,8 +178,8 @@ def test_write_image_interrupted_mid_write_leaves_the_previous_file(tmp_path, mo
     before = target.read_bytes()
     real_write = imageio._write
 
-    def half_then_interrupted(path, fmt, data):
-        real_write(path, fmt, data[: H // 2])
+    def half_then_interrupted(path, fmt, data, mode):
+        real_write(path, fmt, data[: H // 2], mode)
         raise KeyboardInterrupt
 
     monkeypatch.setattr(imageio, "_write", half_then_interrupted)
