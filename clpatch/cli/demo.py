@@ -38,7 +38,7 @@ def add_command(commands: argparse._SubParsersAction) -> None:
                                "time. Writes nothing unless --output is given.")
     add_device_option(demo)
     demo.add_argument("--output", "-o", metavar="FILE", default=None,
-                      help="write the denoised image to FILE (.png, .tif, .jpg, .npy)")
+                      help="write the denoised image to FILE (.png, .tif, .jpg, .webp, .bmp, .npy)")
     demo.add_argument("--overwrite", action="store_true",
                       help="replace FILE when it already exists")
     demo.set_defaults(func=cmd_demo)

@@ -23,7 +23,7 @@ from ..denoise.nlm_aggregation import choose_aggregation as nlm_aggregation
 from ..denoise.nlmeans import nlmeans
 from ..denoise.strength import Strength
 from ..denoise.vbm3d import vbm3d
-from ..io.images import ImageInfo, add_noise, output_format, psnr, read_image, write_image
+from ..io.images import FLOAT_FORMATS, ImageInfo, add_noise, output_format, psnr, read_image, write_image
 from ..io.noise import psnr_peak
 from ..io.video import is_video_path
 from ..match.ann.search import DEFAULT_TILE, FILTER_NEIGHBOUR_CLUSTERS, FILTER_TILE, FILTER_TILINGS
@@ -194,9 +194,11 @@ def denoise_image(name: str, image: np.ndarray, info: ImageInfo, args: argparse.
         if args.output:
             write_image(args.output, result, info)
 
-    # What the user gets: a lossy file's values are read back from it (JPEG rounds and
-    # compresses); otherwise the values the written bit depth holds (`as_written`).
-    lossy = bool(args.output) and output_format(args.output, info) == "JPEG"
+    # What the user gets: a file's values are read back from it where it changes them
+    # (JPEG rounds and compresses; float data written to an 8-bit format is rounded to
+    # 0-255); otherwise the values the written bit depth holds (`as_written`).
+    fmt = output_format(args.output, info) if args.output else None
+    lossy = fmt == "JPEG" or (info.bit_depth is None and fmt not in (None, *FLOAT_FORMATS))
     lines = [f"time:       {seconds:.3f} s" + builds_note(builds)]
     if clean is not None:
         peak = psnr_peak(clean, info.bit_depth)
@@ -205,7 +207,7 @@ def denoise_image(name: str, image: np.ndarray, info: ImageInfo, args: argparse.
         after = psnr(got, clean, peak)
         lines.append(f"PSNR:       noisy {before:.2f} dB -> denoised {after:.2f} dB "
                      f"({after - before:+.2f} dB; peak {peak:g}, against {clean_name}"
-                     + ("; of the JPEG file written" if lossy else "") + ")")
+                     + (f"; of the {fmt} file written" if lossy else "") + ")")
     if args.output:
         lines.append(f"output:     {args.output} "
                      f"({info.describe(output_format(args.output, info))})")
@@ -328,8 +330,8 @@ def add_command(commands: argparse._SubParsersAction) -> None:
     denoise.add_argument("input", metavar="IN", help="noisy image file (or the clean image, with "
                          "--add-noise), video, or with --method burst the burst's frames")
     denoise.add_argument("output", metavar="OUT", help="denoised image to write; the format "
-                         "comes from the extension (.png, .tif, .tiff, .jpg, .jpeg, .npy); never "
-                         "IN, and not over an existing file without --overwrite")
+                         "comes from the extension (.png, .tif, .tiff, .jpg, .jpeg, .webp, .bmp, "
+                         ".npy); never IN, and not over an existing file without --overwrite")
     denoise.add_argument("--method", "-m", choices=DENOISE_METHODS, default="nlmeans",
                          help="denoising method: nlmeans (default), bm3d (CBM3D for colour), "
                               "for videos vbm3d, or burst: several frames of one scene into one "

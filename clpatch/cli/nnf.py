@@ -182,7 +182,7 @@ def add_command(commands: argparse._SubParsersAction) -> None:
                         "this .npz file")
     parser.add_argument("--reconstruct", metavar="OUT", default=None,
                         help="also write A rebuilt from B's patches at the first neighbours "
-                        "(.png, .tif, .jpg or .npy; B's bit depth and channels)")
+                        "(.png, .tif, .jpg, .webp, .bmp or .npy; B's bit depth and channels)")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace --output (and --reconstruct) when they already exist")
     parser.set_defaults(func=cmd_nnf)

@@ -295,9 +295,9 @@ def test_demo_prints_psnr_and_writes_only_with_output(capsys, tmp_path, monkeypa
         clean = load_image("camera", np.uint8)
         assert imageio.psnr(np.asarray(written), clean, 255) == pytest.approx(after, abs=0.01)
 
-    code, _, err = run(capsys, "demo", "--output", tmp_path / "x.bmp")
+    code, _, err = run(capsys, "demo", "--output", tmp_path / "x.gif")
     assert code == 2
-    assert_one_error_line(err, "x.bmp", "cannot write '.bmp' files")
+    assert_one_error_line(err, "x.gif", "cannot write '.gif' files")
 
 
 # ---- errors -------------------------------------------------------------------------------

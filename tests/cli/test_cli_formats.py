@@ -72,3 +72,20 @@ def test_denoise_float_tiff_to_float_tiff(capsys, tmp_path, runtime):
     np.testing.assert_array_equal(written, expected)
     _, after = psnr_values(out)
     assert imageio.psnr(written, clean, 1.0) == pytest.approx(after, abs=0.005)
+
+
+def test_float_input_written_8bit_reports_the_files_psnr(capsys, tmp_path, runtime):
+    """A float result written to an 8-bit format is rounded to 0-255: the PSNR printed is
+    that of the file written (read back), not of the float result."""
+    clean = crop("astronaut")[..., 0].astype(np.float32)
+    src, ref, dst = tmp_path / "in.npy", tmp_path / "clean.npy", tmp_path / "out.png"
+    np.save(src, imageio.add_noise(clean, 20, 5))
+    np.save(ref, clean)
+    code, out, err = run(capsys, "denoise", src, dst, "--sigma", 20, "--clean", ref,
+                         "-w", 11, "-n", 8, "--device", spec_of(runtime))
+    assert code == 0, err
+    assert "of the PNG file written" in out
+    _, after = psnr_values(out)
+    written, _ = imageio.read_image(dst)
+    assert imageio.psnr(written.astype(np.float32), clean, 255) == pytest.approx(after,
+                                                                                  abs=0.005)
