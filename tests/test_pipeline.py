@@ -71,6 +71,10 @@ CASES = [
      dict(sigma=20, method="bm3d", k=8, reference=1),
      lambda x, rt: clpatch.burst_denoise(x, 20, method="bm3d", k=8, reference=1,
                                          runtime=rt), True),
+    ("burst-bm3d-peak", "burst", lambda: [_u8((4, 30, 33))],
+     dict(sigma=20, method="bm3d", k=8, reference=1, peak=255.0),
+     lambda x, rt: clpatch.burst_denoise(x, 20, method="bm3d", k=8, reference=1, peak=255.0,
+                                         runtime=rt), False),
 ]
 IDS = [c[0] for c in CASES]
 
@@ -152,6 +156,13 @@ def test_plans_that_wait_say_so(runtime):
                              patch_size=5).waits_for_sample
     knn = clpatch.make_plan("knn", (20, 20), runtime=runtime, patch_size=5)
     assert not getattr(knn, "waits_for_peak", False)
+    burst = dict(sigma=20, method="bm3d", k=4)
+    assert clpatch.make_plan("burst", (3, 24, 24), runtime=runtime, **burst).waits_for_peak
+    assert not clpatch.make_plan("burst", (3, 24, 24), runtime=runtime, peak=255.0,
+                                 **burst).waits_for_peak
+    with pytest.raises(ValueError, match="peak applies to method='bm3d' only"):
+        clpatch.burst_denoise(np.zeros((3, 24, 24), np.float32), 20, peak=255.0,
+                              runtime=runtime)
 
 
 @pytest.mark.parametrize("method,params,name", [
@@ -159,11 +170,12 @@ def test_plans_that_wait_say_so(runtime):
     ("nlmeans", dict(sigma=20), "image"),
     ("bm3d", dict(sigma=20, peak=255.0), "image"),
     ("knn", dict(patch_size=5, k=4), "query"),
+    ("burst", dict(sigma=20, method="bm3d", k=4, peak=255.0), "frames"),
 ])
 def test_data_checks_are_deferred(runtime, method, params, name):
-    image = _f32((30, 32))
+    image = _f32((3, 30, 32) if method == "burst" else (30, 32))
     bad = image.copy()
-    bad[5, 7] = np.nan
+    bad[..., 5, 7] = np.nan
     plan = clpatch.make_plan(method, image.shape, runtime=runtime, **params)
     good, nan = (cla.to_device(runtime.queue, x) for x in (image, bad))
     plan.enqueue(nan)                       # returns: the check is read later
@@ -175,7 +187,7 @@ def test_data_checks_are_deferred(runtime, method, params, name):
     with pytest.raises(ValueError, match="NaN"):
         plan.enqueue(good)
     plan(image)                             # and the plan works on
-    if method == "bm3d":
+    if method in ("bm3d", "burst"):
         above = image * 2.0                 # values above the given peak
         plan.enqueue(cla.to_device(runtime.queue, above))
         with pytest.raises(ValueError, match="above the peak 255 passed"):

@@ -54,6 +54,7 @@ def burst_defaults(method: str) -> dict[str, Any]:
 def burst_denoise(frames: Any, sigma: float, *, reference: int = 0, method: str = "nlmeans",
                   tile: int = DEFAULT_TILE, k: int = 16, patch_size: int | None = None,
                   step: int | None = None, h: float | None = None, stages: int | None = None,
+                  data_range: float | None = None, peak: float | None = None,
                   runtime: Runtime | None = None) -> Any:
     """Denoise frame `reference` of a burst with candidates from every frame.
 
@@ -71,6 +72,10 @@ def burst_denoise(frames: Any, sigma: float, *, reference: int = 0, method: str 
         2 for "nlmeans", 8 and 3 for "bm3d".
     h: NL-means bandwidth (default H_FACTOR · sigma); "nlmeans" only.
     stages: "bm3d" only: 2 (default), or 1 for the basic estimate (hard thresholding) alone.
+    data_range, peak: "bm3d" only, as in `clpatch.bm3d`: the data's range (default: the
+        dtype's, or 1 for float frames within [-1, 1] and 255 otherwise) and the largest
+        |value| of the frames (then the call, and a plan's `enqueue`, need not measure it
+        first; frames above it raise ValueError).
     The NL-means defaults (patch 12, step 2; then h 0.85 σ) were the best of a sweep on a
     synthetic 16-frame burst (σ 12, shaken by up to 2 pixels and 1 degree): 39.3 dB
     against 38.6 dB with NL-means' own patch 8 and h = σ, and 36.3 dB for the reference
@@ -89,24 +94,29 @@ def burst_denoise(frames: Any, sigma: float, *, reference: int = 0, method: str 
     key = ("burst", volume.frames, volume.rows, volume.cols, volume.channels,
            volume.on_device, *((type(v), v) for v in (reference, method, tile, k, patch_size,
                                                       step, h, stages)))
+    strength = burst_strength(method, sigma, h, data_range, peak)
     plan = rt.plan_cache().plan(key, lambda: plan_burst(
         rt, volume, sigma, reference=reference, method=method, tile=tile, k=k,
         patch_size=patch_size, step=step, h=h, stages=stages)[0], PLANS_KEPT)
-    return plan.apply(frames, burst_strength(method, sigma, h))
+    return plan.apply(frames, strength)
 
 
-def burst_strength(method: Any, sigma: Any, h: Any) -> Strength:
+def burst_strength(method: Any, sigma: Any, h: Any, data_range: Any = None,
+                   peak: Any = None) -> Strength:
     """The checked filter strength of a burst call."""
     method = check_choice("method", method, BURST_METHODS)
     sigma = check_float("sigma", sigma)
     if method == "bm3d":
-        return Strength.check(sigma)
+        return Strength.check(sigma, data_range=data_range, peak=peak)
+    for name, value in (("data_range", data_range), ("peak", peak)):
+        if value is not None:
+            raise ValueError(f"{name} applies to method='bm3d' only")
     return Strength.check(sigma, h=H_FACTOR * sigma if h is None else h)
 
 
 def plan_burst(rt: Runtime, volume: Volume, sigma: Any, *, reference: Any, method: Any,
-               tile: Any, k: Any, patch_size: Any, step: Any, h: Any,
-               stages: Any) -> tuple[Any, Strength]:
+               tile: Any, k: Any, patch_size: Any, step: Any, h: Any, stages: Any,
+               data_range: Any = None, peak: Any = None) -> tuple[Any, Strength]:
     """A new plan of `burst_denoise`'s arguments for frames like `volume` (device output for
     a device volume), and the call's checked strength; every argument checked."""
     method = check_choice("method", method, BURST_METHODS)
@@ -118,7 +128,7 @@ def plan_burst(rt: Runtime, volume: Volume, sigma: Any, *, reference: Any, metho
         n_stages = check_int("stages", defaults["stages"] if stages is None else stages, 1, 2)
     elif stages is not None:
         raise ValueError("stages applies to method='bm3d' only")
-    strength = burst_strength(method, sigma, h)
+    strength = burst_strength(method, sigma, h, data_range, peak)
     ref = check_int("reference", reference, 0, volume.frames - 1)
     p = check_int("patch_size", defaults["patch_size"] if patch_size is None else patch_size,
                   1, 32)

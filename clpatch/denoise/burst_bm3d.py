@@ -63,6 +63,7 @@ from .bm3d_params import (
     stage_params,
 )
 from .collaborative import FilterKernels
+from .peaks import peak_judge
 from .strength import Strength
 
 __all__ = ["BurstBM3DPlan", "check_group_size"]
@@ -92,13 +93,12 @@ class BurstBM3DPlan(Plan):
     "fixed" or "cas" (see `clpatch.denoise.bm3d`). `run(frames, sigma)` or `apply(frames,
     strength)`; `last_events` holds the (stage, event) pairs of the last run. A
     `clpatch.core.plans.Plan` (`clpatch.make_plan("burst", ..., method="bm3d")`), whose
-    `enqueue` waits for the frames' peak (the fixed-point scales and the data range need
-    it: `burst_denoise` takes no peak).
+    `enqueue` waits for the frames' peak unless `peak=` was given (the fixed-point scales
+    and the default data range need it; see `waits_for_peak`).
     """
 
     method = "burst"
     input_names = ("frames",)
-    waits_for_peak = True
 
     def __init__(self, runtime: Runtime, frames: int, rows: int, cols: int, channels: int,
                  request: AnnRequest, reference: int, *, stages: int = 2,
@@ -164,6 +164,12 @@ class BurstBM3DPlan(Plan):
             out.append(fixed_point_scales(p.stage, per_axis * per_axis * p.n, peak, noise))
         return out
 
+    @property
+    def waits_for_peak(self) -> bool:
+        """Whether `enqueue` reads the frames' peak |value| before the filters: when the
+        plan's strength gives no peak."""
+        return self.strength is None or self.strength.peak is None
+
     def run(self, frames: Any, sigma: float) -> Any:
         """Denoise the reference frame of `frames` (the planned shape): float32 (H, W[, C]),
         NumPy for NumPy input, device array for device input."""
@@ -172,11 +178,15 @@ class BurstBM3DPlan(Plan):
     def enqueue_arrays(self, frames: Any, *, out: Any,
                        wait_for: list[Any] | None) -> tuple[Any, list[Any]]:
         """The plan's `enqueue` (`clpatch.core.plans.Plan`) with its `strength`: the denoised
-        reference frame (in `out` when given); it waits for the frames' peak."""
+        reference frame (in `out` when given); without a given peak it waits for the
+        frames' (`waits_for_peak`), with one their check against it is deferred."""
         strength = self.planned_strength()
         output = self._launch(as_volume(frames, name="frames", video=True), strength,
                               out)
-        return output, [self.last_events[-1][1]]
+        last = [self.last_events[-1][1]]
+        if strength.peak is not None:
+            self.defer_check(last, self._judge(strength.peak), "frames")
+        return output, last
 
     def apply(self, frames: Any, strength: Strength) -> Any:
         """`run` with sigma checked already (`Strength.check`; its data_range, when given,
@@ -184,7 +194,16 @@ class BurstBM3DPlan(Plan):
         volume = as_volume(frames, name="frames", video=True)
         check_planned(volume, (self.frames, self.rows, self.cols, self.channels),
                       self.device_output, self.runtime.context)
-        return self._launch(volume, strength, None)
+        output = self._launch(volume, strength, None)
+        if strength.peak is not None:
+            self._judge(strength.peak)(self.matcher.uploader.peak())
+        return output
+
+    def _judge(self, given: float) -> Any:
+        """The check of a run's measured peak against the given one (and the distances'
+        limit)."""
+        limit = self.matcher.check_limit()
+        return peak_judge(lambda peak: check_peak(peak, limit, "frames"), given, "frames")
 
     def _launch(self, volume: Volume, strength: Strength, out: Any) -> Any:
         """A run on `volume` (it reads the frames' peak before the filters)."""
@@ -267,10 +286,4 @@ class BurstBM3DPlan(Plan):
                 output = np.empty(shape, np.float32)
                 download(queue, output, out, shape=shape, wait_for=[events[-1][1]])
         self.last_events = events
-        if strength.peak is not None:
-            measured = matcher.uploader.peak()
-            check_peak(measured, matcher.check_limit())
-            if measured > strength.peak:
-                raise ValueError(f"frame values reach |x| = {measured:.6g}, above the peak "
-                                 f"{strength.peak:.6g} passed")
         return output
