@@ -29,14 +29,16 @@ from typing import Any
 import pyopencl.array as cla
 
 from ..core.runtime import Runtime
+from ..core.volumes import as_volume
 from ..denoise.bm3d import BM3DPlan
 from ..denoise.bm3d_params import stage_params
 from ..denoise.nlmeans import NLMeansPlan
 from ..denoise.vbm3d_params import video_stage_params
 from ..denoise.vbm3d_plan import VBM3DPlan
+from ..match.knn.search import knn_request, plan_knn
+from ..match.nnf.search import NnfPlan, nnf_request
 from ..match.window.config import SearchRequest, choose_search
 from ..match.window.plan import SearchPlan
-from ..pipeline import make_plan
 from .timing import Timing, pan_video, photo_mosaic, time_events
 
 METHODS = ("search", "nlmeans", "bm3d", "vbm3d", "knn", "nnf")
@@ -139,11 +141,13 @@ def _bench_vbm3d(runtime: Runtime, inputs: BenchInputs, repeats: int) -> tuple[s
 
 def _bench_knn(runtime: Runtime, inputs: BenchInputs, repeats: int) -> tuple[str, Timing]:
     images = inputs.images
-    plan = make_plan("knn", images[0].shape, runtime=runtime, patch_size=8, step=4, k=16,
-                     metric="l2")
+    volume = as_volume(images[0], name="image", video=False)
+    request = knn_request(runtime, volume, volume, True, patch_size=8, k=16, metric="l2",
+                          step=4, method=None)
+    plan = plan_knn(runtime, volume, volume, request, device_output=False)
 
     def run(i: int) -> list[tuple[str, Any]]:
-        plan(images[i % len(images)])          # waits for the run's value check too
+        plan.run(images[i % len(images)])      # waits for the run's value check too
         return plan.last_events
 
     layout = getattr(plan, "layout", None)     # a banded plan (beyond the device's memory)
@@ -155,10 +159,15 @@ def _bench_knn(runtime: Runtime, inputs: BenchInputs, repeats: int) -> tuple[str
 def _bench_nnf(runtime: Runtime, inputs: BenchInputs, repeats: int) -> tuple[str, Timing]:
     pairs = inputs.pairs
     a, b = pairs[0]
-    plan = make_plan("nnf", a.shape, reference_shape=b.shape, runtime=runtime)
+    va, vb = (as_volume(x, name=n, video=False) for x, n in ((a, "a"), (b, "b")))
+    p, k, dims, m, leaf, seed = nnf_request(va, vb, patch_size=8, k=1, pca_dims=10,
+                                            candidates=8, leaf_size=None, seed=0)
+    plan = NnfPlan(runtime, va.rows, va.cols, vb.rows, vb.cols, va.channels, patch_size=p,
+                   k=k, pca_dims=dims, candidates=m, leaf_size=leaf, seed=seed,
+                   device_output=False)
 
     def run(i: int) -> list[tuple[str, Any]]:
-        plan(*pairs[i % len(pairs)])
+        plan.run(*pairs[i % len(pairs)])
         return plan.last_events
 
     bands = f", {len(plan.bands)} bands of rows" if len(plan.bands) > 1 else ""

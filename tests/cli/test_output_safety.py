@@ -305,7 +305,7 @@ def test_image_write_failing_half_way(capsys, runtime, tmp_path, image, monkeypa
     out.write_bytes(b"previous")
     fake_image_denoiser(monkeypatch)
 
-    def disk_full(path, fmt, data):  # half the file, then the disk is full
+    def disk_full(path, fmt, data, mode):  # half the file, then the disk is full
         Path(path).write_bytes(b"\x89PNG half")
         raise OSError(28, "No space left on device")
 
