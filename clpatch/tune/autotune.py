@@ -299,7 +299,7 @@ def autotune(runtime: Runtime, requests: Iterable[SearchRequest], *, quick: bool
                    log=(lambda text: stream.write(text + "\n")) if verbose else None,
                    jobs=jobs, builds=builds) as tuner:
         for i, request in enumerate(requests):
-            label = (f"p{request.patch_size} s{request.step} n{request.n} w{request.window} "
+            label = (f"p{request.patch_size} s{request.step} k{request.n} w{request.window} "
                      f"c{request.channels}")
             _progress(i, len(requests), label, stream)
             result = tuner.tune(request)

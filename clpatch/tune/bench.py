@@ -88,7 +88,7 @@ def _bench_search(runtime: Runtime, inputs: BenchInputs, repeats: int) -> tuple[
         plan.run(images[i % len(images)])
         return plan.last_events
 
-    label = f"p8 s4 n16 w21: {plan.config.describe()} [{plan.config.source}]"
+    label = f"p8 s4 k16 w21: {plan.config.describe()} [{plan.config.source}]"
     return label, time_events(run, repeats=repeats)
 
 
@@ -102,7 +102,7 @@ def _bench_nlmeans(runtime: Runtime, inputs: BenchInputs, repeats: int) -> tuple
         plan.run(images[i % len(images)], 20.0)
         return plan.last_events
 
-    label = (f"p8 s4 n16 w21 sigma 20: {plan.aggregation} aggregation, {plan.averaging} averaging; "
+    label = (f"p8 s4 k16 w21 sigma 20: {plan.aggregation} aggregation, {plan.averaging} averaging; "
              f"search {plan.config.describe()} [{plan.config.source}]")
     return label, time_events(run, repeats=repeats)
 
