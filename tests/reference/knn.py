@@ -167,10 +167,18 @@ def knn_brute(query, reference, patch_size: int, k: int, metric: str = "l2", ste
 
 
 def vector_distances(queries, references, metric: str = "l2") -> np.ndarray:
-    """float64 (N, M): distance of every query row to every reference row."""
+    """float64 (N, M): distance of every query row to every reference row ("cosine":
+    1 - cos; "ip": minus the inner product, so that ascending is the inner product's
+    descending order)."""
     q = np.asarray(queries).astype(np.float32).astype(np.float64)
     r = np.asarray(references).astype(np.float32).astype(np.float64)
     assert q.ndim == 2 and r.ndim == 2 and q.shape[1] == r.shape[1]
+    if metric == "cosine":
+        unit_q = q / np.linalg.norm(q, axis=1, keepdims=True)
+        unit_r = r / np.linalg.norm(r, axis=1, keepdims=True)
+        return 1.0 - unit_q @ unit_r.T
+    if metric == "ip":
+        return -(q @ r.T)
     out = np.empty((q.shape[0], r.shape[0]))
     for start in range(0, q.shape[0], 64):
         diff = q[start:start + 64, None, :] - r[None, :, :]
@@ -185,10 +193,12 @@ def vector_distances(queries, references, metric: str = "l2") -> np.ndarray:
 
 def knn_vectors_brute(queries, references, k: int, metric: str = "l2"):
     """(indices int32 (N, k), distances float64 (N, k)): the k nearest reference rows of
-    every query row, ascending, ties to the smaller row index."""
+    every query row, ascending, ties to the smaller row index ("ip": the k largest inner
+    products, returned as they are, descending)."""
     d = vector_distances(queries, references, metric)
     assert 1 <= k <= d.shape[1], f"k={k} outside [1, {d.shape[1]}]"
     indices = np.empty((d.shape[0], k), dtype=np.int32)
     for row in range(d.shape[0]):
         indices[row] = smallest_keys(d[row], k)
-    return indices, np.take_along_axis(d, indices.astype(np.int64), axis=1)
+    found = np.take_along_axis(d, indices.astype(np.int64), axis=1)
+    return indices, -found if metric == "ip" else found

@@ -40,7 +40,6 @@ from .banded import BandedKnnPlan
 from .bands import band_layout
 from .config import (
     KNN_METHODS,
-    KNN_METRICS,
     MAX_CHANNELS,
     MAX_PATCH,
     KnnConfig,
@@ -48,17 +47,12 @@ from .config import (
     choose_knn,
 )
 from .plan import KnnPlan, query_bytes
+from .vectors import TRANSFORMED_METRICS, ip_values, transformed
 
 __all__ = ["MAX_CHANNELS", "MAX_PATCH", "KnnPlan", "KnnVectors", "knn", "knn_vectors"]
 
 #: kNN plans kept per runtime.
 PLANS_KEPT = 8
-
-
-def _metric(metric: Any) -> str:
-    if isinstance(metric, str):
-        metric = metric.lower()
-    return check_choice("metric", metric, KNN_METRICS)
 
 
 def knn(query: Any, reference: Any = None, *, patch_size: int = 8, k: int = 16,
@@ -184,31 +178,48 @@ def knn_vectors(queries: Any, references: Any, k: int, metric: str = "l2", *,
                 runtime: Runtime | None = None) -> KnnVectors:
     """The k nearest rows of `references` (M, D) of every row of `queries` (N, D).
 
-    metric: "l2" (sum of squared differences) or "l1". Ties: the smaller row index first.
-    method: None (l2: the GEMM engine; l1: direct), or one of `knn`'s.
-    Returns `KnnVectors(distances, indices)`: distances float32 (N, k) ascending and
-    indices int32 (N, k), distances first as in FAISS, scikit-learn and torch.topk (before
-    0.x, clpatch returned (indices, distances)); NumPy arrays for a NumPy `queries`, device
-    arrays for a device one.
+    metric: "l2" (sum of squared differences), "l1", "cosine" (1 − cos, ascending) or "ip"
+        (the inner product q·r, largest first: FAISS's IndexFlatIP); the last two through
+        an exact L2 search of transformed vectors (`clpatch.match.knn.vectors`). Ties: the
+        smaller row index first.
+    method: None (l2, cosine, ip: the GEMM engine; l1: direct), or one of `knn`'s.
+    Returns `KnnVectors(distances, indices)`: distances float32 (N, k) (ascending; "ip":
+    the inner products, descending) and indices int32 (N, k), distances first as in FAISS,
+    scikit-learn and torch.topk (before 0.x, clpatch returned (indices, distances)); NumPy
+    arrays for a NumPy `queries`, device arrays for a device one.
     """
-    metric = _metric(metric)
-    if metric not in ("l2", "l1"):
-        raise ValueError(f"metric for vectors must be 'l2' or 'l1', got {metric!r}")
+    if isinstance(metric, str):
+        metric = metric.lower()
+    metric = check_choice("metric", metric, ("l2", "l1", *TRANSFORMED_METRICS))
     q = _vectors("queries", queries)
     r = _vectors("references", references)
     if q.shape[2] != r.shape[2]:
         raise ValueError(f"references have {r.shape[2]} dimensions, queries have "
                          f"{q.shape[2]}: they must be equal")
-    found = _knn(q, r, patch_size=1, k=k, metric=metric, step=1, method=method,
-                 runtime=runtime, names=("queries", "references"))
+    norms = None
+    if metric in TRANSFORMED_METRICS:
+        rt = resolve_runtime(runtime, queries, references)
+        tq, tr, norms = transformed(rt, q.reshape(q.shape[1:]), r.reshape(r.shape[1:]),
+                                    metric)
+        q, r, runtime = tq.reshape(1, *tq.shape), tr.reshape(1, *tr.shape), rt
+    found = _knn(q, r, patch_size=1, k=k,
+                 metric="l2" if metric in TRANSFORMED_METRICS else metric, step=1,
+                 method=method, runtime=runtime, names=("queries", "references"))
     positions, distances = found.positions, found.distances
     n = positions.shape[1]
+    if metric == "cosine":
+        distances = distances * np.float32(0.5)
+    elif metric == "ip":
+        distances = ip_values(runtime, distances.reshape(n, k), norms)
     if isinstance(positions, cla.Array):
         indices = cla.empty(positions.queue, (n, k), np.int32, allocator=positions.allocator)
         rt = resolve_runtime(runtime, queries)
         column = rt.plan_cache().plan(("knn-column",), lambda: _column(rt.context), 1)
         column(indices, positions.reshape(n * k * 2), queue=positions.queue)
-        return KnnVectors(distances.reshape(n, k), indices)
+        result = KnnVectors(distances.reshape(n, k), indices)
+        if metric in TRANSFORMED_METRICS and not isinstance(queries, cla.Array):
+            return KnnVectors(result.distances.get(), result.indices.get())
+        return result
     return KnnVectors(distances[0], np.ascontiguousarray(positions[0, :, :, 1]))
 
 
