@@ -64,6 +64,9 @@ LAYERS: dict[str, frozenset[str] | None] = {
     "selftest": frozenset({"core", "match", "denoise", "selftest"}),
     "dask": frozenset({"core", "match", "denoise", "dask"}),
     "cli": None,
+    # Drop-in signatures of other libraries: they import only the package root's public
+    # names, as a user would (tests/compat/test_compat_imports.py checks it).
+    "compat": None,
     "data": frozenset({"data"}),        # package data (camera.png); no code
 }
 
