@@ -27,7 +27,9 @@ own ``BM3DStages`` members are accepted too (by name). The computation is
   (255 for 8-bit), where the package would still assume 1.
 - The stage-1 matching threshold is ``3000 + 2σ²`` (σ in 0-255 units) where the package's is
   3000 (clpatch.denoise.bm3d's module doc); the grid, borders and aggregation are clpatch's.
-  Measured (PoCL) on 64 x 64 crops of the shared images at σ = 0.1: see tests/compat.
+  Measured (PoCL, 64 x 64 grayscale crops at σ = 0.1, PSNR minus the package's): both
+  stages +0.02 dB (camera), -0.01 (astronaut), -0.01 (grass), +0.17 (coins); the basic
+  estimate 0.00, +0.04, -0.08, +0.06; astronaut in colour +2.1 dB (CBM3D).
 """
 
 from __future__ import annotations
