@@ -78,6 +78,7 @@ def test_img_as_float_matches_scikit_image():
 
 
 def test_estimate_sigma_types_and_accuracy_against_scikit_image():
+    pytest.importorskip("pywt")     # scikit-image's estimate_sigma needs PyWavelets
     restoration = pytest.importorskip("skimage.restoration")
     _, gray = noisy_crop("camera")
     _, colour = noisy_crop("astronaut")

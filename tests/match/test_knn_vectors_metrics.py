@@ -1,6 +1,8 @@
 """`knn_vectors` with the cosine and inner-product metrics (clpatch/match/knn/vectors.py)
 against the NumPy oracle (tests/reference/knn.py): on vectors in general position (no
-near ties) the indices are the oracle's and the values within float32 rounding; NumPy and
+near ties) the indices are the oracle's and the values within float32 rounding (not in
+one dimension, where every cosine is ±1 and the order of the ties follows the device's
+rounding of x / sqrt(x²)); NumPy and
 device inputs give the same result; zero rows and views are refused naming the input."""
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ def _check(got, queries, references, k, metric):
 
 @pytest.mark.parametrize("metric", ["cosine", "ip"])
 @pytest.mark.parametrize("n,m,d,k,offset", [(40, 60, 8, 5, 0.0), (25, 90, 33, 12, 0.0),
-                                            (30, 50, 3, 50, 2.0), (17, 20, 1, 4, 0.5)])
+                                            (30, 50, 3, 50, 2.0), (17, 20, 2, 4, 0.5)])
 def test_metrics_equal_the_oracle(runtime, metric, n, m, d, k, offset):
     queries, references = _data(n, m, d, n + m + d, offset)
     got = clpatch.knn_vectors(queries, references, k, metric, runtime=runtime)

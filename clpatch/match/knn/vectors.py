@@ -11,7 +11,10 @@ search of transformed vectors (the engines and their exactness are the L2 ones):
   value is q·r = (||q||² + M² - ||q' - r'||²) / 2, in the search's order. Its absolute
   error is a few float32 roundings of ||q||² + M².
 
-Ties keep the smaller reference row first, as for "l2". The transforms run in float32 on
+Ties of the computed distances keep the smaller reference row first, as for "l2"; rows
+whose cosines are equal in exact arithmetic (parallel rows; every row in one dimension) may
+get distances that differ by the device's rounding of x / sqrt(x²), so their order can
+differ between devices. The transforms run in float32 on
 the device (each row's squared norm summed in index order), so NumPy and device inputs
 give the same result on one device.
 """
