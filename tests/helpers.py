@@ -4,10 +4,12 @@ forced device profile."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import numpy as np
+import pyopencl as cl
 import pytest
 from PIL import Image
 
@@ -149,3 +151,22 @@ def check_search(result, image, *, patch_size, step, window, k, metric="l2",
     actual = true_distances(vol, ref_t, ref_y, ref_x, pos3,
                             patch_size, metric)
     assert_close(distances, actual, what="reported vs true distance at returned positions", **tol)
+
+
+def enqueue_behind_gate(plan, context, *inputs, **kwargs):
+    """`plan.enqueue(*inputs, **kwargs)` behind an unfinished user event, in a thread:
+    (whether it returned within 60 s, i.e. waited for nothing on the device; its result;
+    its event). Nothing of the run can finish before the gate opens, so an enqueue that
+    waited for the device would hang until the gate is set, after the 60 s."""
+    gate = cl.UserEvent(context)
+    done: list = []
+    worker = threading.Thread(target=lambda: done.append(plan.enqueue(
+        *inputs, wait_for=[gate], **kwargs)))
+    worker.start()
+    worker.join(60)
+    returned = not worker.is_alive()
+    gate.set_status(cl.command_execution_status.COMPLETE)
+    worker.join()
+    result, event = done[0]
+    return returned, result, event
+

@@ -6,8 +6,6 @@ errors naming them."""
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
@@ -15,7 +13,7 @@ import pytest
 
 import clpatch
 from clpatch.core.plans import Plan
-from tests.helpers import random_image
+from tests.helpers import enqueue_behind_gate, random_image
 
 
 def _u8(shape, seed=0):
@@ -129,17 +127,8 @@ def test_enqueue_waits_for_nothing(runtime, case):
     device = [cla.to_device(runtime.queue, x) for x in inputs]
     plan.enqueue(*device)[1].wait()             # built and sized: the first call
     runtime.queue.finish()
-    gate = cl.UserEvent(runtime.context)
-    done: list = []
-    worker = threading.Thread(target=lambda: done.append(plan.enqueue(*device,
-                                                                       wait_for=[gate])))
-    worker.start()
-    worker.join(60)
-    returned = not worker.is_alive()
-    gate.set_status(cl.command_execution_status.COMPLETE)
-    worker.join()
+    returned, result, event = enqueue_behind_gate(plan, runtime.context, *device)
     assert returned, f"make_plan({method!r}).enqueue waited for the device"
-    result, event = done[0]
     event.wait()
     plan.check()
     _same(result, one_shot(*inputs, runtime))

@@ -4,10 +4,7 @@ result must be the unbanded one and the oracle's, ties included (integer-valued 
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
-import pyopencl as cl
 import pyopencl.array as cla
 import pytest
 
@@ -16,6 +13,7 @@ from clpatch.core.volumes import as_volume
 from clpatch.match.knn.bands import band_layout
 from clpatch.match.knn.config import choose_knn
 from clpatch.match.knn.plan import query_bytes
+from tests.helpers import enqueue_behind_gate
 from tests.match.test_knn import check_knn, host, labels
 
 
@@ -118,17 +116,8 @@ def test_banded_plan_enqueue_waits_for_nothing(runtime):
     held = plan.pool.held_bytes()
     out = (cla.empty(small.queue, first.positions.shape, np.int32),
            cla.empty(small.queue, first.distances.shape, np.float32))
-    gate = cl.UserEvent(small.context)
-    done = []
-    worker = threading.Thread(target=lambda: done.append(plan.enqueue(q, r, out=out,
-                                                                      wait_for=[gate])))
-    worker.start()
-    worker.join(60)
-    returned = not worker.is_alive()
-    gate.set_status(cl.command_execution_status.COMPLETE)
-    worker.join()
+    returned, found, event = enqueue_behind_gate(plan, small.context, q, r, out=out)
     assert returned, "the banded plan's enqueue waited for the device"
-    found, event = done[0]
     event.wait()
     plan.check()
     assert found.positions is out[0] and plan.pool.held_bytes() == held

@@ -5,16 +5,14 @@ deferred; bad models are refused naming `model`."""
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
-import pyopencl as cl
 import pyopencl.array as cla
 import pytest
 
 import clpatch
 from clpatch.match.nnf.plan import POLISH, REFINE, VISITS
 from clpatch.match.nnf.search import BAND
+from tests.helpers import enqueue_behind_gate
 from tests.match.test_nnf import check_valid, effort, integers
 from tests.reference.nnf import fit_pca, nnf_oracle, patch_matrix, project
 
@@ -62,17 +60,8 @@ def test_plan_with_a_model_waits_for_nothing(runtime):
                              runtime=runtime, **PARAMS).waits_for_sample
     da, db = (cla.to_device(runtime.queue, x) for x in (a, b))
     plan.enqueue(da, db)[1].wait()
-    gate = cl.UserEvent(runtime.context)
-    done = []
-    worker = threading.Thread(target=lambda: done.append(plan.enqueue(da, db,
-                                                                      wait_for=[gate])))
-    worker.start()
-    worker.join(60)
-    returned = not worker.is_alive()
-    gate.set_status(cl.command_execution_status.COMPLETE)
-    worker.join()
+    returned, found, event = enqueue_behind_gate(plan, runtime.context, da, db)
     assert returned, "make_plan('nnf', model=...).enqueue waited for the device"
-    found, event = done[0]
     event.wait()
     plan.check()
     expected = clpatch.nnf(a, b, runtime=runtime, **PARAMS)
