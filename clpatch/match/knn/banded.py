@@ -28,7 +28,7 @@ from ...core.volumes import Volume, as_volume
 from ..matches import Matches, grid_positions
 from .bands import BandLayout, window_view
 from .config import KnnConfig
-from .plan import KnnPlan
+from .plan import KnnPlan, checked_name
 
 __all__ = ["BandedKnnPlan", "MERGE_GROUP"]
 
@@ -63,11 +63,13 @@ class BandedKnnPlan(Plan):
         self.group = 1 << (group.bit_length() - 1)
         self._merge = kernel(runtime.programs.get("match/knn_merge.cl.mako", group=self.group),
                              "knn_merge")
+        #: Every query window and reference band (`_windows`, `_bands`), fixed by the layout.
+        self.windows, self.bands = self._windows(), self._bands()
         #: The pairs' plans by (window rows, window cols, band rows, band cols, k of the
         #: band): made here, so that runs allocate nothing new after the first.
         self.pairs: dict[tuple[int, int, int, int, int], KnnPlan] = {}
-        for window in self.windows():
-            for band in self.bands():
+        for window in self.windows:
+            for band in self.bands:
                 key = self._pair_key(window, band)
                 if key not in self.pairs:
                     sub = KnnPlan(runtime, key[0], key[1], channels, key[2], key[3],
@@ -85,7 +87,7 @@ class BandedKnnPlan(Plan):
 
     # ---- the layout ---------------------------------------------------------------------
 
-    def windows(self) -> list[tuple[tuple[int, int], ...]]:
+    def _windows(self) -> list[tuple[tuple[int, int], ...]]:
         """Every query window: (grid rows, grid columns, pixel rows, pixel columns) ranges."""
         found, p = [], self.p
         for g0, g1 in self.layout.row_blocks:
@@ -95,7 +97,7 @@ class BandedKnnPlan(Plan):
                               (int(self.grid_x[c0]), int(self.grid_x[c1 - 1]) + p)))
         return found
 
-    def bands(self) -> list[tuple[tuple[int, int], tuple[int, int], int]]:
+    def _bands(self) -> list[tuple[tuple[int, int], tuple[int, int], int]]:
         """Every reference band: (pixel rows, pixel columns, its candidates), in candidate
         order."""
         p, found = self.p, []
@@ -149,18 +151,17 @@ class BandedKnnPlan(Plan):
         queue, k = self.runtime.queue, self.k
         gy, gx = len(self.grid_y), len(self.grid_x)
         sink = MatchesSink(self, (), gy, gx, k, 2, device=device, out=out)
-        name = names[0] if self.self_search else f"{names[0]} or {names[1]}"
+        name = checked_name(self.self_search, names)
         events: list[tuple[str, Any]] = []
         last = wait_for
-        for window in self.windows():
+        for window in self.windows:
             (g0, g1), (c0, c1), rows, cols = window
             wgy, wgx = g1 - g0, c1 - c0
             points = wgy * wgx
             query_window = as_volume(window_view(q.array, rows, cols), name=names[0],
                                      video=False)
             running, count = None, 0
-            bands = self.bands()
-            for b, band in enumerate(bands):
+            for b, band in enumerate(self.bands):
                 sub = self.pairs[self._pair_key(window, band)]
                 reference_band = as_volume(window_view(r.array, band[0], band[1]),
                                            name=names[1], video=False)
@@ -173,10 +174,10 @@ class BandedKnnPlan(Plan):
                 events += sub.last_events
                 self.defer_check(last, self.limit, name)
                 merged = min(k, count + k_band)
-                if b == len(bands) - 1 and device:
+                if b == len(self.bands) - 1 and device:
                     target, base, row = (sink.positions.data, sink.distances.data), \
                         g0 * gx + c0, gx
-                elif b == len(bands) - 1:
+                elif b == len(self.bands) - 1:
                     target = (self.pool.get("window_pos", 8 * points * k),
                               self.pool.get("window_dist", 4 * points * k))
                     base, row = 0, wgx

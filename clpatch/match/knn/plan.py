@@ -25,7 +25,8 @@ from ..matches import Matches, grid_positions
 from .config import TOPK_HEAP, KnnConfig, heap_level_fits, team_buffer, team_rows, topk_variant
 from .gemm import GemmSearch
 
-__all__ = ["WORK_PER_LAUNCH", "KnnPlan", "heap_slots", "launch_work", "query_bytes"]
+__all__ = ["WORK_PER_LAUNCH", "KnnPlan", "checked_name", "heap_slots", "launch_work",
+           "query_bytes"]
 
 #: Work (pairs times the per-pair cost below) of one launch on a device of up to
 #: LAUNCH_UNITS compute units: a launch stays well under a second on a large GPU and under a
@@ -62,6 +63,12 @@ SORTED_FROM = 32
 SORTED_MAX = 2048
 #: Work-items of the sorting finish (fewer where the device's work-group is smaller).
 SORTED_GROUP = 256
+
+
+def checked_name(self_search: bool, names: tuple[str, str]) -> str:
+    """The input a failed value check of a kNN run names: both images are folded into one
+    check, so a two-image search names both."""
+    return names[0] if self_search else f"{names[0]} or {names[1]}"
 
 
 def launch_work(profile: Any) -> int:
@@ -271,8 +278,8 @@ class KnnPlan(Plan):
         return found, last
 
     def checked_name(self, names: tuple[str, str]) -> str:
-        """The input a failed value check names (both images are folded into one check)."""
-        return names[0] if self.self_search else f"{names[0]} or {names[1]}"
+        """The input a failed value check names (`checked_name`)."""
+        return checked_name(self.self_search, names)
 
     def launch(self, q: Volume, r: Volume, out: Any,
                wait_for: list[Any] | None) -> tuple[Matches, list[Any]]:

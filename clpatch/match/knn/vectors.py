@@ -69,6 +69,11 @@ def _kernels(context: Any) -> dict[str, Any]:
     }
 
 
+def _kernels_of(rt: Runtime) -> dict[str, Any]:
+    """The runtime's transform kernels, made once (kept in its plan cache)."""
+    return rt.plan_cache().plan(("knn-vectors",), lambda: _kernels(rt.context), 1)
+
+
 def _device_rows(rt: Runtime, array: Any, name: str) -> Any:
     """A C-contiguous float32 (rows, d) device array of `array` ((rows, d), NumPy or a
     device array on `rt`'s context)."""
@@ -84,8 +89,7 @@ def transformed(rt: Runtime, queries: Any, references: Any,
                 metric: str) -> tuple[Any, Any, Any]:
     """(queries', references', query squared norms or None): the device vectors whose L2
     search answers `metric` (module doc); ValueError naming a zero row for "cosine"."""
-    kernels = rt.plan_cache().plan(("knn-vectors",),
-                                   lambda: _kernels(rt.context), 1)
+    kernels = _kernels_of(rt)
     queue = rt.queue
     q = _device_rows(rt, queries, "queries")
     r = _device_rows(rt, references, "references")
@@ -123,8 +127,7 @@ def transformed(rt: Runtime, queries: Any, references: Any,
 
 def ip_values(rt: Runtime, distances: Any, norms: tuple[Any, Any]) -> Any:
     """The inner products of an L2 search of lifted vectors: float32 (N, k) device array."""
-    kernels = rt.plan_cache().plan(("knn-vectors",),
-                                   lambda: _kernels(rt.context), 1)
+    kernels = _kernels_of(rt)
     qn, top = norms
     out = cla.empty(rt.queue, distances.shape, np.float32)
     kernels["ip"](out, distances, qn, top, np.int32(distances.shape[-1]), queue=rt.queue)
