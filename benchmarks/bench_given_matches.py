@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 import pyopencl.array as cla
-from bench_overhead import kernel_ms, wall_ms
+from bench_overhead import kernel_ms, rgb_mosaic, same_matches, wall_ms
 
 import clpatch
 from clpatch.match.nnf.plan import NnfPlan
@@ -66,9 +66,7 @@ def filter_case(name: str, rt: clpatch.Runtime, prof: clpatch.Runtime, repeats: 
 
 def nnf_case(rt: clpatch.Runtime, repeats: int) -> dict[str, Any]:
     shape = (2160, 3840, 3)
-    a, b = (np.clip(np.stack([photo_mosaic(*shape[:2], sigma=5.0, seed=s + c)
-                              for c in range(3)], -1), 0, 255).astype(np.uint8)
-            for s in (2, 5))
+    a, b = (rgb_mosaic(*shape[:2], seed=s) for s in (2, 5))
     kw = dict(patch_size=8, k=1, pca_dims=10)
     whole = NnfPlan(rt, shape[0], shape[1], shape[0], shape[1], 3, patch_size=8, k=1,
                     pca_dims=10, candidates=8, leaf_size=32, seed=0, device_output=True)
@@ -87,8 +85,7 @@ def nnf_case(rt: clpatch.Runtime, repeats: int) -> dict[str, Any]:
                                         rt.queue.finish, repeats),
             "banded_wall_ms": wall_ms(lambda: clpatch.nnf(ya, yb, runtime=limited, **kw),
                                       limited.queue.finish, repeats),
-            "identical": bool(np.array_equal(one.positions.get(), cut.positions.get())
-                              and np.array_equal(one.distances.get(), cut.distances.get()))}
+            "identical": same_matches(one, cut)}
 
 
 def main() -> None:

@@ -77,6 +77,22 @@ def wall_ms(call: Callable[[], Any], finish: Callable[[], None], repeats: int,
     return statistics.median(times)
 
 
+def rgb_mosaic(rows: int, cols: int, seed: int) -> np.ndarray:
+    """An 8-bit RGB photo mosaic (light noise, sigma 5), channel c drawn with seed + c: the
+    two-image benchmarks' inputs (the NNF's pairs)."""
+    return np.clip(np.stack([photo_mosaic(rows, cols, sigma=5.0, seed=seed + c)
+                             for c in range(3)], -1), 0, 255).astype(np.uint8)
+
+
+def same_matches(found: Any, expected: Any) -> bool:
+    """Whether two Matches (NumPy or device arrays) hold the same positions and distances."""
+    def host(a: Any) -> np.ndarray:
+        return a.get() if isinstance(a, cla.Array) else np.asarray(a)
+
+    return bool(np.array_equal(host(found.positions), host(expected.positions))
+                and np.array_equal(host(found.distances), host(expected.distances)))
+
+
 def last_plan(rt: clpatch.Runtime) -> Any:
     cache = rt.plan_cache()
     return cache[next(reversed(cache))]

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 import pyopencl.array as cla
-from bench_overhead import event_ms, wall_ms
+from bench_overhead import event_ms, rgb_mosaic, same_matches, wall_ms
 
 import clpatch
 from clpatch.tune.timing import photo_mosaic
@@ -70,24 +70,17 @@ def _pipeline(rt: clpatch.Runtime, prof: clpatch.Runtime, method: str, shape: An
             "result": first}
 
 
-def _same(found: Any, expected: Any) -> bool:
-    return bool(np.array_equal(found.positions.get(), np.asarray(expected.positions))
-                and np.array_equal(found.distances.get(), np.asarray(expected.distances)))
-
-
 def knn_case(rt: clpatch.Runtime, prof: clpatch.Runtime, frames: int) -> dict[str, Any]:
     image = np.clip(photo_mosaic(512, 512, sigma=5.0, seed=3), 0, 255).astype(np.uint8)
     params = dict(patch_size=8, step=4, k=16)
     row = _pipeline(rt, prof, "knn", image.shape, [image], params, frames)
-    row["identical"] = _same(row.pop("result"), clpatch.knn(image, runtime=rt, **params))
+    row["identical"] = same_matches(row.pop("result"), clpatch.knn(image, runtime=rt, **params))
     return {"case": "knn 512x512 u8, p 8, step 4, k 16", **row}
 
 
 def nnf_cases(rt: clpatch.Runtime, prof: clpatch.Runtime, frames: int) -> list[dict]:
     shape = (800, 1920, 3)
-    a, b = (np.clip(np.stack([photo_mosaic(*shape[:2], sigma=5.0, seed=s + c)
-                              for c in range(3)], -1), 0, 255).astype(np.uint8)
-            for s in (2, 5))
+    a, b = (rgb_mosaic(*shape[:2], seed=s) for s in (2, 5))
     params = dict(patch_size=8, k=1, pca_dims=10)
     expected = clpatch.nnf(a, b, runtime=rt, **params)
     rows = []
@@ -95,7 +88,7 @@ def nnf_cases(rt: clpatch.Runtime, prof: clpatch.Runtime, frames: int) -> list[d
                          ("model given", {"model": clpatch.nnf_model(a, b, patch_size=8,
                                                                      pca_dims=10)})):
         row = _pipeline(rt, prof, "nnf", a.shape, [a, b], {**params, **extra}, frames)
-        row["identical"] = _same(row.pop("result"), expected)
+        row["identical"] = same_matches(row.pop("result"), expected)
         rows.append({"case": f"nnf 800x1920 RGB, p 8, PCA 10, k 1, {label}", **row})
     return rows
 
