@@ -141,25 +141,38 @@ class AnnPlan(MatcherPlan):
         fit beside the kernels' other local arrays: the patches are then read from global
         memory), the block's rows and row pitch per frame and channel (the pitch of fewest
         bank conflicts that fits: `pitch_order`), the most slots of a tile and its most
-        positions in one frame."""
+        positions in one frame.
+
+        These are compiled in, so a burst's are those of the largest tile any frame size
+        can have, 2 · tile − 1 positions a side (`tile_edges`), where they fit: one program
+        then serves every frame size (before, each new size compiled the ANN again, 8–10 s
+        on PoCL). An image's are its own largest tile's (the block's pitch is chosen for
+        its width: H100 notes in `pitch_order`), except without a block: slots and area
+        are then only bounds (of the query's table of references and of a slot's bits in
+        the median's rank codes; any bound at least the true one gives the same results),
+        so they too are the largest tile's where the query's local memory holds them."""
         p, d = self.request.patch_size, self.channels * self.request.patch_size ** 2
-        th, tw = self.tile_rows, self.tile_cols
-        area = th * tw
-        slots = self.frames * area
         c = self.config
         nodes = split_nodes(c.group, d)
         # Gram, vectors, flags, and the median's selection (16-bin histogram, rank, code)
         per_node = SAMPLES * (SAMPLES + 1) + 3 * SAMPLES + 5 + 19
         cluster = 4 * (2 * d * nodes + c.group + per_node * nodes + 1) + 8 * d  # + offsets
-        query = query_bytes(self.request, c.query_group, area, packed=not self._dense())
-        rows = th + p - 1
-        if c.local_pixels:
+        local = self.runtime.profile.local_mem_size
+        side = 2 * self.request.tile - 1
+        tiles = [(side, side)] if self.video else []
+        tiles.append((self.tile_rows, self.tile_cols))
+        for th, tw in tiles if c.local_pixels else ():
+            area, rows = th * tw, th + p - 1
+            query = query_bytes(self.request, c.query_group, area, packed=not self._dense())
             for pitch in pitch_order(tw + p - 1, rows, p, self.channels):
                 block = self.frames * self.channels * rows * pitch
-                if (4 * (block + 2 * slots) + max(cluster, query)
-                        <= self.runtime.profile.local_mem_size):
-                    return block, rows, pitch, slots, area
-        return 0, 0, 0, slots, area
+                if 4 * (block + 2 * self.frames * area) + max(cluster, query) <= local:
+                    return block, rows, pitch, self.frames * area, area
+        area = side * side
+        if max(cluster, query_bytes(self.request, c.query_group, area,
+                                    packed=not self._dense())) > local:
+            area = self.tile_rows * self.tile_cols
+        return 0, 0, 0, self.frames * area, area
 
     def _dense(self) -> bool:
         """Whether every position of the image is a reference (the query's dense path)."""
