@@ -35,7 +35,7 @@ def stage_matches(matches: Any, search: Any, **replaced: Any) -> tuple[Any, Any]
     else:
         raise TypeError("matches must be a clpatch.Matches, or a (stage 1, stage 2) pair of "
                         f"Matches or None, got {type(matches).__name__}")
-    if pair != (None, None):
+    if any(m is not None for m in pair):
         matches_search(search, pair, **replaced)
     return pair
 
