@@ -13,7 +13,6 @@ from __future__ import annotations
 import numpy as np
 import pyopencl.array as cla
 import pytest
-from numpy.lib.stride_tricks import sliding_window_view
 
 import clpatch
 import clpatch.match.ann.search as ann_module
@@ -22,8 +21,7 @@ from clpatch.match.ann.params import check_ann_request
 from clpatch.match.ann.plan import AnnPlan
 from tests.helpers import assert_close, load_image
 from tests.reference.bm3d import PRESETS as ORACLE_PRESETS
-from tests.reference.bm3d import filter_stack, kaiser_window
-from tests.reference.vbm3d import build_groups
+from tests.reference.burst import burst_bm3d_reference
 
 SIGMA = 12.0
 # BM3D's stage-1 matching threshold (mean squared difference per pixel, 0-255 units).
@@ -53,43 +51,14 @@ def burst_matches(runtime, noisy, reference, *, patch_size=8, step=3, k=16, tile
 
 
 def oracle(noisy, sigma, matches, reference, *, stages=2, patch_size=8):
-    """Burst BM3D in NumPy (float64): each reference patch's group is itself then its
-    matches (the kernel's rule, tests/reference/vbm3d.build_groups), stage 1 hard
-    thresholding (Bior1.5), stage 2 Wiener (DCT) on the same groups with the basic
-    estimate as oracle; every filtered patch aggregated into its own frame. Returns the
-    reference frame."""
-    noisy = np.asarray(noisy, np.float64)
-    frames, rows, cols = noisy.shape
-    p = patch_size
-    members, sizes = build_groups(matches.positions, matches.distances, reference,
-                                  matches.grid_y, matches.grid_x, TAU, p)
-    members = members.reshape(-1, *members.shape[-2:])
-    sizes = sizes.ravel()
-    kaiser = kaiser_window(p, 2.0)
-    a = np.arange(p)
-
-    def stage(number, basic):
-        num = np.zeros(frames * rows * cols)
-        den = np.zeros(frames * rows * cols)
-        views = sliding_window_view(noisy, (p, p), axis=(1, 2))
-        oracles = None if basic is None else sliding_window_view(basic, (p, p), axis=(1, 2))
-        for k in np.unique(sizes):
-            mem = members[sizes == k, :k]
-            ts, ys, xs = mem[..., 0], mem[..., 1], mem[..., 2]
-            flat = (((ts[..., None, None] * rows + ys[..., None, None] + a[:, None]) * cols)
-                    + xs[..., None, None] + a[None, :]).ravel()
-            est, weight = filter_stack(views[ts, ys, xs], sigma, stage=number,
-                                       oracle=None if oracles is None else oracles[ts, ys, xs],
-                                       transform_2d="bior1.5" if number == 1 else "dct",
-                                       lambda_3d=ORACLE_PRESETS["fast"]["lambda_3d"])
-            wk = np.broadcast_to(weight[:, None, None, None] * kaiser, est.shape)
-            num += np.bincount(flat, weights=(wk * est).ravel(), minlength=num.size)
-            den += np.bincount(flat, weights=wk.ravel(), minlength=den.size)
-        with np.errstate(invalid="ignore", divide="ignore"):   # pixels no group reached
-            return (num / den).reshape(frames, rows, cols)
-
-    basic = stage(1, None)
-    return basic[reference] if stages == 1 else stage(2, basic)[reference]
+    """Burst BM3D in NumPy (float64, tests/reference/burst.py) on the device's `matches`:
+    each reference patch's group is itself then its matches, stage 1 hard thresholding
+    (Bior1.5), stage 2 Wiener (DCT) on the same groups with the basic estimate as oracle;
+    every filtered patch aggregated into its own frame. Returns the reference frame."""
+    return burst_bm3d_reference(noisy, sigma, matches.positions, matches.distances,
+                                reference=reference, grid_y=matches.grid_y,
+                                grid_x=matches.grid_x, stages=stages, patch_size=patch_size,
+                                tau=TAU, lambda_3d=ORACLE_PRESETS["fast"]["lambda_3d"])
 
 
 @pytest.mark.parametrize("stages", [1, 2])
