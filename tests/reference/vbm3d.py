@@ -73,6 +73,12 @@ opponent space like the video, matching on its channel 0):
 - ``guide_role="oracle"``: the guide is the basic estimate: no stage 1; stage 2 searches on
   the guide and uses it as the Wiener oracle (needs ``stages=2``).
 
+Given matches (:func:`vbm3d_reference`'s ``matches``, clpatch's ``matches=``): a stage's
+result is not searched but given, positions (T, gy, gx, K, 3) as (t, y, x) and ascending
+distances (T, gy, gx, K) for the references of every frame on the stage's grid; its first
+n (the stage's largest group) are the result the groups are built from (:func:`build_groups`:
+the reference first, then the entries in order without it). A stage given None searches.
+
 Parameters (:data:`DEFAULTS`, (stage 1, stage 2) pairs where per-stage; every parameter but
 ``stages`` accepts a scalar for both stages or a pair): Davy–Ehret §4.2's search defaults
 (p = 8, window_ref 7, window_pred 5, q = 2, n = 8, step 6 / 4), with their 8×8 patches in
@@ -395,15 +401,31 @@ def vbm3d_stage(noisy_work, sigmas, stage_params_dict: dict[str, Any], stage: in
     return (num / den).T.reshape(frames, rows, cols, channels)
 
 
+def given_result(matches, rows: int, cols: int, prm: dict[str, Any]):
+    """:func:`vbm3d_search_all`'s result for a stage given ``matches`` (positions (T, gy, gx,
+    K, 3), distances (T, gy, gx, K)) on frames of (rows, cols): the stage's grid and the
+    first n (``prm["n"]``) entries of every reference."""
+    p, n = int(prm["patch_size"]), int(prm["n"])
+    positions, distances = (np.asarray(a) for a in matches)
+    gy, gx = grid(rows, p, prm["step"]), grid(cols, p, prm["step"])
+    if positions.shape[1:3] != (len(gy), len(gx)) or positions.shape[-2] < n:
+        raise ValueError(f"given matches of shape {positions.shape} do not hold n={n} entries "
+                         f"of the {len(gy)}x{len(gx)} grid")
+    return (gy, gx, positions[..., :n, :].astype(np.int64),
+            np.asarray(distances, dtype=np.float64)[..., :n])
+
+
 def vbm3d_reference(video, sigma: float, *, k=None, data_range: float = 255.0, guide=None,
-                    guide_role: str = "match", **params: Any) -> np.ndarray:
+                    guide_role: str = "match", matches=None, **params: Any) -> np.ndarray:
     """VBM3D of a (T, H, W) grayscale or colour VBM3D of a (T, H, W, 3) RGB video (float64,
     the input's shape). k: the largest group (clpatch.vbm3d's k; a scalar or a (stage 1,
     stage 2) pair; None: the default), the ``n`` of :data:`DEFAULTS`. params: any other key
     of :data:`DEFAULTS` (scalars or (stage 1, stage 2) pairs where per-stage; ``stages=1``
     returns the basic estimate). The matching thresholds
     are scaled by ``(data_range / 255)²``. guide: None or a video of the input's shape,
-    guide_role "match" or "oracle" (module docstring)."""
+    guide_role "match" or "oracle" (module docstring). matches: None or a (stage 1, stage 2)
+    pair of given matches (positions, distances), None for a stage that searches (module
+    docstring; not with a guide)."""
     sigma = float(sigma)
     if not np.isfinite(sigma) or sigma <= 0:
         raise ValueError(f"sigma must be a finite number > 0, got {sigma}")
@@ -427,7 +449,16 @@ def vbm3d_reference(video, sigma: float, *, k=None, data_range: float = 255.0, g
         raise TypeError("vbm3d_reference takes the largest group as k, not n")
     p1 = stage_params(1, data_range, n=k, **params)
     p2 = stage_params(2, data_range, n=k, **params)
-    if guide is None:
+    if matches is not None:
+        if guide is not None:
+            raise ValueError("given matches replace the search: no guide")
+        rows, cols = work.shape[1:3]
+        groups = [None if m is None else given_result(m, rows, cols, prm)
+                  for m, prm in zip(matches, (p1, p2), strict=True)]
+        out = vbm3d_stage(work, sigmas, p1, 1, groups=groups[0])
+        if stages == 2:
+            out = vbm3d_stage(work, sigmas, p2, 2, basic=out, groups=groups[1])
+    elif guide is None:
         if guide_role != "match":
             raise ValueError("guide_role 'oracle' needs a guide")
         basic = vbm3d_stage(work, sigmas, p1, 1)
