@@ -14,7 +14,8 @@ from .bm3d_guide import check_guide_role as check_bm3d_role
 from .bm3d_params import group_and_transforms, merge_params
 
 __all__ = ["DEFAULTS", "GUIDE_ROLES", "VIDEO_SEARCHES", "VideoStageParams", "check_guide_role",
-           "choose_video_search", "contributions", "search_layout", "video_stage_params"]
+           "choose_video_search", "contributions", "references_within", "search_layout",
+           "video_stage_params"]
 
 MAX_VIDEO_WINDOW = 31          # the window variant gives each window column a work-item
 MAX_Q = 8
@@ -86,10 +87,17 @@ def contributions(p: VideoStageParams, radius: int) -> int:
     reference)."""
     total = 0
     for k in range(radius + 1):
-        reach = p.patch_size - 1 + p.window_ref // 2 + k * (p.window_pred // 2)
-        per_axis = -(-(2 * reach + 1) // p.step) + 1
+        per_axis = references_within(
+            p.patch_size - 1 + p.window_ref // 2 + k * (p.window_pred // 2), p.step)
         total += (2 if k else 1) * per_axis * per_axis * min(p.q + (0 if k else 1), p.n)
     return total
+
+
+def references_within(reach: int, step: int) -> int:
+    """An upper bound of the references along one axis of a grid of `step` whose patches
+    can put a pixel into their groups when they reach `reach` pixels from the reference's
+    top-left (its patch's far edge included)."""
+    return -(-(2 * reach + 1) // step) + 1
 
 
 def check_guide_role(guide_role: Any, guided: bool, stages: int) -> str | None:
