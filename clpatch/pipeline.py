@@ -189,11 +189,14 @@ def _vbm3d(rt: Runtime, shape: Any, dtype: Any, given: dict[str, Any]) -> Plan:
     p, guided, strength = _filter_params("vbm3d", vbm3d, shape, given, ("data_range", "peak"),
                                          None)
     role = p.pop("guide_role")
+    pair = stage_matches(p.pop("matches"), "window", guide=True if guided else None,
+                         variant=p["variant"])
     volume = planned_volume(shape, dtype, name="frames", video=True)
-    options = vbm3d_options(volume, **p)
+    options = vbm3d_options(volume, matches=pair, **p)
     role = check_video_guide_role(role, guided, options["stages"])
     plan = _fixed(VBM3DPlan(rt, volume.rows, volume.cols, volume.channels, **options),
                   shape, guided, strength)
+    plan.use_matches(pair)
     plan.guide_role = role or "match"
     return plan
 

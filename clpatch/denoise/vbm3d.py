@@ -42,6 +42,12 @@ the device's memory are split into overlapping bands of rows, bit-identical to o
 (clpatch/denoise/vbm3d_tiles.py): a video goes through the bands one after the other, a
 stream by chunks of frames.
 
+Given matches (`matches=`, `clpatch.denoise.vbm3d_given`): a stage's groups come from any
+video `clpatch.Matches` on its grid (positions (T, gy, gx, k, 3) as (t, y, x) of every
+frame's references: the windowed search's on the video, or the video search's own, or a
+caller's) instead of the predictive search, as BM3D's do (`clpatch.bm3d`): the reference
+patch, then its matches in order without it, thresholded by the stage's tau_match.
+
 Search variants (Davy–Ehret §4.2): "naive" (one work-item per reference), "window" (the
 search windows' columns spread over work-items, §4.2.3), "patch" (the patch's columns spread
 over work-items, partial distances summed with PTX warp shuffles on NVIDIA, else through
@@ -56,7 +62,9 @@ from ..core.runtime import Runtime, resolve_runtime
 from ..core.validate import check_choice, k_or_n
 from ..core.volumes import Volume, as_volume, channels_last
 from .bm3d_params import AGGREGATIONS
+from .given import stage_matches
 from .strength import Strength
+from .vbm3d_given import given_defaults, given_stages
 from .vbm3d_params import VIDEO_SEARCHES, check_guide_role, video_stage_params
 from .vbm3d_plan import VBM3DPlan
 
@@ -73,7 +81,8 @@ def vbm3d(frames: Any, sigma: float, *, patch_size: int | None = None,
           stages: int | None = None, aggregation: str | None = None,
           data_range: float | None = None, channel_axis: int | None = None,
           variant: str | None = None, peak: float | None = None, guide: Any = None,
-          guide_role: str = "match", runtime: Runtime | None = None, n: Any = None) -> Any:
+          guide_role: str = "match", matches: Any = None, runtime: Runtime | None = None,
+          n: Any = None) -> Any:
     """Denoise a video with VBM3D (grayscale) or its colour version (RGB, opponent space).
 
     frames: (T, H, W) or (T, H, W, 3), any real dtype, NumPy or pyopencl array.
@@ -95,10 +104,23 @@ def vbm3d(frames: Any, sigma: float, *, patch_size: int | None = None,
     guide_role: what the guide replaces (see the module doc): "match" (the searches of both
         stages run on it) or "oracle" (it is the basic estimate: stage 1 is skipped, stage 2
         matches on it and uses it as the Wiener oracle; needs stages=2).
+    matches: groups given instead of searched (not with guide= or variant=): a video
+        `clpatch.Matches` for both stages, or a (stage 1, stage 2) pair whose None stage
+        searches as usual (stage 2 on the basic estimate). Positions (T, gy, gx, k, 3) as
+        (t, y, x) for every frame of `frames` (T its frame count) on the grid of the stage's
+        patch_size and step (None takes the matches'), each within temporal_radius frames
+        of its reference (None takes the matches' temporal_window, the largest of a pair's);
+        l2 distances as the search gives them (on the first channel, Y for colour),
+        ascending, thresholded by the stage's tau_match; NumPy or device arrays. A group is
+        the reference patch, then its matches in order without it, k (lowered to the
+        matches' k, a power of 2) at most. Entries the video search leaves empty (-1, +inf)
+        are refused, like any position outside the frames. See `clpatch.match.given` and
+        `clpatch.denoise.vbm3d_given`.
     Returns float32 of the input's shape, NumPy for NumPy input, device array for device input.
     For videos too long for memory, use `VBM3DPlan.stream`, which reads frames one at a time.
     """
     strength = Strength.check(sigma, data_range=data_range, peak=peak)
+    given = stage_matches(matches, "window", guide=guide, variant=variant)
     frames, restore = channels_last(frames, channel_axis, video=True)
     volume = as_volume(frames, name="frames", video=True)
     options = vbm3d_options(volume, patch_size=patch_size, temporal_radius=temporal_radius,
@@ -106,7 +128,7 @@ def vbm3d(frames: Any, sigma: float, *, patch_size: int | None = None,
                             n=k_or_n(k, n, None, "vbm3d"),
                             tau_match=tau_match, transform_2d=transform_2d,
                             transform_1d=transform_1d, lambda_3d=lambda_3d, stages=stages,
-                            aggregation=aggregation, variant=variant)
+                            aggregation=aggregation, variant=variant, matches=given)
     check_guide_role(guide_role, guide is not None, options["stages"])
     if guide is not None:
         guide, _ = channels_last(guide, channel_axis, video=True)
@@ -114,22 +136,28 @@ def vbm3d(frames: Any, sigma: float, *, patch_size: int | None = None,
     key = ("vbm3d", volume.rows, volume.cols, volume.channels, *options.values())
     plan = rt.plan_cache().plan(key, lambda: VBM3DPlan(
         rt, volume.rows, volume.cols, volume.channels, **options), PLANS_KEPT)
+    plan.use_matches(given)
     return restore(plan.apply(frames, strength, guide=guide, guide_role=guide_role))
 
 
 def vbm3d_options(volume: Volume, *, aggregation: Any, variant: Any,
-                  **params: Any) -> dict[str, Any]:
+                  matches: tuple[Any, Any] = (None, None), **params: Any) -> dict[str, Any]:
     """The checked `VBM3DPlan` arguments (params, stages, temporal_radius, aggregation,
-    variant) of `vbm3d`'s parameters (`params`: patch_size, temporal_radius, step, ...) on
-    frames like `volume`."""
+    variant, given, frames) of `vbm3d`'s parameters (`params`: patch_size,
+    temporal_radius, step, ...) on frames like `volume`; `matches`: the stages' given
+    matches (`clpatch.denoise.given.stage_matches`), which set patch_size, step and
+    temporal_radius where they are None and lower k to theirs
+    (`clpatch.denoise.vbm3d_given`)."""
     if volume.channels not in (1, 3):
         raise ValueError(f"frames must be (T, H, W), (T, H, W, 1) or (T, H, W, 3), "
                          f"got shape {tuple(volume.array.shape)}")
-    p1, p2, count, radius = video_stage_params(**params)
+    p1, p2, count, radius = video_stage_params(**given_defaults(matches, params))
     check_choice("aggregation", aggregation, AGGREGATIONS, allow_none=True)
     check_choice("variant", variant, VIDEO_SEARCHES, allow_none=True)
     p = p1.patch_size
     if p > volume.rows or p > volume.cols:
         raise ValueError(f"patch_size {p} is larger than the frames ({volume.rows}x{volume.cols})")
+    (p1, p2), given = given_stages(volume, matches, (p1, p2), count)
     return dict(params=(p1, p2), stages=count, temporal_radius=radius,
-                aggregation=aggregation, variant=variant)
+                aggregation=aggregation, variant=variant, given=given,
+                frames=volume.frames if any(given) else None)

@@ -193,13 +193,18 @@ class BandPass:
 
     def search(self, s: int, t: int, last: int, guide: Any) -> tuple[Any, Any]:
         """Enqueue the search of the band's references of frame t in stage s + 1 among
-        frames up to `last` of the ring `guide`: (positions, distances) buffers."""
+        frames up to `last` of the ring `guide` (a stage on given matches copies them
+        instead): (positions, distances) buffers."""
         plan = self.plan
         stage = plan.stages[s]
         g0, g1 = self.band.refs[s]
         gy, gx, n = g1 - g0, len(stage.grid_x), stage.params.n
         pos = plan.pool.get(f"pos{s}", self.layout.refs[s] * gx * n * 12)
         dist = plan.pool.get(f"dist{s}", self.layout.refs[s] * gx * n * 4)
+        if stage.given is not None:
+            self.events.append((f"given{stage.params.stage}",
+                                stage.copy_band(t, g0, g1, pos, dist)))
+            return pos, dist
         t_lo, t_hi = max(0, t - plan.radius), min(last, t + plan.radius)
         self.events.append((f"search{stage.params.stage}", stage.search_band(
             guide, plan.slots, self.rows, self.ys[s], gy, t, t_lo, t_hi, pos, dist)))
@@ -238,7 +243,7 @@ class BandPass:
         self.events.append(("filter" + str(p.stage), stage.filter(
             plan.runtime.queue, (stage.work_group, gx, gy), (stage.work_group, 1, 1), *images,
             i32(plan.slots), i32(self.rows), i32(plan.cols), i32(0), i32(0), pos, dist, i32(gy),
-            i32(gx), self.ys[s], stage.search.xs, i32(0), i32(gy), i32(0), i32(t), self.acc[s],
+            i32(gx), self.ys[s], stage.xs, i32(0), i32(gy), i32(0), i32(t), self.acc[s],
             i32(plan.acc_slots), f32(tau), *(f32(v) for v in shrink), f32(scale[0]),
             f32(scale[1]))))
 

@@ -19,9 +19,11 @@ from ..core.upload import check_peak
 from ..core.validate import check_float, check_int
 from ..core.volumes import Volume, as_volume, default_data_range, magnitude_limit
 from .bm3d_params import channel_sigmas, choose_aggregation, fixed_point_scales
+from .given import matches_search, stage_label
 from .guide import guide_volume
 from .peaks import peak_judge
 from .strength import Strength
+from .vbm3d_given import counted
 from .vbm3d_params import VideoStageParams, check_guide_role, choose_video_search, contributions
 from .vbm3d_pass import BandPass, FrameRef, VideoSettings
 from .vbm3d_stage import VideoStage
@@ -48,6 +50,11 @@ class VBM3DPlan(Plan):
     a long video makes a long list).
     `memory_bytes` is the former name of `tile_bytes`.
 
+    `given`: the stages whose groups come from matches the caller gives (`use_matches`,
+    see `clpatch.denoise.vbm3d_given`) instead of the video search; such a plan runs and
+    streams videos of `frames` frames (the matches'), in one band of whole frames, and
+    takes no guide.
+
     `run`, `apply` and `stream` take a guide video (`guide`, `guide_role`: see
     `clpatch.vbm3d`); any plan takes one. Matching on a guide ("match") holds one more ring
     of frames, so those runs have bands of their own (`layout(True)`, planned on first use);
@@ -61,13 +68,19 @@ class VBM3DPlan(Plan):
                  params: tuple[VideoStageParams, VideoStageParams], stages: int = 2,
                  temporal_radius: int = 4, *, aggregation: str | None = None,
                  variant: str | None = None, tile_bytes: int | None = None,
-                 memory_bytes: int | None = None) -> None:
+                 memory_bytes: int | None = None, given: tuple[bool, ...] = (False, False),
+                 frames: int | None = None) -> None:
         if channels not in (1, 3):
             raise ValueError(f"VBM3D filters grayscale (1 channel) or RGB (3 channels), got {channels}")
         p = params[0].patch_size
         if rows < p or cols < p:
             raise ValueError(f"frames of {rows}x{cols} are smaller than the patch size {p}")
+        self.given = tuple(bool(g) for g in (*given, False, False)[:stages])
+        if any(self.given) and frames is None:
+            raise ValueError("a VBM3D plan on given matches needs their frame count (frames=)")
         super().__init__(runtime)
+        #: The frames of every video a plan on given matches runs (None: any count).
+        self.frames = frames if any(self.given) else None
         #: The strength and guide role of `enqueue` (`clpatch.make_plan` sets them).
         self.strength: Strength | None = None
         self.guide_role = "match"
@@ -88,7 +101,8 @@ class VBM3DPlan(Plan):
         self.band_refs = list(unguided.refs)
         #: Output frames per chunk of a stream through several bands.
         self.chunk_frames = chunk_frames(temporal_radius, len(self.params))
-        self.stages = [VideoStage(self, sp) for sp in self.params]
+        self.stages = [VideoStage(self, sp, g)
+                       for sp, g in zip(self.params, self.given, strict=True)]
         self.transfers: Transfers | None = None     # made by the first host frame
         self.keep_events = False
 
@@ -105,6 +119,27 @@ class VBM3DPlan(Plan):
             self.uploader.pool = self.pool
         self._sized_for = sized
         return found
+
+    def use_matches(self, matches: tuple[Any, Any]) -> None:
+        """Set the given matches of the stages planned for them (`given`; `matches`: a
+        `clpatch.denoise.given.stage_matches` pair), checked (`VideoStage.use`)."""
+        for s, (stage, m) in enumerate(zip(self.stages, matches[:len(self.stages)],
+                                           strict=True)):
+            if stage.given is not None:
+                stage.use(m, stage_label(matches, s), self.radius)
+
+    def _role(self, guide_role: Any, guide: Any) -> str | None:
+        """The checked role of a run's guide (None without one); TypeError for a guide to a
+        plan on given matches (`clpatch.denoise.given.matches_search`)."""
+        if any(self.given):
+            matches_search("window", self.given, guide=guide)
+        return check_guide_role(guide_role, guide is not None, len(self.stages))
+
+    def _check_frames(self, count: int) -> None:
+        """ValueError when a plan on given matches gets another number of frames."""
+        if self.frames is not None and count != self.frames:
+            raise ValueError(f"frames has {count} frames; the plan's matches hold "
+                             f"{self.frames}")
 
     def host_transfers(self) -> Transfers:
         """The pinned staging that host frames and results move through."""
@@ -127,8 +162,9 @@ class VBM3DPlan(Plan):
         if self.aggregation != "fixed":
             scales = [(1.0, 1.0)] * len(self.stages)
         else:
-            scales = [fixed_point_scales(s.params.stage, contributions(s.params, self.radius),
-                                         peak, sigmas) for s in self.stages]
+            scales = [fixed_point_scales(s.params.stage, max(contributions(s.params, self.radius),
+                                                             s.measured or 0), peak, sigmas)
+                      for s in self.stages]
         return VideoSettings(sigmas, scales, (data_range / 255.0) ** 2, bound)
 
     # ---- whole videos ----------------------------------------------------------------------
@@ -145,7 +181,7 @@ class VBM3DPlan(Plan):
     def apply(self, video: Any, strength: Strength, *, guide: Any = None,
               guide_role: str = "match") -> Any:
         """`run` with the strength arguments checked already (`Strength.check`)."""
-        role = check_guide_role(guide_role, guide is not None, len(self.stages))
+        role = self._role(guide_role, guide)
         return self._launch(as_volume(video, name="frames", video=True), strength, guide,
                             role, None)
 
@@ -161,7 +197,7 @@ class VBM3DPlan(Plan):
         `guide_role`: the denoised device video (in `out` when given); see `waits_for_peak`
         for when it waits, else the value check is deferred."""
         strength = self.planned_strength()
-        role = check_guide_role(self.guide_role, guide is not None, len(self.stages))
+        role = self._role(self.guide_role, guide)
         output = self._launch(as_volume(video, name="frames", video=True), strength,
                               guide, role, out)
         return output, [self.last_events[-1][1]]
@@ -175,6 +211,7 @@ class VBM3DPlan(Plan):
         if (volume.rows, volume.cols, volume.channels) != (self.rows, self.cols, self.channels):
             raise ValueError(f"frames shape {tuple(video.shape)} differs from the planned frame "
                              f"shape {(self.rows, self.cols, self.channels)}")
+        self._check_frames(volume.frames)
         limit = magnitude_limit(self.params[0].patch_size, 1)
         layout = self.layout(role == "match")
         defer = volume.on_device and strength.peak is not None and role is None
@@ -278,11 +315,12 @@ class VBM3DPlan(Plan):
         strength = Strength.check(sigma, data_range=data_range)
         if peak is not None:
             peak = check_float("peak", peak)
-        role = check_guide_role(guide_role, guide is not None, len(self.stages))
+        role = self._role(guide_role, guide)
         guides = None if role is None else guide_iterator(guide)
         layout = self.layout(role == "match")
         run = one_band if len(layout.bands) == 1 else chunks
-        return run(self, iter(frames), strength, peak, guides, role, layout)
+        frames = iter(frames) if self.frames is None else counted(frames, self.frames)
+        return run(self, frames, strength, peak, guides, role, layout)
 
     # ---- inspection ------------------------------------------------------------------------
 

@@ -22,6 +22,9 @@ A guide video matched on (guide_role "match") takes one more ring of frame slots
 have their own bands (`plan_layout(plan, tile_bytes, guided=True)`), made when first needed.
 The "oracle" role puts the guide in the basic estimate's ring and skips stage 1: the bands of
 unguided runs hold it.
+
+A stage on given matches (`clpatch.denoise.vbm3d_given`) may reach any row: a plan with one
+has a single band of whole frames (or a DeviceResourceError when they do not fit).
 """
 
 from __future__ import annotations
@@ -153,8 +156,9 @@ def plan_bands(plan: Any, tile_bytes: int | None, guided: bool = False) -> list[
     DeviceResourceError when even bands of one output row do not fit."""
     largest, total = memory_limits(plan.runtime, tile_bytes)
     rows = plan.rows
-    grids = [(p, grid_positions(rows, p.patch_size, p.step), reach(p, plan.radius))
-             for p in plan.params]
+    whole = any(plan.given)         # given matches may reach any row
+    grids = [(p, grid_positions(rows, p.patch_size, p.step),
+              rows if whole else reach(p, plan.radius)) for p in plan.params]
     columns = [len(grid_positions(plan.cols, p.patch_size, p.step)) for p in plan.params]
 
     def bands(per_band: int) -> list[Band]:
@@ -171,7 +175,7 @@ def plan_bands(plan: Any, tile_bytes: int | None, guided: bool = False) -> list[
     if fits(rows):
         return bands(rows)
     lo, hi = 0, rows                    # fits(lo) (0: none tried yet), not fits(hi)
-    while hi - lo > 1:
+    while hi - lo > 1 and not whole:
         mid = (lo + hi) // 2
         lo, hi = (mid, hi) if fits(mid) else (lo, mid)
     if lo == 0:
@@ -185,6 +189,7 @@ def plan_bands(plan: Any, tile_bytes: int | None, guided: bool = False) -> list[
             f"such bands hold up to {max(band.rows for band in split)} rows of every frame "
             f"and need {sum(sizes.values())} bytes ({name}: {big} bytes in one buffer), more "
             f"than allowed ({total} bytes, {largest} per buffer); reduce temporal_radius, the "
-            "frame width, window_ref, window_pred or n")
+            + ("frame size or k (a plan on given matches holds whole frames)" if whole else
+               "frame width, window_ref, window_pred or n"))
     even = -(-rows // -(-rows // lo))   # as many bands, of equal height
     return bands(even if fits(even) else lo)
