@@ -1,9 +1,12 @@
 """The filters on the clustering ANN (`search="ann"`, clpatch/match/ann/search.py) and the burst
-denoiser built on it (`clpatch.burst_denoise`): quality on photographs against the exact
-windowed search, tiles, colour, device arrays, tiny images, bad arguments.
+denoiser built on it (`clpatch.burst_denoise`): NL-means and BM3D held to their NumPy oracles
+fed the ANN's matches, quality on photographs against the exact windowed search, tiles,
+colour, device arrays, tiny images, bad arguments.
 
-The ANN's matches themselves are checked against their oracle in tests/match/test_ann.py;
-here they feed NL-means and BM3D. Images stay small: CI runs these on a 2-core CPU (PoCL).
+The ANN's matches themselves are checked against their oracle in tests/match/test_ann.py
+and test_ann_pair.py; here they feed NL-means and BM3D (burst NL-means against its oracle:
+tests/denoise/test_burst_nlmeans.py; burst BM3D: test_burst_bm3d.py). Images stay small: CI
+runs these on a 2-core CPU (PoCL).
 """
 
 from __future__ import annotations
@@ -17,9 +20,17 @@ from clpatch.denoise.bm3d import BM3DPlan
 from clpatch.denoise.bm3d_params import stage_params
 from clpatch.denoise.nlmeans import NLMeansPlan
 from clpatch.io.noise import psnr, synthetic_burst
+from clpatch.match.ann import search as ann_search_module
 from clpatch.match.ann.params import largest_k
+from clpatch.match.ann.search import ann_matcher
 from clpatch.match.matcher import available_candidates, searches
+from clpatch.match.window.config import SearchRequest
 from tests.helpers import assert_close, load_image, tiered
+from tests.reference import bm3d as bm3d_oracle
+from tests.reference.ann import ann_pair_image
+from tests.reference.bm3d_grouping import matched_groups
+from tests.reference.nlmeans import nlmeans_reference
+from tests.reference.search import grid
 
 SIGMA = 20.0
 BURST_SIGMA = 12.0
@@ -46,6 +57,113 @@ def _same(a, b, runtime, what):
         np.testing.assert_array_equal(a, b, err_msg=what)
     else:
         assert_close(a, b, rtol=0.0, atol=1e-3, what=what)
+
+
+# ---- against the oracles, on the ANN's matches -------------------------------------------------
+
+NLM_TOL = dict(rtol=1e-4, atol=2e-3)      # as tests/denoise/test_nlmeans.py (window search)
+BM3D_ATOL = 1e-3                          # as tests/denoise/test_bm3d.py (window search)
+#: The filters' ANN as clpatch/match/ann/search.py documents it (FILTER_TILE,
+#: FILTER_NEIGHBOUR_CLUSTERS, FILTER_TILINGS), written out for the oracles.
+ANN_TILE, ANN_SIBLINGS, ANN_TILINGS = 21, 2, 2
+
+
+def test_the_filters_ann_is_the_documented_one():
+    assert (ann_search_module.FILTER_TILE, ann_search_module.FILTER_NEIGHBOUR_CLUSTERS,
+            ann_search_module.FILTER_TILINGS) == (ANN_TILE, ANN_SIBLINGS, ANN_TILINGS)
+
+
+def integer_noisy(clean: np.ndarray, seed: int) -> np.ndarray:
+    """`clean` plus noise, rounded and clipped to 0-255: the ANN oracle's matches are then the
+    device's bit for bit."""
+    return np.clip(np.rint(_noisy(clean, SIGMA, seed)), 0, 255).astype(np.float32)
+
+
+def filter_matches(runtime, plane: np.ndarray, *, patch_size: int, step: int, k: int,
+                   stagger: tuple[int, ...] = ()):
+    """The device ANN's matches of a single-channel `plane` as the filters search it
+    (tiles of 21, 2 sibling clusters, 2 tilings; `stagger`: a staggered grid's shifts)."""
+    rows, cols = plane.shape
+    request = SearchRequest(patch_size, step, k, ANN_TILE, 1, "l2", False)
+    matcher = ann_matcher(runtime, 1, rows, cols, 1, request, stagger=stagger, tile=ANN_TILE,
+                          neighbour_clusters=ANN_SIBLINGS, tilings=ANN_TILINGS)
+    return matcher.run(plane)
+
+
+def test_nlmeans_equals_the_oracle_on_the_ann_matches(runtime):
+    """Gray, integer-valued: the ANN oracle's matches (two tilings, tests/reference/ann.py)
+    fed to the NL-means oracle: no clpatch code in the expected values."""
+    image = integer_noisy(camera_crop(), seed=11)       # 64 x 72: both tilings answer
+    out = clpatch.nlmeans(image, SIGMA, search="ann", runtime=runtime)
+    pos, dist = ann_pair_image(image, patch_size=8, k=16, tile=ANN_TILE, step=4,
+                               neighbour_clusters=ANN_SIBLINGS)
+    want = nlmeans_reference(image, SIGMA, patch_size=8, step=4, window=21, k=16,
+                             search=(pos[None], dist[None]))
+    assert_close(out, want, **NLM_TOL, what="nlmeans on the ANN")
+
+
+def luminance(image: np.ndarray) -> np.ndarray:
+    """The opponent luminance NL-means searches colour on, in float32 as its kernel
+    computes it: (r + g + b) / sqrt(3)."""
+    r, g, b = (image[..., c] for c in range(3))
+    return ((r + g) + b) * np.float32(0.57735026918962576)
+
+
+def test_colour_nlmeans_equals_the_oracle_on_the_ann_matches(runtime):
+    """Colour is searched on its float luminance: the device ANN's matches of it feed the
+    oracle (which averages all three opponent channels)."""
+    image = integer_noisy(astronaut_crop(), seed=12)
+    out = clpatch.nlmeans(image, SIGMA, search="ann", runtime=runtime)
+    found = filter_matches(runtime, luminance(image), patch_size=8, step=4, k=16)
+    want = nlmeans_reference(image, SIGMA, patch_size=8, step=4, window=21, k=16,
+                             search=(found.positions[None], found.distances[None]))
+    assert_close(out, want, **NLM_TOL, what="colour nlmeans on the ANN")
+
+
+def bm3d_groups(found, params, rows: int, cols: int):
+    """The oracle's groups of one stage from the device ANN's matches, on the oracle's own
+    grid (staggered as the stage says), which the matches' grid must be."""
+    gy = grid(rows, params.patch_size, params.step)
+    shifts = (bm3d_oracle.stagger_shifts(params.step) or (0,)) if params.stagger else (0,)
+    table = bm3d_oracle.staggered_columns(cols, params.patch_size, params.step, shifts)
+    gx = table[np.arange(len(gy)) % len(table)]
+    np.testing.assert_array_equal(found.grid_y, gy)
+    np.testing.assert_array_equal(np.broadcast_to(found.grid_x, gx.shape), gx)
+    return matched_groups(found.positions, found.distances, gy, gx, params.n,
+                          params.tau_match, params.patch_size)
+
+
+# CI: the fast preset, and the reference preset's stage 1 (its stage 2, groups of 32 with
+# exact variances: 8 s in the oracle, make test-slow).
+@pytest.mark.parametrize("preset,stages", [
+    ("fast", 2), ("reference", 1), pytest.param("reference", 2, marks=pytest.mark.slow)])
+def test_bm3d_equals_the_oracle_on_the_ann_matches(runtime, preset, stages):
+    """Each stage's groups from the device ANN's matches (stage 1 on the noisy image, stage 2
+    on the device's basic estimate), filtered by the oracle. The noise is not rounded: on
+    integer-valued images a coefficient can fall exactly on the hard threshold (at sigma 20:
+    lambda sigma = 60), which float32 and float64 then decide differently."""
+    image = _noisy(camera_crop(), SIGMA, seed=13)
+    rows, cols = image.shape
+    p1, p2, _ = bm3d_oracle.stage_params(preset, SIGMA)
+    basic_out = clpatch.bm3d(image, SIGMA, preset=preset, search="ann", stages=1,
+                             runtime=runtime)
+    work = image.astype(np.float64)[..., None]
+
+    def matches(plane, params):
+        shifts = bm3d_oracle.stagger_shifts(params.step) if params.stagger else ()
+        found = filter_matches(runtime, plane, patch_size=params.patch_size,
+                               step=params.step, k=params.n, stagger=shifts)
+        return bm3d_groups(found, params, rows, cols)
+
+    basic = bm3d_oracle.bm3d_stage(work, [SIGMA], p1, groups=matches(image, p1))
+    assert_close(basic_out, basic[..., 0], rtol=0.0, atol=BM3D_ATOL,
+                 what=f"{preset}: basic estimate on the ANN")
+    if stages == 2:
+        out = clpatch.bm3d(image, SIGMA, preset=preset, search="ann", runtime=runtime)
+        final = bm3d_oracle.bm3d_stage(work, [SIGMA], p2, basic=basic,
+                                       groups=matches(basic_out, p2))
+        assert_close(out, final[..., 0], rtol=0.0, atol=BM3D_ATOL,
+                     what=f"{preset}: final estimate on the ANN")
 
 
 # ---- quality on a photograph ---------------------------------------------------------------

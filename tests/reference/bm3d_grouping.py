@@ -125,3 +125,29 @@ def given_groups(positions: np.ndarray, distances: np.ndarray, patch_size: int, 
             out[a, b] = np.array([[ry, rx]] + rest[:n - 1])
             counts[a, b] = 2 ** int(np.floor(np.log2(max(min(similar, n), 1))))
     return gy, gx, out, dist, counts
+
+
+def matched_groups(positions: np.ndarray, distances: np.ndarray, grid_y, grid_x, n: int,
+                   tau: float, patch_size: int):
+    """:func:`given_groups` on any grid: the groups of given matches (positions (gy, gx, K,
+    2) as (y, x), ascending distances (gy, gx, K), of which the first ``n`` count) of the
+    references at rows ``grid_y`` and columns ``grid_x``, 1-D, or (gy, gx) for a staggered
+    grid (one row of columns per grid row). A group is the reference patch, then the matches
+    in order without it; its size is the largest power of 2 at most min(n, the matches with
+    distance <= tau·p², plus one when the reference is not among them). Returns
+    :func:`block_match`'s tuple (grid_y, grid_x, members (gy, gx, n, 2), distances, sizes)."""
+    gy = np.asarray(grid_y)
+    gx = np.broadcast_to(np.asarray(grid_x), (len(gy), np.shape(positions)[1]))
+    pos = np.asarray(positions)[:, :, :n]
+    dist = np.asarray(distances, dtype=np.float64)[:, :, :n]
+    ref = np.stack(np.broadcast_arrays(gy[:, None], gx), -1)                  # (gy, gx, 2)
+    is_self = np.all(pos == ref[..., None, :], axis=-1)
+    where = np.where(is_self.any(-1), np.argmax(is_self, -1), n)              # n: absent
+    similar = np.sum(dist <= tau * patch_size * patch_size, -1) + (where == n)
+    sizes = 2 ** np.floor(np.log2(np.clip(similar, 1, n))).astype(int)
+    m = np.arange(1, n)
+    j = (m - 1) + (m - 1 >= where[..., None])                                 # skip the reference
+    others = np.take_along_axis(pos, np.minimum(j, n - 1)[..., None], -2)
+    others = np.where((j < n)[..., None], others, -1)
+    members = np.concatenate([ref[..., None, :], others], -2)
+    return gy, np.asarray(grid_x), members.astype(int), dist, sizes
