@@ -2,8 +2,10 @@
 .npy array of one scene into one image) and `--search ann` for nlmeans and bm3d on images.
 
 Bursts are 4 frames of 40x48 made by `synthetic_burst` from a crop of the camera image and
-saved as 8-bit files in tmp_path; the command's results are compared with calling
-`burst_denoise` (or the filter) directly.
+saved as 8-bit files in tmp_path; the command's results are compared with the NumPy oracles
+(tests/reference/burst.py, nlmeans.py, bm3d.py) on the ANN's matches: the ANN oracle's
+(tests/reference/ann.py) for 8-bit gray frames, where they are the device's bit for bit,
+else the device ANN's (held to that oracle in tests/match/test_ann.py).
 """
 
 from __future__ import annotations
@@ -16,14 +18,24 @@ import pytest
 from PIL import Image
 
 from clpatch.denoise.bm3d import bm3d
-from clpatch.denoise.burst import burst_denoise
-from clpatch.denoise.nlmeans import nlmeans
 from clpatch.io.noise import add_noise, psnr, synthetic_burst
+from clpatch.match.ann.params import check_ann_request
+from clpatch.match.ann.plan import AnnPlan
 from tests.cli.test_cli import assert_one_error_line, run, spec_of
 from tests.cli.test_cli_denoise import assert_same_output, crop, psnr_values
+from tests.denoise.test_ann_filters import bm3d_groups, filter_matches, luminance
+from tests.reference import ann as ann_oracle
+from tests.reference import bm3d as bm3d_oracle
+from tests.reference.burst import burst_bm3d_reference, burst_nlmeans_reference
+from tests.reference.nlmeans import nlmeans_reference
+from tests.reference.search import grid
 
 SIGMA = 20
 FRAMES = 4
+#: burst_denoise's documented defaults (clpatch/denoise/burst.py), written out for the oracle:
+#: patch and step per method, NL-means' h in units of sigma, the ANN's tile and k.
+BURST_DEFAULTS = {"nlmeans": (12, 2), "bm3d": (8, 3)}
+H_FACTOR, TILE, K = 0.75, 15, 16
 
 
 def as_8bit(values: np.ndarray) -> np.ndarray:
@@ -46,10 +58,52 @@ def save_frames(directory: Path, frames: np.ndarray, *, prefix: str = "frame") -
     return directory
 
 
-def expected(frames: np.ndarray, runtime, **kwargs) -> np.ndarray:
-    """What the command should write: burst_denoise of the float frames, rounded, clipped."""
-    return np.clip(np.rint(burst_denoise(frames.astype(np.float32), SIGMA, runtime=runtime,
-                                         **kwargs)), 0, 255)
+def burst_matches(runtime, frames: np.ndarray, reference: int, *, patch_size: int,
+                  step: int, k: int, tile: int):
+    """The ANN's matches of the reference frame's patches among every frame's: positions
+    (gy, gx, k, 3), distances. 8-bit gray frames: the ANN oracle's; colour (searched on the
+    float luminance) and wider data: the device ANN's (the burst's search: tiles of `tile`,
+    no sibling clusters, one tiling)."""
+    plane = frames.astype(np.float32)
+    if plane.ndim == 4:
+        plane = luminance(plane)
+    options = dict(patch_size=patch_size, step=step, k=k, tile=tile)
+    if frames.dtype == np.uint8 and frames.ndim == 3:
+        return ann_oracle.ann(plane[..., None], reference=reference, **options)
+    count, rows, cols = plane.shape
+    request = check_ann_request(neighbour_clusters=0, channels=1, rows=rows, cols=cols,
+                                frames=count, **options)
+    found = AnnPlan(runtime, count, rows, cols, 1, request, video=True,
+                    reference=reference).run(plane)
+    return np.asarray(found.positions), np.asarray(found.distances)
+
+
+def expected(frames: np.ndarray, runtime, *, reference: int = 0, method: str = "nlmeans",
+             tile: int = TILE, k: int = K, patch_size: int | None = None,
+             step: int | None = None, h: float | None = None, sigma: float = SIGMA,
+             peak: int = 255) -> np.ndarray:
+    """What the command should write: the burst oracle of `burst_denoise`'s arguments on the
+    frames (as float32), rounded and clipped to [0, peak]."""
+    p = BURST_DEFAULTS[method][0] if patch_size is None else patch_size
+    s = BURST_DEFAULTS[method][1] if step is None else step
+    pos, dist = burst_matches(runtime, frames, reference, patch_size=p, step=s, k=k,
+                              tile=tile)
+    values = frames.astype(np.float32)
+    if method == "nlmeans":
+        out = burst_nlmeans_reference(values, sigma, pos, dist, reference=reference,
+                                      patch_size=p, step=s,
+                                      h=H_FACTOR * sigma if h is None else h)
+    else:
+        # The "fast" preset's stage-1 threshold and lambda at sigma <= 40 in 0-255 units,
+        # the threshold scaled to the data's range (peak).
+        noise = sigma * 255 / peak
+        assert noise <= bm3d_oracle.HIGH_NOISE_SIGMA
+        out = burst_bm3d_reference(values, sigma, pos, dist, reference=reference,
+                                   grid_y=grid(values.shape[1], p, s),
+                                   grid_x=grid(values.shape[2], p, s), patch_size=p,
+                                   tau=bm3d_oracle.fast_stage1_tau(noise) * (peak / 255) ** 2,
+                                   lambda_3d=bm3d_oracle.PRESETS["fast"]["lambda_3d"])
+    return np.clip(np.rint(out), 0, peak)
 
 
 def read(path: Path) -> np.ndarray:
@@ -59,7 +113,7 @@ def read(path: Path) -> np.ndarray:
 
 # ---- bursts ---------------------------------------------------------------------------
 
-def test_burst_directory_matches_the_library(capsys, tmp_path, runtime):
+def test_burst_directory_matches_the_oracle(capsys, tmp_path, runtime):
     frames = burst()
     src = save_frames(tmp_path / "burst", frames)
     dst = tmp_path / "out.png"
@@ -173,9 +227,7 @@ def test_burst_16bit_frames_are_written_with_16_bits(capsys, tmp_path, runtime):
     assert "16-bit L" in out
     written = read(dst)
     assert written.max() > 255
-    want = np.clip(np.rint(burst_denoise(frames.astype(np.float32), SIGMA * 257,
-                                         runtime=runtime)), 0, 65535)
-    assert_same_output(written, want)
+    assert_same_output(written, expected(frames, runtime, sigma=SIGMA * 257, peak=65535))
 
 
 def test_burst_refuses_an_existing_output_unless_overwrite(capsys, tmp_path, runtime):
@@ -241,11 +293,26 @@ def test_search_ann_reaches_the_filter(capsys, tmp_path, runtime, method):
     assert ("search ann (the clustering ANN, tiles of 21, 2 sibling clusters, 2 tilings)"
             in out)
     assert "window" not in out
+    values = image.astype(np.float32)
     if method == "nlmeans":
-        want = nlmeans(image.astype(np.float32), SIGMA, search="ann", runtime=runtime)
+        # The ANN oracle's matches (8-bit: the device's), NL-means' defaults.
+        pos, dist = ann_oracle.ann_pair_image(values, patch_size=8, k=16, tile=21, step=4,
+                                              neighbour_clusters=2)
+        want = nlmeans_reference(values, SIGMA, patch_size=8, step=4, window=21, k=16,
+                                 search=(pos[None], dist[None]))
     else:
-        want = bm3d(image.astype(np.float32), SIGMA, search="ann", data_range=255.0,
-                    runtime=runtime)
+        # The fast preset's stages on groups of the device ANN's matches (stage 2's on the
+        # device's basic estimate), as tests/denoise/test_ann_filters.py holds the filter.
+        p1, p2, _ = bm3d_oracle.stage_params("fast", SIGMA)
+        rows, cols = image.shape
+        work = values.astype(np.float64)[..., None]
+        basic_out = bm3d(values, SIGMA, search="ann", stages=1, data_range=255.0,
+                         runtime=runtime)
+        groups = [bm3d_groups(filter_matches(runtime, plane, patch_size=sp.patch_size,
+                                             step=sp.step, k=sp.n), sp, rows, cols)
+                  for plane, sp in ((values, p1), (basic_out, p2))]
+        basic = bm3d_oracle.bm3d_stage(work, [SIGMA], p1, groups=groups[0])
+        want = bm3d_oracle.bm3d_stage(work, [SIGMA], p2, basic=basic, groups=groups[1])[..., 0]
     assert_same_output(read(dst), np.clip(np.rint(want), 0, 255))
 
 

@@ -1,7 +1,8 @@
 """`clpatch denoise IN OUT --method burst --burst-method bm3d`: the burst's filter picked on
-the command line (`clpatch.cli.burst.add_burst_arguments`), compared with calling
-`burst_denoise(..., method="bm3d")` directly. Bursts: 4 frames of 40x48 (tests/cli/
-test_cli_burst.py's), saved as 8-bit PNG files in tmp_path.
+the command line (`clpatch.cli.burst.add_burst_arguments`), compared with the burst oracles
+(tests/reference/burst.py) on the ANN oracle's matches (`tests.cli.test_cli_burst.expected`).
+Bursts: 4 frames of 40x48 (tests/cli/test_cli_burst.py's), saved as 8-bit PNG files in
+tmp_path.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from tests.cli.test_cli_burst import SIGMA, burst, expected, read, save_frames
 from tests.cli.test_cli_denoise import assert_same_output
 
 
-def test_burst_method_bm3d_matches_the_library(capsys, tmp_path, runtime):
+def test_burst_method_bm3d_matches_the_oracle(capsys, tmp_path, runtime):
     frames = burst()
     src = save_frames(tmp_path / "burst", frames)
     dst = tmp_path / "out.png"
