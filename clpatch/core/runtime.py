@@ -70,6 +70,8 @@ class Runtime:
         A callable taking a `clpatch.core.kernels.BuildEvent` for each OpenCL program this
         runtime compiles from source (see `Runtime.build_progress`), or None.
 
+    Notes
+    -----
     Stopping a call: `cancel()` from any thread makes the call running on this runtime raise
     `clpatch.Cancelled`; Ctrl-C raises `KeyboardInterrupt` in the main thread. Both are seen
     at a launch or a wait for the device (on a GPU when the launch being waited for ends,
