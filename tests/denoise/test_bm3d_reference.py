@@ -227,6 +227,7 @@ def test_presets_and_overrides():
 # ----------------------------------------------------------------------------- vs the bm3d package
 
 
+@pytest.mark.slow       # 19 s on PoCL's 2-core CPU; CI runs the 32x32 case below
 def test_reference_preset_close_to_tampere_package():
     """Optional: the Tampere `bm3d` package (PyPI, not a dependency). On a 128x128 crop of
     camera.png at sigma = 20 the two agree to ~0.1 dB (full 512x512 camera: 0.05 dB)."""
@@ -237,3 +238,66 @@ def test_reference_preset_close_to_tampere_package():
     ours = R.bm3d_reference(noisy, SIGMA, "reference")
     diff = psnr(ours, clean) - psnr(theirs, clean)
     assert abs(diff) < 0.2, f"reference preset vs bm3d package: {diff:+.3f} dB"
+
+
+def rms(a, b) -> float:
+    return float(np.sqrt(np.mean((np.asarray(a, np.float64) - b) ** 2)))
+
+
+@pytest.mark.parametrize("stages", [1, 2])
+def test_small_crop_close_to_tampere_package(stages):
+    """The CI case of the comparison above (3 s): on a 32x32 crop the PSNRs scatter by a few
+    tenths of a dB (borders, grids), so the estimates are compared instead: the oracle's
+    reference preset lies much nearer the package's estimate than either lies to the clean
+    image (measured: 0.15-0.27 of it on five crops; 0.35-0.54 with lambda 2.5 instead of
+    3.0)."""
+    package = pytest.importorskip("bm3d")
+    clean = load_image("camera", np.float64)[192:224, 192:224]
+    noisy = noisy_version(clean)
+    stage = (package.BM3DStages.HARD_THRESHOLDING if stages == 1
+             else package.BM3DStages.ALL_STAGES)
+    theirs = package.bm3d(noisy / 255.0, SIGMA / 255.0, stage_arg=stage) * 255.0
+    ours = R.bm3d_reference(noisy, SIGMA, "reference", stages=stages)
+    print(f"stages {stages}: oracle {psnr(ours, clean):.2f} dB, package "
+          f"{psnr(theirs, clean):.2f} dB, oracle - package rms {rms(ours, theirs):.2f}, "
+          f"package error rms {rms(theirs, clean):.2f}")
+    assert psnr(theirs, clean) > psnr(noisy, clean) + 5.0
+    assert rms(ours, theirs) < 0.35 * rms(theirs, clean)
+    assert abs(psnr(ours, clean) - psnr(theirs, clean)) < 0.6
+
+
+def test_reference_preset_is_the_packages_profile():
+    """The oracle's reference preset states the `bm3d` package's default profile ('np'):
+    patches, steps, group sizes, windows, thresholds, transforms, Kaiser beta."""
+    package = pytest.importorskip("bm3d")
+    profile = package.BM3DProfile()
+    preset = R.PRESETS["reference"]
+    assert preset["patch_size"] == profile.bs_ht == profile.bs_wiener
+    assert preset["step"] == profile.step_ht == profile.step_wiener
+    assert preset["n"] == (profile.max_3d_size_ht, profile.max_3d_size_wiener)
+    assert preset["window"] == profile.search_window_ht == profile.search_window_wiener
+    assert preset["tau_match"] == (profile.tau_match, profile.tau_match_wiener)
+    assert preset["transform_2d"] == (profile.transform_2d_ht_name,
+                                      profile.transform_2d_wiener_name)
+    assert preset["transform_1d"] == profile.transform_3rd_dim_name
+    assert preset["beta"] == profile.beta == profile.beta_wiener
+
+
+def test_oracle_transforms_are_the_packages():
+    """The oracle's transform matrices (tests/reference/bm3d_transforms.py) against the ones
+    the package builds in Python (bm4d's `_get_transf_matrix`: its hard-coded 8-point
+    Bior1.5 and DCT, PyWavelets' Haar, normalised Hadamard) and their inverses."""
+    pytest.importorskip("bm3d")
+    bm4d = pytest.importorskip("bm4d")
+    make = getattr(bm4d, "_get_transf_matrix", None)
+    if make is None:
+        pytest.skip("this bm4d release builds no transform matrices in Python")
+    cases = [("bior1.5", 8)] + [(name, n) for name in ("dct", "haar", "hadamard")
+                                for n in (2, 4, 8, 16, 32)]
+    for name, n in cases:
+        forward, inverse = make(n, name, 0, False)
+        ours_forward, ours_inverse = R.transform_pair(name, n)
+        np.testing.assert_allclose(ours_forward, forward, rtol=0, atol=1e-13,
+                                   err_msg=f"{name} {n}")
+        np.testing.assert_allclose(ours_inverse, inverse, rtol=0, atol=1e-13,
+                                   err_msg=f"{name} {n} inverse")

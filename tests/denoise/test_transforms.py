@@ -1,4 +1,5 @@
-"""The exact transform matrices of clpatch.transforms against their definitions."""
+"""The exact transform matrices of clpatch.transforms against their definitions; the BM3D
+oracle's (tests/reference/bm3d_transforms.py) against PyWavelets."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import numpy as np
 import pytest
 
 from clpatch.denoise import transforms as T
+from tests.reference import bm3d_transforms as oracle
 
 SIZES = [1, 2, 4, 8, 16, 32]
 ATOL = 1e-14
@@ -136,6 +138,30 @@ def test_bior15_from_pywt():
         parts = [coeffs[:1], coeffs[1:2], coeffs[2:4], coeffs[4:]]
         np.testing.assert_allclose(pywt.waverec(parts, "bior1.5", mode="periodization"),
                                    inverse[:, i], rtol=0, atol=1e-14)
+
+
+@pytest.mark.filterwarnings("ignore:Level value")
+def test_oracle_transforms_match_pywt():
+    """The oracle writes its Haar and Bior1.5 from their definitions: PyWavelets' periodised
+    full decompositions are the same matrices (Bior1.5: rows 0-3 scaled by 64/sqrt(4338),
+    row 1 negated, as the Tampere matrix is), and its inverses their synthesis."""
+    pywt = pytest.importorskip("pywt")
+    for n in (2, 4, 8, 16, 32):
+        cols = [np.hstack(pywt.wavedec(e, "haar", mode="periodization", level=int(np.log2(n))))
+                for e in np.eye(n)]
+        forward, inverse = oracle.transform_pair("haar", n)
+        np.testing.assert_allclose(forward, np.array(cols).T, rtol=0, atol=1e-15)
+        np.testing.assert_allclose(inverse, forward.T, rtol=0, atol=0)
+    cols = [np.hstack(pywt.wavedec(e, "bior1.5", mode="periodization", level=3))
+            for e in np.eye(8)]
+    scale = np.array([1, -1, 1, 1, 1, 1, 1, 1]) * np.r_[np.full(4, 64 / np.sqrt(4338)), np.ones(4)]
+    forward, inverse = oracle.transform_pair("bior1.5", 8)
+    np.testing.assert_allclose(forward, scale[:, None] * np.array(cols).T, rtol=0, atol=1e-14)
+    for i in range(8):
+        coeffs = np.eye(8)[i] / scale
+        parts = [coeffs[:1], coeffs[1:2], coeffs[2:4], coeffs[4:]]
+        np.testing.assert_allclose(pywt.waverec(parts, "bior1.5", mode="periodization"),
+                                   inverse[:, i], rtol=0, atol=1e-13)
 
 
 def test_kaiser_window():
