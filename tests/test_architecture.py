@@ -67,6 +67,9 @@ LAYERS: dict[str, frozenset[str] | None] = {
     # Drop-in signatures of other libraries: they import only the package root's public
     # names, as a user would (tests/compat/test_compat_imports.py checks it).
     "compat": None,
+    # VapourSynth filters (optional extra): like compat, they use only the package root's
+    # public names (tests/vapoursynth/test_vs_imports.py checks it).
+    "vapoursynth": None,
     "data": frozenset({"data"}),        # package data (camera.png); no code
 }
 

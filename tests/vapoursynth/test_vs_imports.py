@@ -1,0 +1,36 @@
+"""clpatch.vapoursynth uses only the package root's public names (as a user's script would),
+and `import clpatch` does not import it. Runs without VapourSynth (it reads the source)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from tests.test_architecture import PACKAGE, PACKAGE_DIR, import_graph
+
+
+def test_vapoursynth_imports_only_the_package_root():
+    graph = import_graph(PACKAGE_DIR, PACKAGE)
+    ours = [m for m in graph.modules if m.startswith(f"{PACKAGE}.vapoursynth")]
+    assert len(ours) >= 5, ours
+    offenders = [f"{imp.where}: `{imp.statement}`" for imp in graph.imports
+                 if imp.importer in ours and imp.target != PACKAGE
+                 and not imp.target.startswith(f"{PACKAGE}.vapoursynth")]
+    offenders += [f"{imp.where}: private name `{imp.name}`" for imp in graph.imports
+                  if imp.importer in ours and imp.name and imp.name.startswith("_")]
+    assert not offenders, "\n".join(offenders)
+
+
+def test_import_clpatch_does_not_import_vapoursynth():
+    code = ("import sys, clpatch; "
+            "print(sorted(m for m in sys.modules if 'vapoursynth' in m))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_missing_vapoursynth_names_the_extra():
+    # A vapoursynth module that fails to import stands for a missing installation.
+    code = ("import sys; sys.modules['vapoursynth'] = None\n"
+            "try:\n    import clpatch.vapoursynth\nexcept ImportError as e:\n    print(e)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert 'pip install "clpatch[vapoursynth]"' in out.stdout
