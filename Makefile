@@ -1,4 +1,4 @@
-# make demo | test | test-slow | install | lint | clean
+# make demo | test | test-slow | install | lint | docs | clean
 #
 # Every target that runs clpatch first creates the virtual environment .venv (when missing,
 # or when pyproject.toml changed) with clpatch installed in editable mode (`make demo`: the
@@ -11,9 +11,10 @@ VENV   := .venv
 VPY    := $(VENV)/bin/python
 BASE   := $(VENV)/.installed-package
 STAMP  := $(VENV)/.installed
+DOCS   := $(VENV)/.installed-docs
 INTEL  ?= 1
 
-.PHONY: all install opencl demo test test-slow lint clean
+.PHONY: all install opencl demo test test-slow lint docs clean
 
 all: test
 
@@ -53,9 +54,20 @@ test: $(STAMP) opencl
 test-slow: $(STAMP) opencl
 	CLPATCH_SLOW=1 $(VPY) -m pytest -m slow
 
+# With the docs extra (Sphinx, myst-parser).
+$(DOCS): $(BASE)
+	$(VPY) -m pip install -e '.[docs]'
+	touch $(DOCS)
+
+# The documentation site into docs/_build/html, warnings as errors. The method pages'
+# pictures are computed during the build on the default OpenCL device (docs/_ext/figures.py).
+docs: $(DOCS) opencl
+	$(VPY) -m sphinx -b html -W --keep-going -q -d docs/_build/doctrees docs docs/_build/html
+	@echo "make docs: open docs/_build/html/index.html"
+
 lint: $(STAMP)
 	$(VPY) -m ruff check clpatch tests
 
 clean:
-	rm -rf $(VENV) .opencl build dist *.egg-info .pytest_cache .ruff_cache
+	rm -rf $(VENV) .opencl build dist *.egg-info .pytest_cache .ruff_cache docs/_build
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +

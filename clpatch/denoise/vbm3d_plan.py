@@ -46,8 +46,8 @@ class VBM3DPlan(Plan):
     output frames (fewer: less host memory, more frames uploaded and filtered twice).
     With `keep_events`, `last_events` collects (name, event) pairs of the last video (else
     it keeps the last pair, which `enqueue` returns):
-    upload, convert, transform, search1/2, filter1/2, finalize1/2, clear (for benchmarks;
-    a long video makes a long list).
+    upload, convert, transform, search1/2 (given1/2: given matches copied), filter1/2,
+    finalize1/2, clear (for benchmarks; a long video makes a long list).
     `memory_bytes` is the former name of `tile_bytes`.
 
     `given`: the stages whose groups come from matches the caller gives (`use_matches`,
