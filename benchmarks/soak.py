@@ -5,7 +5,7 @@ the plan cache's bound.
     python benchmarks/soak.py [--device SPEC] [--calls 10000] [--threads 4] [--seed 0]
                               [--lock none|plan|all] [--sample-every 250] [--warmup-calls N]
                               [--host-slack-mib 64] [--markdown FILE] [--json FILE]
-                              [--machine TEXT] [--stall-seconds 300]
+                              [--machine TEXT] [--stall-seconds 300] [--max-seconds S]
 
 One `clpatch.Runtime` (`--device`, else `CLPATCH_DEVICE`, else the best GPU, as every
 benchmark) is shared by `--threads` threads that take call indices 0 … N−1 from one counter.
@@ -49,8 +49,8 @@ Bounds (each checked at every sample):
   for the sampling thread;
 - RSS at the end ≤ RSS after warm-up (the reference phase and the first `--warmup-calls`
   threaded calls) + `--host-slack-mib`, plus the two device bounds on a CPU device.
-Exit status 1 on a failure, a mismatch, a stall (no call finished for `--stall-seconds`) or
-a bound exceeded; the report says which.
+Exit status 1 on a failure, a mismatch, a stall (no call finished for `--stall-seconds`), a
+bound exceeded or fewer calls than asked (`--max-seconds` reached); the report says which.
 """
 
 from __future__ import annotations
@@ -392,6 +392,7 @@ class Soak:
     groups: dict[Any, threading.Lock] = dataclasses.field(default_factory=dict)
     running: dict[Any, set[int]] = dataclasses.field(default_factory=dict)
     overlapped: set[int] = dataclasses.field(default_factory=set)
+    deadline: float = float("inf")
 
     @contextlib.contextmanager
     def track(self, case: Case, i: int) -> Iterator[None]:
@@ -420,7 +421,7 @@ class Soak:
         while True:
             with self.state:
                 i = next(self.counter)
-            if i >= n:
+            if i >= n or time.perf_counter() > self.deadline:
                 return
             case = self.cases[int(self.schedule[i])]
             start = time.perf_counter()
@@ -531,6 +532,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     warm: dict[str, Any] | None = None
     warmup = args.warmup_calls if args.warmup_calls is not None else args.calls // 10
     t0 = time.perf_counter()
+    if args.max_seconds:
+        soak.deadline = t0 + args.max_seconds
     for thread in threads:
         thread.start()
     next_sample, last_done, last_change, stalled = args.sample_every, 0, time.perf_counter(), None
@@ -574,7 +577,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                    "reference phase"))
     checks.append(("mismatches", not soak.mismatches, f"{len(soak.mismatches)}"))
     checks.append(("finished", stalled is None and soak.done == args.calls,
-                   f"{soak.done} of {args.calls} calls" + (" (stalled)" if stalled else "")))
+                   f"{soak.done} of {args.calls} calls" + (" (stalled)" if stalled else (
+                       " (--max-seconds reached)" if soak.done < args.calls else ""))))
     checks.append(("plans per engine ≤ PLANS_KEPT", not over_keep,
                    ", ".join(f"{e}: {n}" for e, n in over_keep) or "yes"))
     checks.append(("plan bytes ≤ plan bound", peak_plans <= bound_plans,
@@ -712,6 +716,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="threaded calls before the warm-up sample (default: a tenth)")
     ap.add_argument("--host-slack-mib", type=float, default=64.0)
     ap.add_argument("--stall-seconds", type=float, default=300.0)
+    ap.add_argument("--max-seconds", type=float, default=None,
+                    help="take no new call after this many seconds of threaded calls")
     ap.add_argument("--machine", default="", help="a line saying where it ran")
     ap.add_argument("--markdown", type=Path)
     ap.add_argument("--json", type=Path)
