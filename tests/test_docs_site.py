@@ -96,3 +96,38 @@ def test_free_form_docstrings_become_rest():
     assert docstrings.to_rest(["clpatch: the summary line.", ""]) == ["clpatch: the summary line.", ""]
     numpydoc = ["Summary.", "", "Parameters", "----------", "x:", "    the x."]
     assert docstrings.to_rest(numpydoc) == numpydoc
+
+
+def shell_lines(text: str) -> list[str]:
+    """The commands of the ```sh blocks of a Markdown text (comments and prompts dropped)."""
+    lines = []
+    for block in re.findall(r"```sh\n(.*?)```", text, flags=re.S):
+        for line in block.splitlines():
+            line = line.split("  #")[0].strip()
+            if line and not line.startswith("#"):
+                lines.append(line)
+    return lines
+
+
+def test_shell_blocks_name_real_commands_and_targets():
+    """The shell blocks of the README and docs/ are not run (they install, or take minutes),
+    but each `clpatch ...` line must parse with the command's own parser and each `make X`
+    name a target of the Makefile."""
+    import shlex
+
+    makefile = (DOCS.parent / "Makefile").read_text(encoding="utf-8")
+    targets = set(re.findall(r"^([\w-]+):", makefile, flags=re.M))
+    checked = 0
+    for page in [DOCS.parent / "README.md", *sorted(DOCS.glob("*.md"))]:
+        for line in shell_lines(page.read_text(encoding="utf-8")):
+            words = shlex.split(line.split(">")[0])
+            if words[0] == "clpatch":
+                try:
+                    build_parser().parse_args(words[1:])
+                except SystemExit as exc:  # --help
+                    assert exc.code == 0, f"{page.name}: {line}"
+                checked += 1
+            elif words[0] == "make":
+                assert all(w in targets for w in words[1:] if "=" not in w), f"{page.name}: {line}"
+                checked += 1
+    assert checked >= 6
