@@ -94,6 +94,17 @@ def add_device_option(parser: argparse.ArgumentParser) -> None:
                              "default: $CLPATCH_DEVICE, else the best GPU, else the CPU")
 
 
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
 def positive_number(text: str) -> float:
     """argparse type: a finite number > 0."""
     try:

@@ -20,9 +20,24 @@ from importlib import metadata
 from typing import Any
 
 from ..core.runtime import Runtime
-from ..selftest import FAMILIES, STATUSES, FamilyResult, run_selftest, select_families
+from ..selftest import (
+    FAMILIES,
+    MAX_JOBS,
+    STATUSES,
+    FamilyResult,
+    default_jobs,
+    run_selftest,
+    select_families,
+)
 from ..version import __version__
-from .common import EXIT_FAILURE, UsageError, add_device_option, device_line, open_runtime
+from .common import (
+    EXIT_FAILURE,
+    UsageError,
+    add_device_option,
+    device_line,
+    open_runtime,
+    positive_int,
+)
 
 #: Width of the family-name column.
 NAME_WIDTH = max(len(f.name) for f in FAMILIES) + 2
@@ -101,7 +116,9 @@ def cmd_selftest(args: argparse.Namespace) -> int:
         if not args.json:
             print("\n".join(result_lines(result)), flush=True)
 
-    results = run_selftest(runtime, names, on_result=show, isolate=not args.in_process)
+    jobs = 1 if args.in_process else (args.jobs or default_jobs())
+    results = run_selftest(runtime, names, on_result=show, isolate=not args.in_process,
+                           jobs=jobs)
     seconds = time.perf_counter() - start
     passed = all(r.ok for r in results)
     if args.json:
@@ -138,4 +155,9 @@ def add_command(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--in-process", action="store_true",
                         help="run the families in this process instead of a child process "
                              "(for a debugger; a driver crash then ends the self-test)")
+    parser.add_argument("--jobs", "-j", type=positive_int, default=None, metavar="N",
+                        help="child processes running families at once (default: the number "
+                             f"of CPUs, at most {MAX_JOBS}); results print in the families' "
+                             "order. A cold program cache makes the families compile-bound, "
+                             "so more jobs finish sooner; 1 runs them one after the other")
     parser.set_defaults(func=cmd_selftest)

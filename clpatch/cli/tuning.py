@@ -32,6 +32,7 @@ from .common import (
     UsageError,
     add_device_option,
     open_runtime,
+    positive_int,
     usage_checks,
 )
 from .outputs import check_report, write_report
@@ -63,16 +64,6 @@ def results_json(results: list, jobs: int) -> str:
         "seconds": round(r.seconds, 2), "build_seconds": round(r.build_seconds, 2),
         "jobs": jobs,
     } for r in results], indent=1)
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
@@ -243,7 +234,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
                            "--patch-sizes/--channels say otherwise; --quick: l2, patch 8, the "
                            "rule's configuration against one of each other engine)")
     tune.add_argument("--json", metavar="FILE", help="also write every timing to this JSON file")
-    tune.add_argument("--jobs", "-j", type=_positive_int, default=None, metavar="N",
+    tune.add_argument("--jobs", "-j", type=positive_int, default=None, metavar="N",
                       help="programs built at once (in worker processes), before any of a "
                            "stage's configurations is timed (default: the number of CPUs, at "
                            "most 8; 1 builds each just before timing it)")
@@ -265,9 +256,9 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
                        help=f"what to time: {', '.join(METHODS)} or all (default all)")
     bench.add_argument("--size", action="append", metavar="ROWSxCOLS", type=_size,
                        help="image (vbm3d: frame) size, repeatable (default 512x512)")
-    bench.add_argument("--frames", type=_positive_int, default=None, metavar="N",
+    bench.add_argument("--frames", type=positive_int, default=None, metavar="N",
                        help=f"vbm3d only: frames of the video (default {DEFAULT_FRAMES})")
-    bench.add_argument("--repeats", type=_positive_int, default=15,
+    bench.add_argument("--repeats", type=positive_int, default=15,
                        help="timed runs after the warm-up; the median is reported (default 15)")
     bench.add_argument("--json", metavar="FILE", help="write the results to this JSON file")
     add_device_option(bench)

@@ -165,6 +165,35 @@ def test_run_selftest_isolates_by_default(runtime, request):
     assert "crash" in STATUSES and results[0].as_dict()["status"] == "crash"
 
 
+def test_several_children_report_in_the_families_order(runtime, request):
+    """With jobs > 1 the families run in several children at once: the results (and each
+    on_result call) still come in the families' order, a crash stays its own family's, and
+    they equal those of one child."""
+    arm(request, CLPATCH_TEST_CRASH_KERNEL="knn_offsets")
+    names = ["knn/offsets", "knn/direct", "knn/chamfer", "nnf", "vbm3d/search/patch"]
+    assert [n for n in family_names() if n in names] == names      # (the families' order)
+    seen: list[str] = []
+    results = run_selftest(runtime, names[::-1], on_result=lambda r: seen.append(r.name), jobs=3)
+    assert [(r.name, r.status) for r in results] == [
+        ("knn/offsets", "crash"), ("knn/direct", "pass"), ("knn/chamfer", "pass"),
+        ("nnf", "pass"), ("vbm3d/search/patch", "pass")]
+    assert seen == names
+    one = run_selftest(runtime, names, jobs=1)
+    assert [(r.name, r.status, r.details) for r in one] == [
+        (r.name, r.status, r.details) for r in results]
+
+
+@pytest.mark.parametrize("jobs", [0, -1, 2.5, "2"])
+def test_jobs_must_be_a_positive_int(runtime, jobs):
+    with pytest.raises((ValueError, TypeError), match="jobs"):
+        run_selftest(runtime, ["nnf"], jobs=jobs)
+
+
+def test_jobs_option_is_checked(capsys):
+    code, out, err = run(capsys, "selftest", "-j", "0")
+    assert code == 2 and "--jobs" in err and "positive integer" in err
+
+
 def test_the_child_uses_this_process_program_cache_and_hooks(runtime, tmp_path, monkeypatch):
     """The child builds into the program cache this process names (CLPATCH_CACHE_DIR), and
     its build events reach this runtime's hook; a second run loads everything."""
