@@ -315,7 +315,7 @@ def sized_stages(rows: int, cols: int, *, preset: str, noise: float | None, sear
     matches (`stage_matches`) set its patch size and step where the caller gave none, its
     group size at most their k, and no staggered grid."""
     check_search(search)
-    if matches != (None, None):
+    if any(m is not None for m in matches):
         params = dict(params)
         preset_stages = stage_params(preset, noise, **params)[:2]
         for key in ("patch_size", "step"):

@@ -35,6 +35,10 @@ def stage_matches(matches: Any, search: Any, **replaced: Any) -> tuple[Any, Any]
     else:
         raise TypeError("matches must be a clpatch.Matches, or a (stage 1, stage 2) pair of "
                         f"Matches or None, got {type(matches).__name__}")
+    for stage, m in enumerate(pair):
+        if m is not None and not isinstance(m, Matches):
+            raise TypeError(f"matches[{stage}] must be a clpatch.Matches or None, got "
+                            f"{type(m).__name__}")
     if any(m is not None for m in pair):
         matches_search(search, pair, **replaced)
     return pair

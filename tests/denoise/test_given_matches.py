@@ -190,6 +190,8 @@ def test_bad_matches_are_refused(runtime):
                 f(image, SIGMA, runtime=runtime, **kw)
 
     refused(TypeError, "matches must be a clpatch.Matches", matches=np.zeros(3))
+    with pytest.raises(TypeError, match=r"matches\[0\] must be a clpatch.Matches or None"):
+        clpatch.bm3d(image, SIGMA, runtime=runtime, matches=(np.zeros(3), None))
     refused(ValueError, "filter's grid", matches=m, step=2)
     refused(ValueError, "l2 distances", matches=changed(metric="l1"))
     bad = m.positions.copy()
