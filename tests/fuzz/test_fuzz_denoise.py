@@ -50,6 +50,12 @@ def filtered(fn, pick, drawn, video: bool, axis, **kwargs):
     return error
 
 
+def _axis_accepted(drawn, axis, video: bool) -> bool:
+    """Whether `axis` is a valid channel_axis for the value passed: None, or the axis
+    `place_channels` put a NumPy colour image's channels on."""
+    return axis is None or place_channels(drawn, axis, video)[0] is not drawn.value
+
+
 def _fits(drawn, patch: int, video: bool, channels: tuple[int, ...]) -> bool:
     """Whether a valid image is large enough for `patch`, with channels it accepts."""
     shape = drawn.shape
@@ -116,15 +122,23 @@ def test_bm3d(runtime, data):
     stagger = pick(st.sampled_from([True, False] if LONG else [False]), ["yes", 1],
                    default=True)
     axis = pick(AXES_VALID, AXES_HOSTILE)
-    filtered(clpatch.bm3d, pick, img, False, axis, sigma=pick(SIGMAS, HOSTILE_FLOAT),
-             preset=preset, patch_size=p, k=k, window=window, stages=stages, lambda_3d=lam,
-             mu2=mu2, data_range=data_range, stagger=stagger, runtime=runtime)
+    error = filtered(clpatch.bm3d, pick, img, False, axis, sigma=pick(SIGMAS, HOSTILE_FLOAT),
+                     preset=preset, patch_size=p, k=k, window=window, stages=stages,
+                     lambda_3d=lam, mu2=mu2, data_range=data_range, stagger=stagger,
+                     runtime=runtime)
+    # Documented refusals of valid values: other channel counts than 1 and 3, an image
+    # smaller than the patch (the preset's 8 when none is given).
+    if error is not None and not pick.hostile and _axis_accepted(img, axis, False):
+        assert not _fits(img, 8 if p is None else p, False, (1, 3)), \
+            f"a valid call was refused: {error!r}"
 
 
 @given(data=st.data())
 def test_vbm3d(runtime, data):
     pick = start(data)
-    vid = pick.array(frames=True, queue=runtime.queue, max_frames=4, channels=(None, 1, 3, 2))
+    # (2 channels, refused, only in hostile examples: valid ones must run)
+    vid = pick.array(frames=True, queue=runtime.queue, max_frames=4,
+                     channels=(None, 1, 3, 2) if pick.hostile else (None, 1, 3))
     radius = pick(ints([1], 0, 8), default=True)
     p = pick(ints([8], 2, 16), [*HOSTILE, 1, 17], default=True)
     q = pick(ints([2], 1, 8), [0, -1, 10**6, "2"], default=True)
@@ -132,9 +146,14 @@ def test_vbm3d(runtime, data):
     variant = pick(st.sampled_from([None, "naive", "window", "patch"] if LONG else [None]),
                    ["bogus", 4])
     axis = pick(VIDEO_AXES_VALID, AXES_HOSTILE)
-    filtered(clpatch.vbm3d, pick, vid, True, axis, sigma=pick(SIGMAS, HOSTILE_FLOAT),
-             temporal_radius=radius, patch_size=p, q=q, stages=stages, variant=variant,
-             runtime=runtime)
+    error = filtered(clpatch.vbm3d, pick, vid, True, axis, sigma=pick(SIGMAS, HOSTILE_FLOAT),
+                     temporal_radius=radius, patch_size=p, q=q, stages=stages,
+                     variant=variant, runtime=runtime)
+    # Documented refusals of valid values: frames smaller than the patch (8 when none is
+    # given), no frames.
+    if error is not None and not pick.hostile and _axis_accepted(vid, axis, True):
+        assert not _fits(vid, 8 if p is None else p, True, (1, 3)), \
+            f"a valid call was refused: {error!r}"
 
 
 @given(data=st.data())
