@@ -21,7 +21,7 @@ except ImportError as exc:      # pragma: no cover - depends on the environment
         "clpatch.vapoursynth needs VapourSynth: pip install \"clpatch[vapoursynth]\" "
         "(VapourSynth's wheels need Python >= 3.12)") from exc
 
-from .arrays import clip_from_array, clip_to_array
+from .arrays import clip_from_array, clip_to_array, frames
 from .filters import bm3d, nlmeans, vbm3d
 
-__all__ = ["bm3d", "clip_from_array", "clip_to_array", "nlmeans", "vbm3d"]
+__all__ = ["bm3d", "clip_from_array", "clip_to_array", "frames", "nlmeans", "vbm3d"]

@@ -1,14 +1,45 @@
 """NumPy arrays to and from clips, for tests, benchmarks and scripts that make or check
-frames in NumPy: `clip_from_array` and `clip_to_array`."""
+frames in NumPy: `clip_from_array`, `clip_to_array`, and `frames` (a clip's frames in order,
+requested ahead in parallel as `VideoNode.frames()` does).
+
+`VideoNode.frames()` of VapourSynth R79 can hang for good at a clip's end when the frames
+are made by Python callbacks (as every ModifyFrame filter's are): once it has yielded the
+last frame while a frame's done-callback has not run yet, it spins in compiled code that
+never releases the GIL, and the callback waits for the GIL. It also spins for ever after a
+frame fails, instead of raising. `frames` waits on each future instead (the GIL is released
+while it waits) and raises a frame's error.
+"""
 
 from __future__ import annotations
 
+from collections import deque
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import numpy as np
 import vapoursynth as vs
 
-__all__ = ["clip_from_array", "clip_to_array"]
+__all__ = ["clip_from_array", "clip_to_array", "frames"]
+
+
+def frames(clip: Any, indices: Iterable[int] | None = None,
+           prefetch: int | None = None) -> Iterator[Any]:
+    """The frames of `clip` (every frame, or those of `indices`) in order, `prefetch`
+    requests in flight (None: `core.num_threads`), as VideoNode.frames() without its
+    hang (module doc)."""
+    wanted = iter(range(clip.num_frames) if indices is None else [int(n) for n in indices])
+    ahead = max(1, prefetch or vs.core.num_threads)
+    pending: deque[Any] = deque()
+    for n in wanted:
+        pending.append(clip.get_frame_async(n))
+        if len(pending) >= ahead:
+            break
+    while pending:
+        frame = pending.popleft().result()
+        following = next(wanted, None)
+        if following is not None:
+            pending.append(clip.get_frame_async(following))
+        yield frame
 
 _FORMATS = {("u1", 1): vs.GRAY8, ("u2", 1): vs.GRAY16, ("f4", 1): vs.GRAYS,
             ("u1", 3): vs.RGB24, ("u2", 3): vs.RGB48, ("f4", 3): vs.RGBS}
@@ -47,14 +78,14 @@ def clip_from_array(frames: Any, format: Any = None, *, fps: tuple[int, int] = (
     return core.std.ModifyFrame(blank, blank, fill)
 
 
-def clip_to_array(clip: Any, frames: Any = None) -> np.ndarray:
-    """The planes of `clip`'s frames (every frame, or the indices `frames`) as an array
-    (T, H, W) for one plane, (T, H, W, P) for P planes of one size; frames are requested
-    in parallel (`clip.frames()`) when all are wanted."""
+def clip_to_array(clip: Any, indices: Iterable[int] | None = None) -> np.ndarray:
+    """The planes of `clip`'s frames (every frame, or those of `indices`, in that order) as
+    an array (T, H, W) for one plane, (T, H, W, P) for P planes of one size; the frames are
+    requested in parallel (`frames`)."""
     count = clip.format.num_planes
     if clip.format.subsampling_w or clip.format.subsampling_h:
         raise ValueError(f"clip_to_array takes planes of one size, got {clip.format.name}")
-    source = clip.frames() if frames is None else (clip.get_frame(int(n)) for n in frames)
-    out = [np.stack([np.asarray(f[p]) for p in range(count)], axis=-1) for f in source]
+    out = [np.stack([np.asarray(f[p]) for p in range(count)], axis=-1)
+           for f in frames(clip, indices)]
     array = np.stack(out)
     return array[..., 0] if count == 1 else array

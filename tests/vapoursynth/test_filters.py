@@ -75,7 +75,7 @@ def test_fifty_frames_out_of_order(case, runtime, threads):
     futures = {int(n): clip.get_frame_async(int(n)) for n in order}
     out = np.stack([np.asarray(futures[n].result()[0]) for n in range(50)])
     np.testing.assert_array_equal(out, to_uint8(function(noisy, SIGMA, 255.0, runtime)))
-    again = cvs.clip_to_array(clip, frames=order[:7])           # asked for again, one by one
+    again = cvs.clip_to_array(clip, order[:7])                  # asked for again
     np.testing.assert_array_equal(again, out[order[:7]])
 
 
