@@ -4,7 +4,8 @@ VapourSynth calls a filter's frame callback from `core.num_threads` threads at o
 call takes a free lane — a `clpatch.Runtime` with its own in-order queue, plans and
 buffers — for the time it enqueues (and, for the per-frame filters, runs) its work, so
 requests do not serialise on one queue and a plan is never used by two threads at once. A
-filter opens lanes as requests need them, up to its limit (then a request waits for one).
+filter opens its lanes when the script builds it (`open_all`, so the first frames do not
+wait for runtimes and plans), up to its limit; a request waits while every lane is taken.
 All lanes of a device share one OpenCL context per process (`device_context`), so device
 arrays move between them without copies. Where the lanes' default memory budgets (half the
 device each) could overcommit the device, each lane's `memory_limit` is its share of half
@@ -85,6 +86,25 @@ class Lanes:
     def _open(self) -> Lane:
         queue = cl.CommandQueue(self.context, self.device)
         return Lane(clpatch.Runtime(queue=queue, memory_limit=self._memory))
+
+    def open_all(self) -> list[Lane]:
+        """Open every lane now (when the script builds the filter: the first frames then
+        find their runtimes, programs and plans ready); returns the free lanes (all of
+        them before the first request)."""
+        with self._state:
+            missing = self.limit - self._opened
+            self._opened += missing
+        opened = []
+        try:
+            for _ in range(missing):
+                opened.append(self._open())
+        finally:
+            with self._state:
+                self._opened -= missing - len(opened)
+                self._free.extend(opened)
+                self._state.notify_all()
+        with self._state:
+            return list(self._free)
 
     @contextlib.contextmanager
     def lane(self) -> Iterator[Lane]:

@@ -32,9 +32,9 @@ class FrameFilter:
         self.fmt, self.jobs, self.lanes, self.make, self.guided = fmt, jobs, lanes, make, guided
 
     def prepare(self) -> None:
-        """Make the first lane's plans now: bad parameters raise here, when the script
-        builds the filter, not at the first frame; the kernels are compiled once."""
-        with self.lanes.lane() as lane:
+        """Make every lane's plans now, when the script builds the filter: bad parameters
+        raise here (the first lane's plans are made first), not at the first frame."""
+        for lane in self.lanes.open_all():
             for job in self.jobs:
                 lane.plan(job.key, lambda rt, job=job: self.make(rt, job))
 

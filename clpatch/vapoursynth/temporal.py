@@ -90,10 +90,10 @@ class ChunkFilter:
         return t0, t1, max(0, t0 - self.halo), min(self.count, t1 + self.halo)
 
     def prepare(self) -> None:
-        """Make the first lane's plan for the first chunk now: bad parameters raise when
-        the script builds the filter, and the kernels are compiled once."""
+        """Make every lane's plans for the first chunk now, when the script builds the
+        filter: bad parameters raise here, not at the first frame."""
         _, _, f0, f1 = self.bounds(0)
-        with self.lanes.lane() as lane:
+        for lane in self.lanes.open_all():
             for job in self.jobs:
                 lane.plan((job.key, f1 - f0), lambda rt, job=job: self.make(rt, job, f1 - f0))
 
