@@ -51,13 +51,17 @@ def video_stage_params(**overrides: Any) -> tuple[VideoStageParams, VideoStagePa
     """(stage-1 params, stage-2 params, number of stages, temporal radius) for DEFAULTS plus
     overrides. Per-stage parameters (step, window_ref, window_pred, q, n, tau_match,
     transform_2d, transform_1d, beta) take a scalar or a (stage 1, stage 2) pair; None keeps
-    the default. With a patch size other than 8 the 2-D transform defaults to the DCT."""
+    the default. With a patch size other than 8 the 2-D transform defaults to the DCT, and
+    the default step is lowered to a smaller patch size (as BM3D's presets' are)."""
     cfg, p = merge_params(DEFAULTS, overrides, "VBM3D")
     stages = check_int("stages", cfg["stages"], 1, 2)
     radius = check_int("temporal_radius", cfg["temporal_radius"], 0, MAX_TEMPORAL_RADIUS)
     lam = check_float("lambda_3d", cfg["lambda_3d"])
     # (n, the group size, is `k` to the caller: the errors name it so)
     per = {k: stage_pair("k" if k == "n" else k, cfg[k]) for k in _PER_STAGE}
+    if overrides.get("step") is None:   # the default step never exceeds a given patch size
+        per["step"] = tuple(st if isinstance(st, bool) or not isinstance(st, int) else min(st, p)
+                            for st in per["step"])
     out = []
     for s in (0, 1):
         n, t2, t1 = group_and_transforms(per, s, p)

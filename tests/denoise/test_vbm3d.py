@@ -182,6 +182,21 @@ def test_other_parameters(runtime):
     check_reference(out, video, what="p4", **params)
 
 
+def test_default_step_is_capped_at_a_small_patch_size(runtime):
+    """vbm3d(patch_size=3) without a step: the default steps (6, 4) are lowered to the patch
+    size, as BM3D's presets' are (the fuzz test found them refused: 'step must be in
+    [1, p]'); a given step above the patch size is still refused."""
+    p1, p2, _, _ = video_stage_params(patch_size=3)
+    assert (p1.step, p2.step) == (3, 3)
+    p1, p2, _, _ = video_stage_params(patch_size=5)
+    assert (p1.step, p2.step) == (5, 4)
+    video = smooth_video(4, 17, 19, seed=12)
+    out = clpatch.vbm3d(video, SIGMA, runtime=runtime, patch_size=3, temporal_radius=1)
+    check_reference(out, video, what="p3", patch_size=3, step=3, temporal_radius=1)
+    with pytest.raises(ValueError, match="step"):
+        clpatch.vbm3d(video, SIGMA, runtime=runtime, patch_size=3, step=4)
+
+
 @pytest.mark.parametrize("variant", VIDEO_SEARCHES)
 def test_variants_give_identical_results(runtime, variant):
     video = smooth_video(5, 22, 25, seed=9)
