@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import vapoursynth as vs
 
-__all__ = ["FLOAT_PEAK", "ClipFormat", "clip_format", "plane_sigmas", "write_plane"]
+__all__ = ["FLOAT_PEAK", "ClipFormat", "clip_format", "plane_sigmas"]
 
 #: The largest |value| a float clip may hold (4 × its nominal range, as clpatch's streams
 #: assume when no peak is given).
@@ -135,16 +135,3 @@ def plane_sigmas(sigma: Any, fmt: ClipFormat, planes: Any, filter_name: str,
     if not any(out):
         raise ValueError(f"{filter_name}: nothing to filter: every chosen plane has sigma 0")
     return tuple(out)
-
-
-def write_plane(frame: Any, plane: int, values: np.ndarray, fmt: ClipFormat) -> None:
-    """Write float32 `values` into plane `plane` of the writable `frame`, in the clip's
-    format: integer formats rounded to the nearest code and clipped to [0, peak], float
-    formats as they are."""
-    target = np.asarray(frame[plane])
-    if fmt.integer:
-        rounded = np.rint(values)
-        np.clip(rounded, 0.0, fmt.peak, out=rounded)
-        target[...] = rounded
-    else:
-        target[...] = values

@@ -1,12 +1,12 @@
 """The per-frame filters (BM3D, NL-means without a temporal window): `FrameFilter`, a
 `core.std.ModifyFrame` callback.
 
-Each request takes a lane (`clpatch.vapoursynth.lanes`), runs the lane's plan of each plane
-job on the frame's planes (one copy to the device, one back: the plan's synchronous call
-on the VapourSynth plane's memory) and writes the result into a copy of the frame, in the
-clip's format. Requests on other threads run on other lanes at the same time, so their
-copies overlap each other's kernels. The plans are `clpatch.make_plan` plans, whose
-results are those of the one-shot functions bit for bit.
+Each request takes a lane (`clpatch.vapoursynth.lanes`) and, for each plane job, copies the
+frame's planes to the device (`clpatch.vapoursynth.transfer`), enqueues the lane's plan
+(`clpatch.make_plan` on device arrays: its results are those of the one-shot functions bit
+for bit), turns the result into the clip's sample type on the device and copies it into a
+copy of the frame: one copy each way, one wait per job. Requests on other threads run on
+other lanes at the same time, so their copies overlap each other's kernels.
 """
 
 from __future__ import annotations
@@ -14,11 +14,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
-
-from .formats import ClipFormat, write_plane
+from .formats import ClipFormat
 from .jobs import PlaneJob
-from .lanes import Lanes
+from .lanes import Lane, Lanes
+from .transfer import JobTransfer
 
 __all__ = ["FrameFilter"]
 
@@ -31,27 +30,34 @@ class FrameFilter:
                  make: Callable[[Any, PlaneJob], Any], guided: bool = False) -> None:
         self.fmt, self.jobs, self.lanes, self.make, self.guided = fmt, jobs, lanes, make, guided
 
+    def _parts(self, lane: Lane, job: PlaneJob) -> tuple[Any, JobTransfer, JobTransfer | None]:
+        """The lane's plan of `job` and its transfers (the image's, the guide's)."""
+        plan = lane.plan(job.key, lambda rt: self.make(rt, job))
+        io = lane.plan(("io", job.key), lambda rt: JobTransfer(rt, job, self.fmt))
+        guide = (lane.plan(("guide", job.key), lambda rt: JobTransfer(rt, job, self.fmt))
+                 if self.guided else None)
+        return plan, io, guide
+
     def prepare(self) -> None:
         """Make every lane's plans now, when the script builds the filter: bad parameters
         raise here (the first lane's plans are made first), not at the first frame."""
         for lane in self.lanes.open_all():
             for job in self.jobs:
-                lane.plan(job.key, lambda rt, job=job: self.make(rt, job))
+                self._parts(lane, job)
 
     def __call__(self, n: int, f: Any) -> Any:
-        source, guide = (f[0], f[1]) if self.guided else (f, None)
-        results = []
+        source, guide_frame = (f[0], f[1]) if self.guided else (f, None)
+        out = source.copy()
         with self.lanes.lane() as lane:
             for job in self.jobs:
-                plan = lane.plan(job.key, lambda rt, job=job: self.make(rt, job))
-                image = job.pack([np.asarray(source[p]) for p in job.planes])
+                plan, io, guide = self._parts(lane, job)
+                io.put(source)
                 if guide is None:
-                    results.append(plan(image))
+                    result, _ = plan.enqueue(io.input)
                 else:
-                    results.append(plan(image, job.pack([np.asarray(guide[p])
-                                                         for p in job.planes])))
-        out = source.copy()
-        for job, result in zip(self.jobs, results, strict=True):
-            for p, values in zip(job.planes, job.unpack(result), strict=True):
-                write_plane(out, p, values, self.fmt)
+                    guide.put(guide_frame)
+                    result, _ = plan.enqueue(io.input, guide.input)
+                io.convert(result)
+                io.get(lane.runtime.queue, out)
+                plan.check()            # a float frame beyond the assumed peak raises here
         return out

@@ -13,8 +13,10 @@ the whole clip, bit for bit, whatever order VapourSynth asks for them in.
 The first request of a chunk fetches its input frames from the clip (`get_frame`, which
 lets VapourSynth run other work on the thread's behalf while it waits), copies them into one
 device array on a lane, enqueues the plan (`clpatch.make_plan` on device arrays: nothing
-waits for the device) and gives the lane back; every request of the chunk then reads its
-own frame back on the lane's read-back queue once the run's event completes. When a chunk
+waits for the device) and the conversion of its result to the clip's sample type
+(`clpatch.vapoursynth.transfer`), and gives the lane back; every request of the chunk
+then reads its own frame's planes back on the lane's read-back queue once the conversion
+is done: one copy each way. When a chunk
 is first asked for while the previous one is known, the next chunk is enqueued too, so
 the device always holds the next chunk's work while the frames of this one are read back.
 A chunk is dropped when each of its frames has been read back once (VapourSynth's cache
@@ -32,11 +34,11 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-import pyopencl as cl
 
-from .formats import ClipFormat, write_plane
+from .formats import ClipFormat
 from .jobs import PlaneJob
 from .lanes import Lanes
+from .transfer import JobTransfer
 
 __all__ = ["ChunkFilter", "chunk_length"]
 
@@ -44,7 +46,7 @@ __all__ = ["ChunkFilter", "chunk_length"]
 CHUNK_HALOS = 8
 #: The fewest output frames of a chunk.
 MIN_CHUNK = 32
-#: The most bytes of float32 results a chunk holds on the device (input and halo included).
+#: The most bytes of float32 results a chunk's run holds on the device (halo included).
 CHUNK_BYTES = 2 << 30
 #: The most chunks held at once.
 MAX_CHUNKS = 4
@@ -61,8 +63,9 @@ def chunk_length(halo: int, frame_bytes: int, given: int | None = None) -> int:
 
 
 class _Chunk:
-    """Output frames [t0, t1) from input frames [f0, f1); `runs`: per plane job the device
-    result, its event and the lane it was enqueued on; `error` what computing it raised."""
+    """Output frames [t0, t1) from input frames [f0, f1); `runs`: per plane job its
+    transfer (holding the output planes), the event of their conversion and the lane it
+    was enqueued on; `error` what computing it raised."""
 
     def __init__(self, t0: int, t1: int, f0: int, f1: int) -> None:
         self.t0, self.t1, self.f0, self.f1 = t0, t1, f0, f1
@@ -129,13 +132,8 @@ class ChunkFilter:
         if chunk.error is not None:
             raise chunk.error
         out = f.copy()
-        for job, (result, event, lane) in zip(self.jobs, chunk.runs, strict=True):
-            frame = np.empty(job.shape, np.float32)
-            offset = result.offset + (n - chunk.f0) * frame.nbytes
-            cl.enqueue_copy(lane.downloads, frame, result.base_data, src_offset=offset,
-                            wait_for=[event], is_blocking=True)
-            for p, values in zip(job.planes, job.unpack(frame), strict=True):
-                write_plane(out, p, values, self.fmt)
+        for io, event, lane in chunk.runs:
+            io.get(lane.downloads, out, n - chunk.f0, wait_for=[event])
         self._delivered(c, chunk, n)
         return out
 
@@ -146,25 +144,26 @@ class ChunkFilter:
                 del self._chunks[c]
 
     def _compute(self, chunk: _Chunk) -> None:
-        """Fetch the chunk's input frames, copy them to the device and enqueue its runs."""
+        """Fetch the chunk's input frames, copy them to the device and enqueue its runs and
+        the conversion of their results to the clip's sample type."""
         try:
             frames = [self.clip.get_frame(i) for i in range(chunk.f0, chunk.f1)]
             count = len(frames)
             with self.lanes.lane() as lane:
-                queue = lane.runtime.queue
                 for job in self.jobs:
                     plan = lane.plan((job.key, count),
                                      lambda rt, job=job: self.make(rt, job, count))
-                    video = lane.runtime.empty((count, *job.shape), job.dtype)
+                    io = JobTransfer(lane.runtime, job, self.fmt, count)
                     for i, frame in enumerate(frames):
-                        image = np.ascontiguousarray(job.pack([np.asarray(frame[p])
-                                                               for p in job.planes]))
                         if not self.fmt.integer:
-                            _check_float(image, job.peak, chunk.f0 + i)
-                        cl.enqueue_copy(queue, video.base_data, image, is_blocking=False,
-                                        dst_offset=video.offset + i * image.nbytes)
-                    result, event = plan.enqueue(video)
-                    chunk.runs.append((result, event, lane))
+                            for p in job.planes:
+                                _check_float(np.asarray(frame[p]), self.fmt.fixed_peak,
+                                             chunk.f0 + i)
+                        io.put(frame, i)
+                    result, _ = plan.enqueue(io.input)
+                    event = io.convert(result)
+                    io.drop_input()
+                    chunk.runs.append((io, event, lane))
         except BaseException as exc:  # raised to every request of the chunk
             chunk.error = exc
         finally:
