@@ -29,7 +29,7 @@ than `MAX_CHUNKS` are held. The halo frames of a chunk are computed and discarde
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from typing import Any
 
@@ -85,6 +85,7 @@ class ChunkFilter:
         self.halo, self.length = halo, length
         self.count = clip.num_frames
         self._chunks: OrderedDict[int, _Chunk] = OrderedDict()
+        self._asked: deque[int] = deque(maxlen=2 * MAX_CHUNKS)   # chunks asked for lately
         self._lock = threading.Lock()
 
     def bounds(self, c: int) -> tuple[int, int, int, int]:
@@ -103,6 +104,8 @@ class ChunkFilter:
     def _take(self, c: int) -> tuple[_Chunk, bool]:
         """Chunk `c` and whether the caller must compute it (it was missing)."""
         with self._lock:
+            if not self._asked or self._asked[-1] != c:
+                self._asked.append(c)
             chunk = self._chunks.get(c)
             if chunk is not None:
                 self._chunks.move_to_end(c)
@@ -114,10 +117,10 @@ class ChunkFilter:
 
     def _next_missing(self, c: int) -> bool:
         """Whether chunk c + 1 should be enqueued ahead: it exists in the clip, is not held,
-        and the requests go forward (chunk c − 1 is held, or c is the first)."""
+        and the requests go forward (chunk c − 1 was asked for lately, or c is the first)."""
         with self._lock:
             return (c + 1) * self.length < self.count and c + 1 not in self._chunks and (
-                c == 0 or c - 1 in self._chunks)
+                c == 0 or c - 1 in self._asked)
 
     def __call__(self, n: int, f: Any) -> Any:
         c = n // self.length
