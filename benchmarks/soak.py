@@ -58,6 +58,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import faulthandler
 import gc
 import itertools
 import json
@@ -722,6 +723,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--markdown", type=Path)
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
+    # A crash (a race corrupting memory: SIGSEGV, glibc's abort) prints every thread's stack.
+    faulthandler.enable(all_threads=True)
     result = run(args)
     text = markdown(result)
     print(text, flush=True)
