@@ -12,9 +12,10 @@ benchmark) is shared by `--threads` threads that take call indices 0 … N−1 f
 Call i runs case `schedule[i]`, drawn once from `--seed` with each case's weight, so the work
 of a call depends on its index alone. A case is a method (nlmeans, bm3d fast and, rarely,
 reference, vbm3d on 5-frame clips, search_patches, knn, ann_search, nnf, burst_denoise) with
-its parameters, a shape (24×24 … 96×80, grey or colour), one of two inputs of that shape
-(8-bit or integer-valued float32, noisy photo crops) and the kind of array (NumPy, or a
-pyopencl array on the runtime's queue, uploaded once and shared read-only by the threads).
+its parameters, a shape (24×24 … 96×80, grey or colour), an input of that shape (noisy photo
+crops: 8-bit, or integer-valued float32, and for BM3D also 0–1 floats, whose data range a
+device call measures) and the kind of array (NumPy, or a pyopencl array on the runtime's
+queue, uploaded once and shared read-only by the threads); 228 cases.
 
 Reference results: every case is called once, single-threaded, before the threads start (this
 also compiles every program and makes every plan once). Each threaded call's result (NumPy;
