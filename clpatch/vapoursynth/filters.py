@@ -90,6 +90,9 @@ def bm3d(clip: Any, sigma: Any = 3.0, *, preset: str = "fast", radius: int = 0,
                              f"({fmt.name} {clip.width}x{clip.height}, {clip.num_frames} "
                              f"frames), got {ref_fmt.name} {ref.width}x{ref.height}, "
                              f"{ref.num_frames} frames")
+        if params.get("stages", 2) != 2:
+            raise ValueError(f"{name}: ref is the basic estimate, for stage 2: stages must "
+                             f"be 2 with ref, got {params['stages']!r}")
         params = {**params, "stages": 2}
     extra = {"guide": True, "guide_role": "oracle"} if guided else {}
 

@@ -52,6 +52,33 @@ def test_gray16_sigma_in_8bit_units(runtime, threads):
                                   np.clip(np.rint(expected), 0, 65535).astype(np.uint16))
 
 
+def test_ten_bit_and_half_float(runtime, threads):
+    """YUV420P10: sigma x 1023 / 255, data_range and peak 1023; GRAYH: float16 frames in
+    [0, 1], stored back as half (the device kernel's vstore_half, NumPy's rounding)."""
+    luma = gray_video(frames=2, size=(32, 64))
+    clip, _ = yuv_clip(luma, vs.YUV420P10)
+    ten = luma.astype(np.uint16) * 4
+    clip = vs.core.std.ModifyFrame(clip, clip, lambda n, f: _with_luma(f, ten[n]))
+    expected = np.stack([clpatch.bm3d(f, 20.0 * 1023 / 255, data_range=1023, peak=1023,
+                                      runtime=runtime) for f in ten])
+    np.testing.assert_array_equal(planes_of(cvs.bm3d(clip, 20.0, device=runtime), 0),
+                                  np.clip(np.rint(expected), 0, 1023).astype(np.uint16))
+    half = (luma / 255.0).astype(np.float16)
+    blank = vs.core.std.BlankClip(format=vs.GRAYH, width=64, height=32, length=2)
+    clip = vs.core.std.ModifyFrame(blank, blank, lambda n, f: _with_luma(f, half[n]))
+    out = cvs.nlmeans(clip, 20.0, device=runtime)
+    assert out.format.name == "GrayH"
+    expected = np.stack([clpatch.nlmeans(f, 20.0 / 255, peak=4.0, runtime=runtime)
+                         for f in half])
+    np.testing.assert_array_equal(planes_of(out, 0), expected.astype(np.float16))
+
+
+def _with_luma(frame, values):
+    out = frame.copy()
+    np.asarray(out[0])[...] = values
+    return out
+
+
 def test_yuv420_luma_by_default_and_planes_at_their_size(runtime, threads):
     luma = gray_video(frames=3, size=(32, 48))
     clip, planes = yuv_clip(luma, vs.YUV420P8)
