@@ -54,7 +54,7 @@ def _chunked(name: str, clip: Any, fmt: ClipFormat, jobs: list[PlaneJob], lanes:
     length = chunk_length(halo, frame_bytes, chunk_frames)
     callback = ChunkFilter(clip, fmt, jobs, lanes, make, halo, length)
     callback.prepare()
-    return vs.core.std.ModifyFrame(clip, clip, callback)
+    return callback.node()
 
 
 def bm3d(clip: Any, sigma: Any = 3.0, *, preset: str = "fast", radius: int = 0,

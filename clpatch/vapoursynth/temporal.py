@@ -10,15 +10,18 @@ frames [t0, t1) is one whole-video call on the input frames [t0 − halo, t1 + h
 to the clip: its frames [t0, t1) are those of `clpatch.vbm3d` (resp. `nlmeans_video`) on
 the whole clip, bit for bit, whatever order VapourSynth asks for them in.
 
-The first request of a chunk fetches its input frames from the clip (`get_frame`, which
-lets VapourSynth run other work on the thread's behalf while it waits), copies them into one
-device array on a lane, enqueues the plan (`clpatch.make_plan` on device arrays: nothing
-waits for the device) and the conversion of its result to the clip's sample type
-(`clpatch.vapoursynth.transfer`), and gives the lane back; every request of the chunk
-then reads its own frame's planes back on the lane's read-back queue once the conversion
-is done: one copy each way. When a chunk
-is first asked for while the previous one is known, the next chunk is enqueued too, so
-the device always holds the next chunk's work while the frames of this one are read back.
+The filter is a ModifyFrame whose further clips give, for frame n, the input frames of
+n's chunk (`chunk_input`: the clip shifted and held on each chunk's first frame), so
+VapourSynth fetches them in parallel before calling the filter. The first request of a
+chunk copies them into one device array on a lane, enqueues the plan
+(`clpatch.make_plan` on device arrays: nothing waits for the device) and the conversion of
+its result to the clip's sample type (`clpatch.vapoursynth.transfer`), and gives the lane
+back; every request of the chunk then reads its own frame's planes back on the lane's
+read-back queue once the conversion is done: one copy each way. When a chunk
+is first asked for while the previous one is known, the next chunk is enqueued too (its
+frames fetched one by one with `get_frame`, which lets VapourSynth run other work on the
+thread's behalf while it waits), so the device holds the next chunk's work while the
+frames of this one are read back.
 A chunk is dropped when each of its frames has been read back once (VapourSynth's cache
 keeps the frames; a frame asked for again after that recomputes its chunk), or when more
 than `MAX_CHUNKS` are held. The halo frames of a chunk are computed and discarded:
@@ -34,6 +37,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import vapoursynth as vs
 
 from .formats import ClipFormat
 from .jobs import PlaneJob
@@ -122,11 +126,20 @@ class ChunkFilter:
             return (c + 1) * self.length < self.count and c + 1 not in self._chunks and (
                 c == 0 or c - 1 in self._asked)
 
+    def node(self) -> Any:
+        """The filter's clip: ModifyFrame of the clip, with `chunk_inputs` as further clips so
+        that VapourSynth fetches a chunk's input frames in parallel, before the callback."""
+        count = min(self.length, self.count) + 2 * self.halo
+        self._first = -self.halo            # input k of frame n: frame c0(n) + first + k
+        inputs = [chunk_input(self.clip, self.length, k + self._first) for k in range(count)]
+        return vs.core.std.ModifyFrame(self.clip, [self.clip, *inputs], self)
+
     def __call__(self, n: int, f: Any) -> Any:
         c = n // self.length
         chunk, mine = self._take(c)
         if mine:
-            self._compute(chunk)
+            start = c * self.length + self._first
+            self._compute(chunk, [f[1 + i - start] for i in range(chunk.f0, chunk.f1)])
         if self._next_missing(c):
             ahead, mine = self._take(c + 1)
             if mine:
@@ -134,7 +147,7 @@ class ChunkFilter:
         chunk.ready.wait()
         if chunk.error is not None:
             raise chunk.error
-        out = f.copy()
+        out = f[0].copy()
         for io, event, lane in chunk.runs:
             io.get(lane.downloads, out, n - chunk.f0, wait_for=[event])
         self._delivered(c, chunk, n)
@@ -146,11 +159,13 @@ class ChunkFilter:
             if len(chunk.delivered) == chunk.t1 - chunk.t0 and self._chunks.get(c) is chunk:
                 del self._chunks[c]
 
-    def _compute(self, chunk: _Chunk) -> None:
-        """Fetch the chunk's input frames, copy them to the device and enqueue its runs and
-        the conversion of their results to the clip's sample type."""
+    def _compute(self, chunk: _Chunk, frames: list[Any] | None = None) -> None:
+        """Copy the chunk's input `frames` (None: fetch them from the clip, one by one) to the
+        device and enqueue its runs and the conversion of their results to the clip's
+        sample type."""
         try:
-            frames = [self.clip.get_frame(i) for i in range(chunk.f0, chunk.f1)]
+            if frames is None:
+                frames = [self.clip.get_frame(i) for i in range(chunk.f0, chunk.f1)]
             count = len(frames)
             with self.lanes.lane() as lane:
                 for job in self.jobs:
@@ -171,6 +186,21 @@ class ChunkFilter:
             chunk.error = exc
         finally:
             chunk.ready.set()
+
+
+def chunk_input(clip: Any, length: int, shift: int) -> Any:
+    """The clip whose frame n is `clip`'s frame c0 + shift, clamped to the clip, c0 = n −
+    n mod `length` (the first frame of n's chunk)."""
+    count = clip.num_frames
+    if shift > 0:
+        moved = clip[-1] * count if shift >= count else clip[shift:] + clip[-1] * shift
+    elif shift < 0:
+        moved = clip[0] * count if -shift >= count else clip[0] * -shift + clip[:count + shift]
+    else:
+        moved = clip
+    if length == 1:
+        return moved
+    return vs.core.std.SelectEvery(moved, cycle=length, offsets=[0] * length)[:count]
 
 
 def _check_float(image: np.ndarray, peak: float, index: int) -> None:

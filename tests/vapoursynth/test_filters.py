@@ -93,3 +93,18 @@ def test_bm3d_ref_is_the_basic_estimate(runtime, threads):
                                       peak=255, runtime=runtime)
                          for f, b in zip(noisy, basic, strict=True)])
     np.testing.assert_array_equal(cvs.clip_to_array(clip), to_uint8(expected))
+
+
+@pytest.mark.parametrize("frames, chunk", [(1, None), (2, 1), (5, 2), (7, 3)])
+def test_short_clips_and_small_chunks(frames, chunk, runtime, threads):
+    """Chunks of one frame and clips shorter than a halo: the chunks' inputs (the clip
+    shifted and held, clamped at both ends) still give the whole-video functions' frames."""
+    noisy = gray_video(frames=frames, size=(24, 32))
+    clip = cvs.clip_from_array(noisy)
+    out = cvs.clip_to_array(cvs.vbm3d(clip, SIGMA, radius=1, chunk_frames=chunk,
+                                      device=runtime)).reshape(noisy.shape)
+    np.testing.assert_array_equal(out, to_uint8(CASES["vbm3d"][2](noisy, SIGMA, 255.0, runtime)))
+    out = cvs.clip_to_array(cvs.nlmeans(clip, SIGMA, temporal_radius=2, chunk_frames=chunk,
+                                        device=runtime)).reshape(noisy.shape)
+    np.testing.assert_array_equal(
+        out, to_uint8(CASES["nlmeans_temporal"][2](noisy, SIGMA, 255.0, runtime)))
