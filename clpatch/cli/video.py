@@ -137,9 +137,12 @@ def _denoised(args: argparse.Namespace, info: VideoInfo, pairs: Iterator[tuple[A
         # The preset's settings follow σ in 0-255 units (float videos: on that scale, as the
         # command line takes float data).
         noise = args.sigma * 255.0 / (data_range or 255.0)
-        with usage_checks(ARGUMENT_ERRORS):
-            plan = plan_for(runtime, rows, cols, channels, noise=noise, **kwargs)
-        yield from plan.stream(inputs(), args.sigma, data_range=data_range, **guide_kwargs)
+        with contextlib.ExitStack() as held:
+            with usage_checks(ARGUMENT_ERRORS):
+                plan = held.enter_context(plan_for(runtime, rows, cols, channels, noise=noise,
+                                                   **kwargs))
+            yield from plan.stream(inputs(), args.sigma, data_range=data_range,
+                                   **guide_kwargs)
     else:
         video = np.stack(list(inputs()))
         if guide_frames is not None:

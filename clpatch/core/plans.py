@@ -17,7 +17,8 @@ and are read back without waiting (`DeviceChecks`): a failed check raises its Va
 naming the input, at the plan's next call that finds the read finished (`enqueue` looks
 without waiting) or at `check()` / a synchronous call, which wait for it.
 
-`PlanCache` keeps plans per runtime between the one-shot functions' calls.
+`PlanCache` keeps plans per runtime between the one-shot functions' calls, each run by one
+thread at a time (`PlanCache.using`).
 """
 
 from __future__ import annotations
@@ -51,10 +52,12 @@ class PlanCache(OrderedDict):
     def __init__(self) -> None:
         super().__init__()
         self.lock = threading.RLock()
+        self._users: dict[Hashable, threading.RLock] = {}    # a lock per key (`using`)
 
     def plan(self, key: tuple[Hashable, ...], make: Callable[[], Any], keep: int) -> Any:
         """The plan under `key`, made with `make()` when missing, marked most recently used;
-        then at most `keep` plans of the same engine (`key[0]`) stay."""
+        then at most `keep` plans of the same engine (`key[0]`) stay. The caller shares it
+        with every other thread that asks for `key`: a call that runs it uses `using`."""
         try:
             hash(key)
         except TypeError:
@@ -67,7 +70,47 @@ class PlanCache(OrderedDict):
             same = [k for k in self if isinstance(k, tuple) and k and k[0] == key[0]]
             for old in same[:-keep]:
                 del self[old]
+                self._users.pop(old, None)
             return plan
+
+    def clear(self) -> None:
+        with self.lock:
+            super().clear()
+            self._users.clear()
+
+    @contextlib.contextmanager
+    def using(self, key: tuple[Hashable, ...], make: Callable[[], Any],
+              keep: int) -> Iterator[Any]:
+        """`plan(key, make, keep)`, this thread's alone for the `with` block: another thread
+        asking for `key` waits until the block ends. A plan's buffers, its kernels'
+        arguments, its checks and the matches a filter is given are its state between the
+        steps of a call, so two calls through one plan at once mix their commands (wrong
+        results, errors about values the input does not hold, and on CPU devices freed host
+        memory written: `benchmarks/soak.py` found each). Calls of other plans still run
+        side by side. A plan evicted while in use stays its user's; the next call makes a
+        new one."""
+        try:
+            hash(key)
+        except TypeError:
+            yield make()
+            return
+        while True:
+            with self.lock:
+                user = self._users.setdefault(key, threading.RLock())
+            user.acquire()
+            with self.lock:     # (the key evicted while this thread waited: a new lock)
+                if self._users.get(key) is user:
+                    try:
+                        plan = self.plan(key, make, keep)
+                    except BaseException:
+                        user.release()
+                        raise
+                    break
+            user.release()
+        try:
+            yield plan
+        finally:
+            user.release()
 
 
 class DeviceChecks:

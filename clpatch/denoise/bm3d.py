@@ -118,6 +118,8 @@ or device) is accepted.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -226,15 +228,16 @@ def bm3d(image: Any, sigma: float, *, preset: str = "fast", patch_size: int | No
     if volume.channels not in (1, 3):
         raise ValueError(f"image must be (H, W), (H, W, 1) or (H, W, 3), got shape {image.shape}")
     rt = resolve_runtime(runtime, image)
-    plan = plan_for(rt, volume.rows, volume.cols, volume.channels,
-                    device_output=volume.on_device, preset=preset,
-                    noise=noise_255(volume, strength, rt, preset), patch_size=patch_size,
-                    step=step, window=window, n=k_or_n(k, n, None, "bm3d"),
-                    transform_2d=transform_2d,
-                    transform_1d=transform_1d, stages=stages, lambda_3d=lambda_3d, mu2=mu2,
-                    tau_match=tau_match, stagger=stagger, exact_variance=exact_variance,
-                    aggregation=aggregation, variant=variant, search=search, matches=given)
-    return restore(plan.apply(image, strength, guide=guide, guide_role=guide_role))
+    with plan_for(rt, volume.rows, volume.cols, volume.channels,
+                  device_output=volume.on_device, preset=preset,
+                  noise=noise_255(volume, strength, rt, preset), patch_size=patch_size,
+                  step=step, window=window, n=k_or_n(k, n, None, "bm3d"),
+                  transform_2d=transform_2d,
+                  transform_1d=transform_1d, stages=stages, lambda_3d=lambda_3d, mu2=mu2,
+                  tau_match=tau_match, stagger=stagger, exact_variance=exact_variance,
+                  aggregation=aggregation, variant=variant, search=search,
+                  matches=given) as plan:
+        return restore(plan.apply(image, strength, guide=guide, guide_role=guide_role))
 
 
 def noise_255(volume: Volume, strength: Strength, runtime: Runtime,
@@ -269,27 +272,29 @@ def _beyond_one(volume: Volume, runtime: Runtime) -> bool:
         return bool(np.any(np.abs(sample) > 1.0) or np.any(np.abs(array) > 1.0))
     # A device image: its peak as the checking conversion measures it, a first band alone
     # first (a photograph's values exceed 1 there), then the rest band by band.
-    pool, uploader = runtime.plan_cache().plan(
-        ("bm3d-peak",), lambda: _probe(runtime), 1)
-    uploader.begin()
-    row_bytes = volume.cols * volume.channels * 4
-    band = max(1, min(volume.rows, PEAK_SCRATCH_BYTES // row_bytes))
-    scratch = pool.get("peak", band * row_bytes)
-    first = min(volume.rows, 16)
-    uploader.convert(volume, 0, 1, 0, first, scratch)
-    if uploader.peak() > 1.0:
-        return True
-    for a in range(first, volume.rows, band):
-        uploader.convert(volume, 0, 1, a, min(volume.rows, a + band), scratch)
-    return uploader.peak() > 1.0
+    with runtime.plan_cache().using(("bm3d-peak",), lambda: _probe(runtime), 1) as probe:
+        pool, uploader = probe
+        uploader.begin()
+        row_bytes = volume.cols * volume.channels * 4
+        band = max(1, min(volume.rows, PEAK_SCRATCH_BYTES // row_bytes))
+        scratch = pool.get("peak", band * row_bytes)
+        first = min(volume.rows, 16)
+        uploader.convert(volume, 0, 1, 0, first, scratch)
+        if uploader.peak() > 1.0:
+            return True
+        for a in range(first, volume.rows, band):
+            uploader.convert(volume, 0, 1, a, min(volume.rows, a + band), scratch)
+        return uploader.peak() > 1.0
 
 
+@contextlib.contextmanager
 def plan_for(runtime: Runtime, rows: int, cols: int, channels: int, *,
              device_output: bool = False, preset: str = "fast", noise: float | None = None,
              aggregation: str | None = None, variant: str | SearchConfig | None = None,
              search: str = "window", matches: tuple[Any, Any] = (None, None),
-             **params: Any) -> BM3DPlan:
-    """The runtime's cached BM3DPlan for images of (rows, cols, channels) and the
+             **params: Any) -> Iterator[BM3DPlan]:
+    """The runtime's cached BM3DPlan, this thread's for the `with` block
+    (`PlanCache.using`), given `matches`, for images of (rows, cols, channels) and the
     parameters `bm3d` takes (`params`: patch_size, step, window, n, ..., None keeps the
     preset's; `noise`: σ in 0–255 units that picks the preset's defaults, see
     `stage_params`); n is lowered on images too small to offer it (the project's policy for n),
@@ -299,11 +304,12 @@ def plan_for(runtime: Runtime, rows: int, cols: int, channels: int, *,
     given = tuple(m is not None for m in matches)
     key = ("bm3d", rows, cols, channels, device_output, capped, count, aggregation, variant,
            search, given)
-    plan = runtime.plan_cache().plan(key, lambda: BM3DPlan(
-        runtime, rows, cols, channels, capped, count, aggregation=aggregation, variant=variant,
-        device_output=device_output, search=search, given=given), PLANS_KEPT)
-    plan.use_matches(matches)
-    return plan
+    with runtime.plan_cache().using(key, lambda: BM3DPlan(
+            runtime, rows, cols, channels, capped, count, aggregation=aggregation,
+            variant=variant, device_output=device_output, search=search, given=given),
+            PLANS_KEPT) as plan:
+        plan.use_matches(matches)
+        yield plan
 
 
 

@@ -95,10 +95,10 @@ def burst_denoise(frames: Any, sigma: float, *, reference: int = 0, method: str 
            volume.on_device, *((type(v), v) for v in (reference, method, tile, k, patch_size,
                                                       step, h, stages)))
     strength = burst_strength(method, sigma, h, data_range, peak)
-    plan = rt.plan_cache().plan(key, lambda: plan_burst(
-        rt, volume, sigma, reference=reference, method=method, tile=tile, k=k,
-        patch_size=patch_size, step=step, h=h, stages=stages)[0], PLANS_KEPT)
-    return plan.apply(frames, strength)
+    with rt.plan_cache().using(key, lambda: plan_burst(
+            rt, volume, sigma, reference=reference, method=method, tile=tile, k=k,
+            patch_size=patch_size, step=step, h=h, stages=stages)[0], PLANS_KEPT) as plan:
+        return plan.apply(frames, strength)
 
 
 def burst_strength(method: Any, sigma: Any, h: Any, data_range: Any = None,

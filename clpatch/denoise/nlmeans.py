@@ -90,12 +90,12 @@ def _denoise(image: Any, sigma: float, *, video: bool, patch_size: int, step: in
     rt = resolve_runtime(runtime, image, guide)
     key = ("nlmeans", volume.frames, volume.rows, volume.cols, volume.channels, video,
            volume.on_device, *options.values())
-    plan = rt.plan_cache().plan(key, lambda: NLMeansPlan(
-        rt, volume.frames, volume.rows, volume.cols, volume.channels, video=video,
-        device_output=volume.on_device, **options), PLANS_KEPT)
-    if matches is not None:
-        plan.search.use(matches)
-    return restore(plan.apply(image, strength, guide=guide))
+    with rt.plan_cache().using(key, lambda: NLMeansPlan(
+            rt, volume.frames, volume.rows, volume.cols, volume.channels, video=video,
+            device_output=volume.on_device, **options), PLANS_KEPT) as plan:
+        if matches is not None:
+            plan.search.use(matches)
+        return restore(plan.apply(image, strength, guide=guide))
 
 
 def nlmeans_options(volume: Volume, *, video: bool, patch_size: Any, step: Any, window: Any,

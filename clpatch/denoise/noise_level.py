@@ -356,9 +356,9 @@ def estimate_sigma(image: Any, channel_axis: int | None = None,
     _check_size(volume.rows, volume.cols, tuple(image.shape))
     rt = resolve_runtime(runtime, image)
     key = ("noise_level", volume.rows, volume.cols, volume.channels)
-    plan = rt.plan_cache().plan(key, lambda: NoiseLevelPlan(
-        rt, volume.rows, volume.cols, volume.channels), PLANS_KEPT)
-    sigma = plan.run(volume)
+    with rt.plan_cache().using(key, lambda: NoiseLevelPlan(
+            rt, volume.rows, volume.cols, volume.channels), PLANS_KEPT) as plan:
+        sigma = plan.run(volume)
     if len(image.shape) == 2:
         return float(sigma[0])
     if average_sigmas:

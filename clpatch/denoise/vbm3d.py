@@ -134,10 +134,10 @@ def vbm3d(frames: Any, sigma: float, *, patch_size: int | None = None,
         guide, _ = channels_last(guide, channel_axis, video=True)
     rt = resolve_runtime(runtime, frames)
     key = ("vbm3d", volume.rows, volume.cols, volume.channels, *options.values())
-    plan = rt.plan_cache().plan(key, lambda: VBM3DPlan(
-        rt, volume.rows, volume.cols, volume.channels, **options), PLANS_KEPT)
-    plan.use_matches(given)
-    return restore(plan.apply(frames, strength, guide=guide, guide_role=guide_role))
+    with rt.plan_cache().using(key, lambda: VBM3DPlan(
+            rt, volume.rows, volume.cols, volume.channels, **options), PLANS_KEPT) as plan:
+        plan.use_matches(given)
+        return restore(plan.apply(frames, strength, guide=guide, guide_role=guide_role))
 
 
 def vbm3d_options(volume: Volume, *, aggregation: Any, variant: Any,

@@ -21,6 +21,7 @@ What VBM3D adds to the checks of `clpatch.match.given`:
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import replace
 from typing import Any
 
@@ -109,9 +110,10 @@ def given_stages(volume: Volume, given: tuple[Any, Any], params: tuple[VideoStag
     return tuple(out), tuple(flags)
 
 
-def _kernel(runtime: Any) -> ElementwiseKernel:
-    """The statistics kernel of `_OPERATION`, built once per runtime."""
-    return runtime.plan_cache().plan(
+def _kernel(runtime: Any) -> AbstractContextManager[ElementwiseKernel]:
+    """The statistics kernel of `_OPERATION`, built once per runtime, this thread's for the
+    `with` block (`PlanCache.using`)."""
+    return runtime.plan_cache().using(
         ("vbm3d-given-stats",),
         lambda: ElementwiseKernel(runtime.context, _ARGUMENTS, _OPERATION,
                                   "vbm3d_given_stats"), 1)
@@ -130,8 +132,9 @@ def measured_contributions(runtime: Any, matches: Any, grid: tuple[Any, Any],
         pos = cla.to_device(queue, np.ascontiguousarray(pos))
     t, gy, gx, k = matches.distances.shape
     stats = cla.zeros(queue, 2 + 4 * radius + 1, np.int32)
-    _kernel(runtime)(pos, *grid, np.int32(k), np.int32(params.n), np.int32(gy), np.int32(gx),
-                     np.int32(radius), stats, range=slice(t * gy * gx), queue=queue)
+    with _kernel(runtime) as kernel:
+        kernel(pos, *grid, np.int32(k), np.int32(params.n), np.int32(gy), np.int32(gx),
+               np.int32(radius), stats, range=slice(t * gy * gx), queue=queue)
     host = stats.get(queue=queue)       # (a synchronous part of planning, as `use`'s check)
     far = int(host[0])
     if far > radius:

@@ -151,10 +151,10 @@ def test_noise_in_8_bit_units(runtime):
 
 
 def test_plans_follow_the_noise_level(runtime):
-    plan = plan_for(runtime, 48, 48, 1, preset="reference", noise=60.0)
-    assert [(p.patch_size, p.tau_match) for p in plan.params] == [(8, 10200.0), (8, 400.0)]
-    plan = plan_for(runtime, 48, 48, 1, preset="fast", noise=60.0)
-    assert [p.tau_match for p in plan.params] == [25000.0, 3500.0]
+    with plan_for(runtime, 48, 48, 1, preset="reference", noise=60.0) as plan:
+        assert [(p.patch_size, p.tau_match) for p in plan.params] == [(8, 10200.0), (8, 400.0)]
+    with plan_for(runtime, 48, 48, 1, preset="fast", noise=60.0) as plan:
+        assert [p.tau_match for p in plan.params] == [25000.0, 3500.0]
     # The same float data in [0, 1] and in [0, 255] get the same settings and results.
     clean = clean_image((32, 36))
     noisy = (clean + np.random.default_rng(1).normal(0, 60.0, clean.shape)).astype(np.float32)

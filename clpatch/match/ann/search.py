@@ -72,10 +72,10 @@ def ann_search(image: Any, *, patch_size: int = 8, k: int = 16, tile: int = DEFA
                           neighbour_clusters=neighbour_clusters)
     rt = resolve_runtime(runtime, image)
     key = ("ann", volume.rows, volume.cols, volume.channels, volume.on_device, request)
-    plan = rt.plan_cache().plan(key, lambda: AnnPlan(
-        rt, 1, volume.rows, volume.cols, volume.channels, request,
-        device_output=volume.on_device), PLANS_KEPT)
-    return plan.run(image)
+    with rt.plan_cache().using(key, lambda: AnnPlan(
+            rt, 1, volume.rows, volume.cols, volume.channels, request,
+            device_output=volume.on_device), PLANS_KEPT) as plan:
+        return plan.run(image)
 
 
 def ann_request(volume: Volume, *, patch_size: Any, k: Any, tile: Any, step: Any,

@@ -25,6 +25,7 @@ by float32 rounding may change places at the k-th.
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -89,7 +90,8 @@ def _knn(query: Any, reference: Any, *, patch_size: Any, k: Any, metric: Any, st
             raise ValueError(f"{name} lives in another OpenCL context than the runtime's")
     request = knn_request(rt, q, r, reference is None, patch_size=patch_size, k=k,
                           metric=metric, step=step, method=method, names=names)
-    return _plan(rt, q, r, request).run(query, reference, names=names)
+    with _plan(rt, q, r, request) as plan:
+        return plan.run(query, reference, names=names)
 
 
 @dataclass(frozen=True)
@@ -149,12 +151,14 @@ def plan_knn(rt: Runtime, q: Volume, r: Volume, request: KnnRequest, *,
     return KnnPlan(rt, q.rows, q.cols, q.channels, r.rows, r.cols, **params)
 
 
-def _plan(rt: Runtime, q: Volume, r: Volume, request: KnnRequest) -> KnnPlan | BandedKnnPlan:
-    """The runtime's cached plan for these shapes and parameters."""
+def _plan(rt: Runtime, q: Volume, r: Volume,
+          request: KnnRequest) -> AbstractContextManager[KnnPlan | BandedKnnPlan]:
+    """The runtime's cached plan for these shapes and parameters, this thread's for the
+    `with` block (`PlanCache.using`)."""
     key = ("knn", q.rows, q.cols, q.channels, r.rows, r.cols, request.self_search,
            request.patch_size, request.k, request.metric, request.step, request.config,
            q.on_device, request.rescore, request.layout)
-    return rt.plan_cache().plan(key, lambda: plan_knn(rt, q, r, request), PLANS_KEPT)
+    return rt.plan_cache().using(key, lambda: plan_knn(rt, q, r, request), PLANS_KEPT)
 
 
 def _vectors(name: str, array: Any) -> Any:
@@ -214,8 +218,8 @@ def knn_vectors(queries: Any, references: Any, k: int, metric: str = "l2", *,
     if isinstance(positions, cla.Array):
         indices = cla.empty(positions.queue, (n, k), np.int32, allocator=positions.allocator)
         rt = resolve_runtime(runtime, queries)
-        column = rt.plan_cache().plan(("knn-column",), lambda: _column(rt.context), 1)
-        column(indices, positions.reshape(n * k * 2), queue=positions.queue)
+        with rt.plan_cache().using(("knn-column",), lambda: _column(rt.context), 1) as column:
+            column(indices, positions.reshape(n * k * 2), queue=positions.queue)
         result = KnnVectors(distances.reshape(n, k), indices)
         if metric in TRANSFORMED_METRICS and not isinstance(queries, cla.Array):
             return KnnVectors(result.distances.get(), result.indices.get())

@@ -21,6 +21,7 @@ give the same result on one device.
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from typing import Any
 
 import numpy as np
@@ -69,9 +70,10 @@ def _kernels(context: Any) -> dict[str, Any]:
     }
 
 
-def _kernels_of(rt: Runtime) -> dict[str, Any]:
-    """The runtime's transform kernels, made once (kept in its plan cache)."""
-    return rt.plan_cache().plan(("knn-vectors",), lambda: _kernels(rt.context), 1)
+def _kernels_of(rt: Runtime) -> AbstractContextManager[dict[str, Any]]:
+    """The runtime's transform kernels, made once (kept in its plan cache), this thread's
+    for the `with` block (a kernel's arguments are set, then it is enqueued)."""
+    return rt.plan_cache().using(("knn-vectors",), lambda: _kernels(rt.context), 1)
 
 
 def _device_rows(rt: Runtime, array: Any, name: str) -> Any:
@@ -89,7 +91,12 @@ def transformed(rt: Runtime, queries: Any, references: Any,
                 metric: str) -> tuple[Any, Any, Any]:
     """(queries', references', query squared norms or None): the device vectors whose L2
     search answers `metric` (module doc); ValueError naming a zero row for "cosine"."""
-    kernels = _kernels_of(rt)
+    with _kernels_of(rt) as kernels:
+        return _transformed(rt, kernels, queries, references, metric)
+
+
+def _transformed(rt: Runtime, kernels: dict[str, Any], queries: Any, references: Any,
+                 metric: str) -> tuple[Any, Any, Any]:
     queue = rt.queue
     q = _device_rows(rt, queries, "queries")
     r = _device_rows(rt, references, "references")
@@ -127,8 +134,8 @@ def transformed(rt: Runtime, queries: Any, references: Any,
 
 def ip_values(rt: Runtime, distances: Any, norms: tuple[Any, Any]) -> Any:
     """The inner products of an L2 search of lifted vectors: float32 (N, k) device array."""
-    kernels = _kernels_of(rt)
     qn, top = norms
     out = cla.empty(rt.queue, distances.shape, np.float32)
-    kernels["ip"](out, distances, qn, top, np.int32(distances.shape[-1]), queue=rt.queue)
+    with _kernels_of(rt) as kernels:
+        kernels["ip"](out, distances, qn, top, np.int32(distances.shape[-1]), queue=rt.queue)
     return out

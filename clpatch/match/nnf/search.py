@@ -179,11 +179,11 @@ def nnf(a: Any, b: Any, *, patch_size: int = 8, k: int = 1, pca_dims: int = 10,
             raise ValueError(f"{name} lives in another OpenCL context than the runtime's")
     key = ("nnf", va.rows, va.cols, vb.rows, vb.cols, va.channels, p, kk, dims, m, leaf, s,
            va.on_device, model_key(given))
-    plan = rt.plan_cache().plan(key, lambda: NnfPlan(
-        rt, va.rows, va.cols, vb.rows, vb.cols, va.channels, patch_size=p, k=kk,
-        pca_dims=dims, candidates=m, leaf_size=leaf, seed=s, device_output=va.on_device,
-        model=given), PLANS_KEPT)
-    return plan.run(a, b)
+    with rt.plan_cache().using(key, lambda: NnfPlan(
+            rt, va.rows, va.cols, vb.rows, vb.cols, va.channels, patch_size=p, k=kk,
+            pca_dims=dims, candidates=m, leaf_size=leaf, seed=s, device_output=va.on_device,
+            model=given), PLANS_KEPT) as plan:
+        return plan.run(a, b)
 
 
 def nnf_model(a: Any, b: Any, *, patch_size: int = 8, pca_dims: int = 10,

@@ -73,7 +73,8 @@ def search_patches(image: Any, patch_size: int = 8, step: int = 4, window: int =
                            metric=metric, variant=variant, temporal_window=temporal_window,
                            video=video, fused_check=True)
 
-    return rt.plan_cache().plan(key, make, PLANS_KEPT).run(volume)
+    with rt.plan_cache().using(key, make, PLANS_KEPT) as plan:
+        return plan.run(volume)
 
 
 def _typed(*values: Any) -> tuple[Any, ...]:
