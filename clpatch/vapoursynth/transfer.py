@@ -6,12 +6,12 @@ go to the device once, the results come back once, already in the clip's sample 
   RGB's three planes into one planar array whose transposed view is the plan's `(H, W, 3)`
   input (the plans read any strides), YUV444 with `chroma` as the pseudo-RGB the job makes
   on the host (`PlaneJob.pack`, float32).
-- Out: a small kernel (`to_plane`, below) turns the plan's float32 result into each output
-  plane in the clip's sample type — rounded to the nearest code (ties to even, as NumPy's
+- Out: a small kernel (`cl_src/lib/to_plane.cl.mako`) turns the plan's float32 result into
+  each output plane in the clip's sample type — rounded to the nearest code (ties to even, as NumPy's
   `rint`) and clamped to [0, peak] for integer formats, as `np.clip(np.rint(x), 0, peak)`
   — and each plane is copied into the output frame's memory. The kernel's program
-  is built once per context and sample type, its kernel object made per lane (kernel
-  objects are not thread-safe).
+  comes from the lane runtime's program cache, its kernel object is made per job transfer
+  (kernel objects are not thread-safe).
 
 Planes whose rows VapourSynth pads (a stride wider than the row) go through a contiguous
 host copy; common widths (multiples of 64 bytes) are copied directly.
@@ -19,7 +19,6 @@ host copy; common widths (multiples of 64 bytes) are copied directly.
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import numpy as np
@@ -31,53 +30,16 @@ from .jobs import OPPONENT, PlaneJob
 
 __all__ = ["JobTransfer"]
 
-SOURCE = r"""
-/* to_plane: one plane of the clip's frames from a filter's float32 result.
-   Launch: one work-item per pixel of the plane (of every frame), any local size.
-   res: the result from element res_first on, `channels` (1 or 3) interleaved values per
-   pixel; m, scale, offset: the plane's value is (m.x r0 + m.y r1 + m.z r2) / scale +
-   offset; out: the plane from element out_first on, in the clip's sample type OUT_T:
-   with INTEGER rounded to the nearest (ties to even) and clamped to [0, peak]; with
-   OUT_HALF stored as half; else stored as it is. */
-__kernel void to_plane(__global const float *res, const ulong res_first, const int channels,
-                       const float4 m, const float scale, const float offset,
-                       const float peak, __global OUT_T *out, const ulong out_first)
-{
-    const size_t i = get_global_id(0);
-    __global const float *p = res + res_first + i * channels;
-    float v = m.x * p[0];
-    if (channels == 3)
-        v += m.y * p[1] + m.z * p[2];
-    v = v / scale + offset;
-#if defined(INTEGER)
-    out[out_first + i] = (OUT_T)clamp(rint(v), 0.0f, peak);
-#elif defined(OUT_HALF)
-    vstore_half(v, out_first + i, (__global half *)out);
-#else
-    out[out_first + i] = v;
-#endif
-}
-"""
-
-_PROGRAMS: dict[tuple[int, str], Any] = {}
-_PROGRAMS_LOCK = threading.Lock()
-_TYPES = {"u1": ("uchar", True), "u2": ("ushort", True), "f4": ("float", False),
-          "f2": ("ushort", False)}
+#: The clip's sample type -> (the kernel's OpenCL C type, how it stores a value).
+_STORES = {"u1": ("uchar", "integer"), "u2": ("ushort", "integer"), "f4": ("float", "float"),
+           "f2": ("ushort", "half")}
 
 
-def _program(context: Any, dtype: np.dtype) -> Any:
-    key = (context.int_ptr, dtype.str)
-    with _PROGRAMS_LOCK:
-        program = _PROGRAMS.get(key)
-        if program is None:
-            ctype, integer = _TYPES[dtype.str[1:]]
-            options = [f"-DOUT_T={ctype}"]
-            if integer:
-                options.append("-DINTEGER")
-            elif dtype.itemsize == 2:
-                options.append("-DOUT_HALF")
-            program = _PROGRAMS[key] = cl.Program(context, SOURCE).build(options=options)
-        return program
+def _program(runtime: Any, dtype: np.dtype) -> Any:
+    """`cl_src/lib/to_plane.cl.mako` for the clip's sample type, from the runtime's program
+    cache (built once per device, kept on disk like every clpatch program)."""
+    out_type, store = _STORES[dtype.str[1:]]
+    return runtime.programs.get("lib/to_plane.cl.mako", out_type=out_type, store=store)
 
 
 class JobTransfer:
@@ -98,7 +60,7 @@ class JobTransfer:
             self._planar = self.input = runtime.empty((*lead, *job.shape), job.dtype)
         self.output = runtime.empty((len(job.planes), *lead, rows, cols), fmt.dtype)
         self.pixels = rows * cols * (frames or 1)
-        self._kernel = cl.Kernel(_program(runtime.context, fmt.dtype), "to_plane")
+        self._kernel = cl.Kernel(_program(runtime, fmt.dtype), "to_plane")
 
     def put(self, frame: Any, index: int = 0) -> None:
         """Copy the job's planes of VapourSynth `frame` into frame slot `index` of the input
