@@ -305,6 +305,10 @@ class VBM3DPlan(Plan):
         when `frames` ends. data_range and peak never come from the guide.
         Frames of one band come out 4 · temporal_radius frames behind the input; frames in
         several bands by chunks of `chunk_frames`, once the frames a chunk needs are in.
+        One band's frames are checked on the device without waiting (NaN, infinity, the
+        magnitude limit, the peak): a frame that fails raises its ValueError before an
+        output it reaches is yielded (`vbm3d_stream.one_band`); several bands' frames are
+        checked on the host as they arrive.
         """
         if sigma is None:
             if self.strength is None:

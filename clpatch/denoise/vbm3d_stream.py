@@ -87,11 +87,19 @@ def _check_frame(plan: Any, top: float, index: int, bound: float | None, limit: 
 def one_band(plan: Any, frames: Iterator[Any], strength: Strength, peak: float | None,
              guides: Iterator[Any] | None, role: str | None,
              layout: Layout) -> Iterator[np.ndarray]:
-    """The stream of frames that are one band: each frame (and guide frame) is uploaded,
-    its values checked by the conversion kernel, and every output it completes yielded."""
+    """The stream of frames that are one band: each frame (and guide frame) is uploaded and
+    its values checked by the conversion kernel, and every output it completes yielded.
+
+    The checks do not wait: each frame's check word is read behind its conversion
+    (`Plan.defer_check`) and judged before the next output is yielded. An output is read
+    back after every frame it depends on was converted, so a frame that fails its check
+    raises its ValueError before any output it reaches is yielded (up to the temporal
+    radius of frames after it is read), and the device is never idle waiting for a check
+    (before, each frame's upload waited for its check word)."""
     events: list[tuple[str, Any]] = []
     plan.last_events = events
     limit = magnitude_limit(plan.params[0].patch_size, 1)
+    plan.checks.wait(plan.runtime.queue)        # (an earlier run's, judged first)
     band_pass = None
     count = 0
     for frame in frames:
@@ -103,19 +111,24 @@ def one_band(plan: Any, frames: Iterator[Any], strength: Strength, peak: float |
                                  role=role)
         plan.uploader.begin()
         band_pass.upload(_frame_ref(plan, frame))
-        _check_frame(plan, plan.uploader.peak(), count, settings.bound, limit)
+        plan.defer_check(None, lambda top, i=count, bound=settings.bound: _check_frame(
+            plan, top, i, bound, limit))
         if guide is not None:
             plan.uploader.begin()
             band_pass.put_guide(_frame_ref(plan, guide), count)
-            _check_frame(plan, plan.uploader.peak(), count, None, limit, "guide frame")
+            plan.defer_check(None, lambda top, i=count: _check_frame(plan, top, i, None, limit,
+                                                                      "guide frame"))
         count += 1
         for _, out in band_pass.advance(False):
+            plan.checks.poll()
             yield out
     if band_pass is None:
         raise ValueError("frames is empty: VBM3D needs at least one frame")
     _end_guide(guides, count)
     for _, out in band_pass.advance(True):
+        plan.checks.poll()
         yield out
+    plan.checks.wait(plan.runtime.queue)
     if not plan.keep_events:
         plan.last_events = []
 

@@ -342,6 +342,29 @@ def test_stream_errors(runtime):
         plan.stream([np.zeros((16, 16))], -1.0)
 
 
+def test_stream_checks_frames_without_waiting(runtime, monkeypatch):
+    """The stream reads each frame's check word behind its conversion and judges it before
+    the next output (no wait per frame): a NaN in frame 3 of 8 raises before any output it
+    reaches (frames 3 - 2 radius on, two stages) is yielded, and a clean stream never waits
+    on the uploader's peak."""
+    video = smooth_video(8, 20, 22, seed=13)
+    want = plan_for(runtime, video.shape, temporal_radius=1).run(video, SIGMA,
+                                                                  data_range=255.0)
+    plan = plan_for(runtime, video.shape, temporal_radius=1)
+    monkeypatch.setattr(plan.uploader, "peak", lambda *a, **k: pytest.fail("waited"))
+    got = list(plan.stream(iter(video), SIGMA, data_range=255.0))
+    np.testing.assert_array_equal(np.stack(got), want)
+    bad = video.copy()
+    bad[3, 5, 7] = np.nan
+    yielded = []
+    with pytest.raises(ValueError, match="frame 3 contains NaN"):
+        for out in plan.stream(iter(bad), SIGMA, data_range=255.0):
+            yielded.append(out)
+    assert len(yielded) <= 3 - 2 * 1
+    for t, out in enumerate(yielded):
+        np.testing.assert_array_equal(out, want[t])
+
+
 def test_memory_limit_is_a_clear_error(runtime):
     p1, p2, stages, radius = video_stage_params()
     with pytest.raises(DeviceResourceError, match="temporal_radius"):
