@@ -268,6 +268,22 @@ def import_graph(package_dir: Path | str, package_name: str) -> ImportGraph:
     return ImportGraph(package_name, package_dir, modules, imports, attributes)
 
 
+def root_only_offenders(subpackage: str, least: int) -> list[str]:
+    """The imports of `clpatch.<subpackage>` (at least `least` modules) that reach past the
+    package root's public names: another clpatch module, or a private name. The layers
+    that are written as a user would write them (compat, vapoursynth) must have none."""
+    graph = import_graph(PACKAGE_DIR, PACKAGE)
+    prefix = f"{PACKAGE}.{subpackage}"
+    ours = [m for m in graph.modules if m.startswith(prefix)]
+    assert len(ours) >= least, ours
+    offenders = [f"{imp.where}: `{imp.statement}`" for imp in graph.imports
+                 if imp.importer in ours and imp.target != PACKAGE
+                 and not imp.target.startswith(prefix)]
+    offenders += [f"{imp.where}: private name `{imp.name}`" for imp in graph.imports
+                  if imp.importer in ours and imp.name and imp.name.startswith("_")]
+    return offenders
+
+
 # --------------------------------------------------------------------------- the rules
 
 

@@ -6,18 +6,11 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from tests.test_architecture import PACKAGE, PACKAGE_DIR, import_graph
+from tests.test_architecture import root_only_offenders
 
 
 def test_vapoursynth_imports_only_the_package_root():
-    graph = import_graph(PACKAGE_DIR, PACKAGE)
-    ours = [m for m in graph.modules if m.startswith(f"{PACKAGE}.vapoursynth")]
-    assert len(ours) >= 5, ours
-    offenders = [f"{imp.where}: `{imp.statement}`" for imp in graph.imports
-                 if imp.importer in ours and imp.target != PACKAGE
-                 and not imp.target.startswith(f"{PACKAGE}.vapoursynth")]
-    offenders += [f"{imp.where}: private name `{imp.name}`" for imp in graph.imports
-                  if imp.importer in ours and imp.name and imp.name.startswith("_")]
+    offenders = root_only_offenders("vapoursynth", 5)
     assert not offenders, "\n".join(offenders)
 
 
