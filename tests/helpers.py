@@ -86,6 +86,15 @@ def assert_close(actual, expected, *, rtol: float, atol: float, what: str) -> No
             f"rtol={rtol}, atol={atol}):\n" + "\n".join(lines))
 
 
+def assert_same(actual, expected, runtime, what: str, atol: float = 1e-3) -> None:
+    """Bit-identical where the device has 64-bit atomics (the filters' deterministic
+    fixed-point aggregation), else within `atol` (float atomics add in any order)."""
+    if runtime.profile.int64_atomics:
+        np.testing.assert_array_equal(actual, expected, err_msg=what)
+    else:
+        assert_close(actual, expected, rtol=0.0, atol=atol, what=what)
+
+
 def true_distances(vol: np.ndarray, ref_t, ref_y, ref_x, positions, patch: int,
                    metric: str) -> np.ndarray:
     """Distances between each reference and each returned position, in float64.

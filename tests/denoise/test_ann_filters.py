@@ -25,7 +25,7 @@ from clpatch.match.ann.params import largest_k
 from clpatch.match.ann.search import ann_matcher
 from clpatch.match.matcher import available_candidates, searches
 from clpatch.match.window.config import SearchRequest
-from tests.helpers import assert_close, load_image, tiered
+from tests.helpers import assert_close, assert_same, load_image, tiered
 from tests.reference import bm3d as bm3d_oracle
 from tests.reference.ann import ann_pair_image
 from tests.reference.bm3d_grouping import matched_groups
@@ -49,14 +49,6 @@ def camera_crop(rows: int = 64, cols: int = 72) -> np.ndarray:
 
 def astronaut_crop(rows: int = 64, cols: int = 72) -> np.ndarray:
     return load_image("astronaut")[60:60 + rows, 150:150 + cols]
-
-
-def _same(a, b, runtime, what):
-    """Bit-identical where the default aggregation is deterministic, else within rounding."""
-    if runtime.profile.int64_atomics:
-        np.testing.assert_array_equal(a, b, err_msg=what)
-    else:
-        assert_close(a, b, rtol=0.0, atol=1e-3, what=what)
 
 
 # ---- against the oracles, on the ANN's matches -------------------------------------------------
@@ -346,7 +338,7 @@ def test_burst_device_arrays_stay_on_the_device(runtime):
                                    runtime=runtime)
     assert isinstance(device, cla.Array) and device.dtype == np.float32
     assert device.shape == noisy.shape[1:]
-    _same(device.get(), host, runtime, "device burst")
+    assert_same(device.get(), host, runtime, "device burst")
 
 
 def test_single_frame_burst(runtime):

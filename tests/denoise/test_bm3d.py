@@ -29,7 +29,7 @@ from clpatch.denoise.transforms import (
     transform_pair,
 )
 from clpatch.match.window.config import SearchConfig
-from tests.helpers import assert_close, load_image, smooth_noisy
+from tests.helpers import assert_close, assert_same, load_image, smooth_noisy
 from tests.reference.bm3d import bm3d_reference
 
 SIGMA = 20.0
@@ -264,14 +264,6 @@ def test_default_aggregation_follows_capabilities(runtime):
 
 # ---- arrays, dtypes, layouts, ranges -------------------------------------------------------
 
-def _same(a, b, runtime, what):
-    """Bit-identical with the deterministic aggregation, else within float rounding."""
-    if fixed_available(runtime):
-        np.testing.assert_array_equal(a, b, err_msg=what)
-    else:
-        assert_close(a, b, rtol=0.0, atol=1e-3, what=what)
-
-
 @pytest.mark.parametrize("shape", [(37, 45), (29, 33, 3)])
 def test_device_arrays_stay_on_the_device(runtime, shape):
     image = smooth_noisy(shape, seed=11)
@@ -279,23 +271,23 @@ def test_device_arrays_stay_on_the_device(runtime, shape):
     device = clpatch.bm3d(cla.to_device(runtime.queue, image), SIGMA, runtime=runtime)
     assert isinstance(device, cla.Array) and device.dtype == np.float32
     assert device.shape == image.shape
-    _same(device.get(), host, runtime, "device array")
+    assert_same(device.get(), host, runtime, "device array")
 
 
 def test_non_contiguous_inputs(runtime):
     big = smooth_noisy((41, 50), seed=12)
     view = big[2:39, 3:48]
     expected = clpatch.bm3d(np.ascontiguousarray(view), SIGMA, runtime=runtime)
-    _same(clpatch.bm3d(view, SIGMA, runtime=runtime), expected, runtime, "NumPy view")
+    assert_same(clpatch.bm3d(view, SIGMA, runtime=runtime), expected, runtime, "NumPy view")
     # A transposed (Fortran-ordered) view.
     tview = np.ascontiguousarray(view.T).T
-    _same(clpatch.bm3d(tview, SIGMA, runtime=runtime), expected, runtime, "transposed view")
+    assert_same(clpatch.bm3d(tview, SIGMA, runtime=runtime), expected, runtime, "transposed view")
     # A device view (not contiguous): its peak for the fixed-point scale is measured on a
     # planar copy, since pyopencl reduces contiguous arrays only.
     dview = cla.to_device(runtime.queue, big)[2:39, 3:48]
     out = clpatch.bm3d(dview, SIGMA, runtime=runtime)
     assert isinstance(out, cla.Array)
-    _same(out.get(), expected, runtime, "device view")
+    assert_same(out.get(), expected, runtime, "device view")
 
 
 def test_uint8_equals_float32_of_the_same_values(runtime):
@@ -303,7 +295,7 @@ def test_uint8_equals_float32_of_the_same_values(runtime):
     a = clpatch.bm3d(values.astype(np.uint8), SIGMA, runtime=runtime)
     b = clpatch.bm3d(values.astype(np.float32), SIGMA, runtime=runtime)
     assert a.dtype == np.float32 and a.shape == values.shape
-    _same(a, b, runtime, "uint8 vs float32")
+    assert_same(a, b, runtime, "uint8 vs float32")
 
 
 def test_single_channel_axis_keeps_its_shape(runtime):
@@ -311,7 +303,7 @@ def test_single_channel_axis_keeps_its_shape(runtime):
     flat = clpatch.bm3d(image, SIGMA, runtime=runtime)
     out = clpatch.bm3d(image[..., None], SIGMA, runtime=runtime)
     assert out.shape == (37, 45, 1)
-    _same(out[..., 0], flat, runtime, "(H, W, 1)")
+    assert_same(out[..., 0], flat, runtime, "(H, W, 1)")
 
 
 def test_channel_axis(runtime):
@@ -320,8 +312,8 @@ def test_channel_axis(runtime):
     first = np.ascontiguousarray(np.moveaxis(image, -1, 0))
     out = clpatch.bm3d(first, SIGMA, channel_axis=0, runtime=runtime)
     assert out.shape == first.shape
-    _same(np.moveaxis(out, 0, -1), last, runtime, "channel_axis=0")
-    _same(clpatch.bm3d(image, SIGMA, channel_axis=-1, runtime=runtime), last, runtime,
+    assert_same(np.moveaxis(out, 0, -1), last, runtime, "channel_axis=0")
+    assert_same(clpatch.bm3d(image, SIGMA, channel_axis=-1, runtime=runtime), last, runtime,
           "channel_axis=-1")
 
 
@@ -336,7 +328,7 @@ def test_unit_range_floats(runtime):
     scale = (1 / 255) ** 2
     check_reference(out, unit, sigma=SIGMA / 255, atol=ATOL / 255, what="[0, 1] vs reference",
                     tau_match=(2500 * scale, 400 * scale))
-    _same(clpatch.bm3d(unit, SIGMA / 255, data_range=1.0, runtime=runtime), out, runtime,
+    assert_same(clpatch.bm3d(unit, SIGMA / 255, data_range=1.0, runtime=runtime), out, runtime,
           "explicit data_range=1")
     # ... so a smaller claimed range leaves fewer similar patches: smaller groups. (sigma is
     # then 200 in 0-255 units, where the preset would switch to its high-noise settings:

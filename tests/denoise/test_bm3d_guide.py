@@ -15,7 +15,7 @@ from clpatch.denoise.bm3d import BM3DPlan
 from clpatch.denoise.bm3d_params import stage_params
 from clpatch.denoise.strength import Strength
 from tests.denoise.test_bm3d import ATOL, SIGMA, fixed_available, psnr
-from tests.helpers import assert_close, load_image, smooth_noisy
+from tests.helpers import assert_close, assert_same, load_image, smooth_noisy
 from tests.reference.bm3d import bm3d_reference
 
 GRAY, COLOUR = (37, 45), (29, 33, 3)
@@ -37,14 +37,6 @@ def check(out, expected, what, atol=ATOL):
     assert out.dtype == np.float32 and out.shape == expected.shape, what
     assert np.isfinite(out).all(), f"{what}: non-finite output"
     assert_close(out, expected, rtol=0.0, atol=atol, what=what)
-
-
-def same(a, b, runtime, what):
-    """Bit-identical with the deterministic aggregation, else within float rounding."""
-    if fixed_available(runtime):
-        np.testing.assert_array_equal(a, b, err_msg=what)
-    else:
-        assert_close(a, b, rtol=0.0, atol=ATOL, what=what)
 
 
 def fixed_or_skip(runtime) -> str:
@@ -110,7 +102,7 @@ def test_ann_search_with_guide(runtime):
     image itself is the unguided run; another guide changes it."""
     image, guide = pair((40, 44), 19)
     plain = clpatch.bm3d(image, SIGMA, stages=1, search="ann", runtime=runtime)
-    same(clpatch.bm3d(image, SIGMA, stages=1, search="ann", guide=image, runtime=runtime),
+    assert_same(clpatch.bm3d(image, SIGMA, stages=1, search="ann", guide=image, runtime=runtime),
          plain, runtime, "ann, guide=image")
     other = clpatch.bm3d(image, SIGMA, stages=1, search="ann", guide=guide, runtime=runtime)
     assert np.isfinite(other).all() and np.abs(other - plain).max() > 0.1
@@ -133,7 +125,7 @@ def test_guide_equal_to_image(runtime, shape):
     instead of the basic estimate) and follow the oracle given the same guide."""
     image = smooth_noisy(shape, seed=5)
     one = clpatch.bm3d(image, SIGMA, guide=image, stages=1, runtime=runtime)
-    same(one, clpatch.bm3d(image, SIGMA, stages=1, runtime=runtime), runtime,
+    assert_same(one, clpatch.bm3d(image, SIGMA, stages=1, runtime=runtime), runtime,
          "stages=1, guide=image vs no guide")
     two = clpatch.bm3d(image, SIGMA, guide=image.copy(), runtime=runtime)
     check(two, oracle(image, image), f"guide=image, 2 stages, {shape}")
@@ -199,20 +191,20 @@ def test_device_array_guides(runtime, shape):
     expected = clpatch.bm3d(image, SIGMA, guide=guide, runtime=runtime)
     d_image = cla.to_device(runtime.queue, image)
     d_guide = cla.to_device(runtime.queue, guide)
-    same(clpatch.bm3d(image, SIGMA, guide=d_guide, runtime=runtime), expected, runtime,
+    assert_same(clpatch.bm3d(image, SIGMA, guide=d_guide, runtime=runtime), expected, runtime,
          "NumPy image, device guide")
     for g in (guide, d_guide, guide.astype(np.float64)):
         out = clpatch.bm3d(d_image, SIGMA, guide=g, runtime=runtime)
         assert isinstance(out, cla.Array)
-        same(out.get(), expected, runtime, f"device image, guide {type(g).__name__}")
+        assert_same(out.get(), expected, runtime, f"device image, guide {type(g).__name__}")
 
 
 def test_uint8_and_list_guides(runtime):
     image = smooth_noisy(GRAY, seed=10)
     guide = np.clip(smooth_noisy(GRAY, seed=11, sigma=5.0), 0, 255).round().astype(np.uint8)
     expected = clpatch.bm3d(image, SIGMA, guide=guide.astype(np.float32), runtime=runtime)
-    same(clpatch.bm3d(image, SIGMA, guide=guide, runtime=runtime), expected, runtime, "uint8")
-    same(clpatch.bm3d(image, SIGMA, guide=guide.tolist(), runtime=runtime), expected, runtime,
+    assert_same(clpatch.bm3d(image, SIGMA, guide=guide, runtime=runtime), expected, runtime, "uint8")
+    assert_same(clpatch.bm3d(image, SIGMA, guide=guide.tolist(), runtime=runtime), expected, runtime,
          "nested lists")
 
 
@@ -221,7 +213,7 @@ def test_channel_axis_applies_to_the_guide(runtime):
     expected = clpatch.bm3d(image, SIGMA, guide=guide, runtime=runtime)
     out = clpatch.bm3d(np.moveaxis(image, -1, 0), SIGMA, guide=np.moveaxis(guide, -1, 0),
                        channel_axis=0, runtime=runtime)
-    same(np.moveaxis(out, 0, -1), expected, runtime, "channel_axis=0")
+    assert_same(np.moveaxis(out, 0, -1), expected, runtime, "channel_axis=0")
 
 
 @pytest.mark.parametrize("shape,tile_bytes", [((80, 36), 140_000), ((56, 32, 3), 260_000)])
@@ -258,8 +250,8 @@ def test_plan_takes_a_guide_or_none_in_turn(runtime):
     plan = BM3DPlan(runtime, *GRAY, 1, (p1, p2), stages)
     plain = plan.run(image, SIGMA)
     guided = plan.run(image, SIGMA, guide=guide)
-    same(plan.run(image, SIGMA), plain, runtime, "unguided after a guided run")
-    same(plan.run(image, SIGMA, guide=guide), guided, runtime, "guided again")
+    assert_same(plan.run(image, SIGMA), plain, runtime, "unguided after a guided run")
+    assert_same(plan.run(image, SIGMA, guide=guide), guided, runtime, "guided again")
     check(guided, oracle(image, guide), "plan.run with a guide")
 
 
@@ -277,7 +269,7 @@ def test_stream_with_guide_frames(runtime, role):
     strength = Strength.check(SIGMA, data_range=255.0, peak=300.0)
     for k, (frame, g) in enumerate(zip(frames, guides, strict=True)):
         expected = plan.apply(frame, strength, guide=g, guide_role=role)
-        same(out[k], expected, runtime, f"stream frame {k}, {role}")
+        assert_same(out[k], expected, runtime, f"stream frame {k}, {role}")
     bad = [g.copy() for g in guides]
     bad[1][2, 3] = np.inf
     with pytest.raises(ValueError, match="guide frame 1 contains NaN or infinite"):

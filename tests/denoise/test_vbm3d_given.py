@@ -14,9 +14,8 @@ import pytest
 import clpatch
 from clpatch.denoise.vbm3d import VBM3DPlan
 from clpatch.denoise.vbm3d_params import contributions, video_stage_params
-from tests.denoise.test_bm3d import fixed_available
 from tests.denoise.test_vbm3d import ATOL, SIGMA, smooth_video
-from tests.helpers import assert_close
+from tests.helpers import assert_close, assert_same
 from tests.reference import vbm3d as ref
 from tests.reference.search import grid
 
@@ -84,13 +83,6 @@ def check_oracle(out, video, matches, *, what, **params):
     assert_close(out, expected, rtol=0.0, atol=ATOL, what=what)
 
 
-def same(runtime, out, expected, what):
-    if fixed_available(runtime):
-        np.testing.assert_array_equal(out, expected, err_msg=what)
-    else:
-        assert_close(out, expected, rtol=0.0, atol=ATOL, what=what)
-
-
 # ---- the video search's own matches: bit for bit ---------------------------------------------
 
 #: A peak far above the frames' values makes the "fixed" aggregation's scales small enough to
@@ -107,15 +99,16 @@ def test_own_search_gives_the_same_result(runtime):
     video = smooth_video(*SHAPE, seed=1)
     m = own_matches(runtime, video)
     assert m.k == 8 and m.temporal_window == 4 and np.all(m.positions >= 0)
-    same(runtime, clpatch.vbm3d(video, SIGMA, stages=1, matches=m, peak=PEAK, runtime=runtime),
-         clpatch.vbm3d(video, SIGMA, stages=1, peak=PEAK, runtime=runtime), "stage 1")
+    assert_same(clpatch.vbm3d(video, SIGMA, stages=1, matches=m, peak=PEAK, runtime=runtime),
+                clpatch.vbm3d(video, SIGMA, stages=1, peak=PEAK, runtime=runtime), runtime, "stage 1")
     expected = clpatch.vbm3d(video, SIGMA, peak=PEAK, runtime=runtime)
-    same(runtime, clpatch.vbm3d(video, SIGMA, matches=(m, None), peak=PEAK, runtime=runtime),
-         expected, "stage 1 given, stage 2 searched")
-    same(runtime, clpatch.vbm3d(video, SIGMA, matches=(on_device(runtime, m), None),
-                                peak=PEAK, runtime=runtime), expected, "device matches")
-    same(runtime, clpatch.vbm3d(video, SIGMA, matches=(m, None), runtime=runtime),
-         clpatch.vbm3d(video, SIGMA, runtime=runtime), "the frames' peak")
+    assert_same(clpatch.vbm3d(video, SIGMA, matches=(m, None), peak=PEAK, runtime=runtime),
+                expected, runtime, "stage 1 given, stage 2 searched")
+    assert_same(clpatch.vbm3d(video, SIGMA, matches=(on_device(runtime, m), None),
+                                      peak=PEAK, runtime=runtime),
+                expected, runtime, "device matches")
+    assert_same(clpatch.vbm3d(video, SIGMA, matches=(m, None), runtime=runtime),
+                clpatch.vbm3d(video, SIGMA, runtime=runtime), runtime, "the frames' peak")
 
 
 def test_own_search_of_both_stages(runtime):
@@ -125,8 +118,8 @@ def test_own_search_of_both_stages(runtime):
     basic = clpatch.vbm3d(video, SIGMA, stages=1, peak=PEAK, runtime=runtime)
     m1, m2 = own_matches(runtime, video), own_matches(runtime, basic, stage=2)
     assert (m1.step, m2.step) == (6, 4)
-    same(runtime, clpatch.vbm3d(video, SIGMA, matches=(m1, m2), peak=PEAK, runtime=runtime),
-         clpatch.vbm3d(video, SIGMA, peak=PEAK, runtime=runtime), "both stages")
+    assert_same(clpatch.vbm3d(video, SIGMA, matches=(m1, m2), peak=PEAK, runtime=runtime),
+                clpatch.vbm3d(video, SIGMA, peak=PEAK, runtime=runtime), runtime, "both stages")
 
 
 # ---- other matches: the oracle -----------------------------------------------------------------
