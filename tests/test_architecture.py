@@ -41,6 +41,8 @@ tests run the same helpers on small synthetic packages so that the checker canno
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 import textwrap
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
@@ -266,6 +268,14 @@ def import_graph(package_dir: Path | str, package_name: str) -> ImportGraph:
                 attributes.append(AttributeUse(module, collector.bound[node.value.id], file,
                                                node.lineno, f"{node.value.id}.{node.attr}"))
     return ImportGraph(package_name, package_dir, modules, imports, attributes)
+
+
+def loaded_by_import_clpatch(part: str) -> list[str]:
+    """The modules whose names contain `part` that a fresh `import clpatch` loads (an
+    optional layer's must be none: users import it themselves)."""
+    code = f"import sys, clpatch; print(sorted(m for m in sys.modules if {part!r} in m))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return ast.literal_eval(out.stdout.strip())
 
 
 def root_only_offenders(subpackage: str, least: int) -> list[str]:

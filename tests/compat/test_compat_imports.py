@@ -3,10 +3,7 @@ import it (users import clpatch.compat.skimage / clpatch.compat.bm3d themselves)
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
-from tests.test_architecture import root_only_offenders
+from tests.test_architecture import loaded_by_import_clpatch, root_only_offenders
 
 
 def test_compat_imports_only_the_package_root():
@@ -15,7 +12,4 @@ def test_compat_imports_only_the_package_root():
 
 
 def test_import_clpatch_does_not_import_compat():
-    code = ("import sys, clpatch; "
-            "print(sorted(m for m in sys.modules if m.startswith('clpatch.compat')))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"
+    assert loaded_by_import_clpatch("clpatch.compat") == []

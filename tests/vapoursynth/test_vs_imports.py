@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from tests.test_architecture import root_only_offenders
+from tests.test_architecture import loaded_by_import_clpatch, root_only_offenders
 
 
 def test_vapoursynth_imports_only_the_package_root():
@@ -15,10 +15,7 @@ def test_vapoursynth_imports_only_the_package_root():
 
 
 def test_import_clpatch_does_not_import_vapoursynth():
-    code = ("import sys, clpatch; "
-            "print(sorted(m for m in sys.modules if 'vapoursynth' in m))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"
+    assert loaded_by_import_clpatch("vapoursynth") == []
 
 
 def test_missing_vapoursynth_names_the_extra():
