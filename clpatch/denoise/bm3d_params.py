@@ -144,6 +144,13 @@ def merge_params(defaults: dict[str, Any], overrides: dict[str, Any],
     return cfg, p
 
 
+def capped_steps(steps: tuple[Any, Any], sizes: tuple[int, int]) -> tuple[Any, Any]:
+    """A default (step 1, step 2) lowered to each stage's patch size where it is larger
+    (anything but an int is left for the step's check to refuse)."""
+    return tuple(st if isinstance(st, bool) or not isinstance(st, int) else min(st, p)
+                 for st, p in zip(steps, sizes, strict=True))
+
+
 def group_and_transforms(per: dict[str, tuple[Any, Any]], s: int,
                          patch_size: int) -> tuple[int, str, str]:
     """(n, transform_2d, transform_1d) of stage s + 1, checked, from per-stage pairs."""
@@ -240,8 +247,7 @@ def stage_params(preset: str = "fast", noise: float | None = None,
         per["transform_2d"] = tuple(t if p == 8 else "dct"
                                     for t, p in zip(per["transform_2d"], sizes, strict=True))
     if overrides.get("step") is None:   # a preset's step never exceeds a given patch size
-        per["step"] = tuple(st if isinstance(st, bool) or not isinstance(st, int) else min(st, p)
-                            for st, p in zip(per["step"], sizes, strict=True))
+        per["step"] = capped_steps(per["step"], sizes)
     stages = check_int("stages", cfg["stages"], 1, 2)
     lam = check_float("lambda_3d", cfg["lambda_3d"])
     mu2 = check_float("mu2", cfg["mu2"])

@@ -11,7 +11,7 @@ from ..core.validate import check_float, check_int, stage_pair
 from ..match.window.video import VIDEO_SEARCHES, choose_video_search, video_layout
 from .bm3d_guide import GUIDE_ROLES
 from .bm3d_guide import check_guide_role as check_bm3d_role
-from .bm3d_params import group_and_transforms, merge_params
+from .bm3d_params import capped_steps, group_and_transforms, merge_params
 
 __all__ = ["DEFAULTS", "GUIDE_ROLES", "VIDEO_SEARCHES", "VideoStageParams", "check_guide_role",
            "choose_video_search", "contributions", "references_within", "search_layout",
@@ -60,8 +60,7 @@ def video_stage_params(**overrides: Any) -> tuple[VideoStageParams, VideoStagePa
     # (n, the group size, is `k` to the caller: the errors name it so)
     per = {k: stage_pair("k" if k == "n" else k, cfg[k]) for k in _PER_STAGE}
     if overrides.get("step") is None:   # the default step never exceeds a given patch size
-        per["step"] = tuple(st if isinstance(st, bool) or not isinstance(st, int) else min(st, p)
-                            for st in per["step"])
+        per["step"] = capped_steps(per["step"], (p, p))
     out = []
     for s in (0, 1):
         n, t2, t1 = group_and_transforms(per, s, p)
