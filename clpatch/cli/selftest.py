@@ -25,7 +25,6 @@ from ..selftest import (
     MAX_JOBS,
     STATUSES,
     FamilyResult,
-    default_jobs,
     run_selftest,
     select_families,
 )
@@ -116,9 +115,8 @@ def cmd_selftest(args: argparse.Namespace) -> int:
         if not args.json:
             print("\n".join(result_lines(result)), flush=True)
 
-    jobs = 1 if args.in_process else (args.jobs or default_jobs())
     results = run_selftest(runtime, names, on_result=show, isolate=not args.in_process,
-                           jobs=jobs)
+                           jobs=args.jobs)
     seconds = time.perf_counter() - start
     passed = all(r.ok for r in results)
     if args.json:
