@@ -158,19 +158,22 @@ class AnnPlan(MatcherPlan):
         per_node = SAMPLES * (SAMPLES + 1) + 3 * SAMPLES + 5 + 19
         cluster = 4 * (2 * d * nodes + c.group + per_node * nodes + 1) + 8 * d  # + offsets
         local = self.runtime.profile.local_mem_size
+        packed = not self._dense()
+
+        def query(area: int) -> int:
+            return query_bytes(self.request, c.query_group, area, packed=packed)
+
         side = 2 * self.request.tile - 1
         tiles = [(side, side)] if self.video else []
         tiles.append((self.tile_rows, self.tile_cols))
         for th, tw in tiles if c.local_pixels else ():
             area, rows = th * tw, th + p - 1
-            query = query_bytes(self.request, c.query_group, area, packed=not self._dense())
             for pitch in pitch_order(tw + p - 1, rows, p, self.channels):
                 block = self.frames * self.channels * rows * pitch
-                if 4 * (block + 2 * self.frames * area) + max(cluster, query) <= local:
+                if 4 * (block + 2 * self.frames * area) + max(cluster, query(area)) <= local:
                     return block, rows, pitch, self.frames * area, area
         area = side * side
-        if max(cluster, query_bytes(self.request, c.query_group, area,
-                                    packed=not self._dense())) > local:
+        if max(cluster, query(area)) > local:
             area = self.tile_rows * self.tile_cols
         return 0, 0, 0, self.frames * area, area
 
